@@ -1,0 +1,163 @@
+//! Opaque cursors.
+//!
+//! A cursor names a position in one feed: the feed (kind and a fingerprint of
+//! its identity), the sort key of the entry it points at, and a tie-breaker.
+//! It is base64url of a fixed 30-byte layout with a checksum, so it survives
+//! restarts (no server state), stays valid when the entry it points at is
+//! deleted (the key is a number, not a reference), and a cursor of another
+//! feed, a truncated one, or garbage is rejected with a clear reason.
+
+use crate::error::DomainError;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+const VERSION: u8 = 1;
+const LEN: usize = 1 + 1 + 8 + 8 + 8 + 4;
+
+/// The feed a cursor belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FeedScope<'a> {
+    Home(u64),
+    Profile(u64),
+    Mentions(u64),
+    Tag(&'a str),
+    Object(&'a str, &'a str),
+    Following(u64),
+    Followers(u64),
+}
+
+impl FeedScope<'_> {
+    fn tag(&self) -> u8 {
+        match self {
+            Self::Home(_) => 1,
+            Self::Profile(_) => 2,
+            Self::Mentions(_) => 3,
+            Self::Tag(_) => 4,
+            Self::Object(..) => 5,
+            Self::Following(_) => 6,
+            Self::Followers(_) => 7,
+        }
+    }
+
+    fn fingerprint(&self) -> u64 {
+        let mut h = Fnv::new();
+        h.write(&[self.tag()]);
+        match self {
+            Self::Home(u) | Self::Profile(u) | Self::Mentions(u) | Self::Following(u) | Self::Followers(u) => {
+                h.write(&u.to_be_bytes());
+            }
+            Self::Tag(t) => h.write(t.as_bytes()),
+            Self::Object(t, i) => {
+                h.write(t.as_bytes());
+                h.write(&[0]);
+                h.write(i.as_bytes());
+            }
+        }
+        h.finish()
+    }
+}
+
+/// A decoded cursor: a sort key and a tie-breaker within one feed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cursor {
+    pub key: u64,
+    pub aux: u64,
+}
+
+impl Cursor {
+    pub fn new(key: u64) -> Self {
+        Self { key, aux: 0 }
+    }
+
+    pub fn encode(&self, scope: &FeedScope<'_>) -> String {
+        let mut b = [0u8; LEN];
+        b[0] = VERSION;
+        b[1] = scope.tag();
+        b[2..10].copy_from_slice(&scope.fingerprint().to_be_bytes());
+        b[10..18].copy_from_slice(&self.key.to_be_bytes());
+        b[18..26].copy_from_slice(&self.aux.to_be_bytes());
+        let check = checksum(&b[..26]);
+        b[26..30].copy_from_slice(&check.to_be_bytes());
+        URL_SAFE_NO_PAD.encode(b)
+    }
+
+    pub fn decode(s: &str, scope: &FeedScope<'_>) -> Result<Self, DomainError> {
+        if s.len() > 64 {
+            return Err(DomainError::InvalidCursor("too long to be a tideway cursor"));
+        }
+        let b = URL_SAFE_NO_PAD.decode(s).map_err(|_| DomainError::InvalidCursor("not a tideway cursor (bad encoding)"))?;
+        if b.len() != LEN {
+            return Err(DomainError::InvalidCursor("not a tideway cursor (wrong length)"));
+        }
+        let word = |r: std::ops::Range<usize>| -> u64 {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[r]);
+            u64::from_be_bytes(a)
+        };
+        let mut c = [0u8; 4];
+        c.copy_from_slice(&b[26..30]);
+        if u32::from_be_bytes(c) != checksum(&b[..26]) || b[0] != VERSION {
+            return Err(DomainError::InvalidCursor("not a tideway cursor (checksum mismatch)"));
+        }
+        if b[1] != scope.tag() || word(2..10) != scope.fingerprint() {
+            return Err(DomainError::InvalidCursor("this cursor belongs to another feed; start again without a cursor"));
+        }
+        Ok(Self { key: word(10..18), aux: word(18..26) })
+    }
+}
+
+/// FNV-1a, 64 bit: a stable hash (the same across processes and versions,
+/// unlike std's `RandomState`), used only for fingerprints and checksums.
+struct Fnv(u64);
+
+impl Fnv {
+    fn new() -> Self {
+        Fnv(0xcbf2_9ce4_8422_2325)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 ^= u64::from(*b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+fn checksum(bytes: &[u8]) -> u32 {
+    let mut h = Fnv::new();
+    h.write(b"tideway-cursor");
+    h.write(bytes);
+    let v = h.finish();
+    (v ^ (v >> 32)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let c = Cursor { key: 123_456_789, aux: 42 };
+        let s = c.encode(&FeedScope::Home(7));
+        assert_eq!(Cursor::decode(&s, &FeedScope::Home(7)), Ok(c));
+        let t = Cursor::new(9).encode(&FeedScope::Tag("rust"));
+        assert_eq!(Cursor::decode(&t, &FeedScope::Tag("rust")), Ok(Cursor::new(9)));
+    }
+
+    #[test]
+    fn foreign_and_garbage_cursors_are_rejected() {
+        let s = Cursor::new(5).encode(&FeedScope::Home(7));
+        assert!(Cursor::decode(&s, &FeedScope::Home(8)).is_err());
+        assert!(Cursor::decode(&s, &FeedScope::Profile(7)).is_err());
+        for bad in ["", "abc", "!!!!", &s[..s.len() - 1], &format!("{s}AA")] {
+            assert!(Cursor::decode(bad, &FeedScope::Home(7)).is_err(), "{bad:?}");
+        }
+        // A flipped character fails the checksum.
+        let mut chars: Vec<char> = s.chars().collect();
+        chars[20] = if chars[20] == 'A' { 'B' } else { 'A' };
+        let flipped: String = chars.into_iter().collect();
+        assert!(Cursor::decode(&flipped, &FeedScope::Home(7)).is_err());
+    }
+}
