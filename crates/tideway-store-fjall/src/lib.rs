@@ -1,1 +1,242 @@
+//! The embedded durable backend: a [`Journal`] on the fjall LSM engine.
+//!
+//! fjall holds the source of truth (items, insertions, edges, fan-out jobs);
+//! at start-up its contents are replayed into the in-memory index of
+//! [`tideway_store::Store`], and every later change is written here in one
+//! atomic batch (all keyspaces share fjall's journal) before it is applied
+//! and acknowledged. Why fjall: see ARCHITECTURE.md ("Embedded engine").
+//!
+//! Layout (all integers big-endian so keys sort numerically):
+//!
+//! | keyspace  | key                          | value                  |
+//! |-----------|------------------------------|------------------------|
+//! | `items`   | item id (8)                  | item, JSON             |
+//! | `inserts` | insertion key (8)            | user (8) + item (8)    |
+//! | `edges`   | kind (1) + from (8) + to (8) | since, ms (8)          |
+//! | `jobs`    | job key (8)                  | job, JSON              |
+//! | `meta`    | `format`                     | format version         |
 
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use std::path::Path;
+use std::sync::Arc;
+use tideway_core::{Item, ItemId, Millis, UserId};
+use tideway_store::{Change, EdgeKind, Job, Journal, State, Store, StoreError};
+
+const FORMAT: &[u8] = b"tideway-1";
+
+/// How hard an acknowledged write is pushed to disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// `fdatasync` before acknowledging: survives power loss.
+    Fsync,
+    /// Hand to the OS before acknowledging: survives a process crash
+    /// (`kill -9`), not a power loss.
+    Buffer,
+}
+
+/// The fjall journal.
+pub struct FjallJournal {
+    db: Database,
+    items: Keyspace,
+    inserts: Keyspace,
+    edges: Keyspace,
+    jobs: Keyspace,
+    sync: SyncMode,
+}
+
+fn io(e: fjall::Error) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {
+    b.get(at..at + 8)
+        .and_then(|s| <[u8; 8]>::try_from(s).ok())
+        .map(u64::from_be_bytes)
+        .ok_or_else(|| StoreError::Corrupt(format!("short key or value ({} bytes)", b.len())))
+}
+
+fn edge_kind_byte(k: EdgeKind) -> u8 {
+    match k {
+        EdgeKind::Follow => b'f',
+        EdgeKind::Block => b'b',
+        EdgeKind::Mute => b'm',
+    }
+}
+
+fn edge_key(kind: EdgeKind, from: UserId, to: UserId) -> Vec<u8> {
+    let mut k = Vec::with_capacity(17);
+    k.push(edge_kind_byte(kind));
+    k.extend_from_slice(&from.0.to_be_bytes());
+    k.extend_from_slice(&to.0.to_be_bytes());
+    k
+}
+
+impl FjallJournal {
+    /// Opens (creating if needed) the data directory and replays it into a
+    /// fresh index. Fails if another process has the directory open.
+    pub fn open(dir: &Path, sync: SyncMode) -> Result<(Self, State), StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
+        let db = Database::builder(dir).open().map_err(|e| match e {
+            fjall::Error::Locked => {
+                StoreError::Io(format!("{} is in use by another tideway process", dir.display()))
+            }
+            e => io(e),
+        })?;
+        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(io);
+        let meta = ks("meta")?;
+        match meta.get("format").map_err(io)? {
+            Some(v) if &*v == FORMAT => {}
+            Some(v) => {
+                return Err(StoreError::Corrupt(format!(
+                    "data directory has format {:?}, this build reads {:?}",
+                    String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(FORMAT)
+                )));
+            }
+            None => meta.insert("format", FORMAT).map_err(io)?,
+        }
+        let j = FjallJournal { items: ks("items")?, inserts: ks("inserts")?, edges: ks("edges")?, jobs: ks("jobs")?, db, sync };
+        let state = j.load()?;
+        Ok((j, state))
+    }
+
+    fn load(&self) -> Result<State, StoreError> {
+        let mut st = State::default();
+        for g in self.items.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            let item: Item = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("item: {e}")))?;
+            st.apply(Change::PutItem(Arc::new(item)));
+        }
+        for g in self.inserts.iter() {
+            let (k, v) = g.into_inner().map_err(io)?;
+            st.apply(Change::PutInsert { key: u64_at(&k, 0)?, user: UserId(u64_at(&v, 0)?), item: ItemId(u64_at(&v, 8)?) });
+        }
+        for g in self.edges.iter() {
+            let (k, v) = g.into_inner().map_err(io)?;
+            let kind = match k.first() {
+                Some(b'f') => EdgeKind::Follow,
+                Some(b'b') => EdgeKind::Block,
+                Some(b'm') => EdgeKind::Mute,
+                other => return Err(StoreError::Corrupt(format!("edge kind {other:?}"))),
+            };
+            let since = Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0));
+            st.apply(Change::PutEdge { kind, from: UserId(u64_at(&k, 1)?), to: UserId(u64_at(&k, 9)?), since });
+        }
+        for g in self.jobs.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            let job: Job = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("job: {e}")))?;
+            st.apply(Change::PutJob(job));
+        }
+        Ok(st)
+    }
+
+    /// Bytes on disk.
+    pub fn disk_space(&self) -> u64 {
+        self.items.disk_space() + self.inserts.disk_space() + self.edges.disk_space() + self.jobs.disk_space()
+    }
+}
+
+impl Journal for FjallJournal {
+    fn write(&self, changes: &[Change]) -> Result<(), StoreError> {
+        let mut b = self.db.batch();
+        for c in changes {
+            match c {
+                Change::PutItem(item) => {
+                    let v = serde_json::to_vec(&**item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    b.insert(&self.items, item.id.0.to_be_bytes(), v);
+                }
+                Change::PutInsert { key, user, item } => {
+                    let mut v = Vec::with_capacity(16);
+                    v.extend_from_slice(&user.0.to_be_bytes());
+                    v.extend_from_slice(&item.0.to_be_bytes());
+                    b.insert(&self.inserts, key.to_be_bytes(), v);
+                }
+                Change::PutEdge { kind, from, to, since } => {
+                    let since = u64::try_from(since.0.max(0)).unwrap_or(0);
+                    b.insert(&self.edges, edge_key(*kind, *from, *to), since.to_be_bytes());
+                }
+                Change::DelEdge { kind, from, to } => b.remove(&self.edges, edge_key(*kind, *from, *to)),
+                Change::PutJob(job) => {
+                    let v = serde_json::to_vec(job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    b.insert(&self.jobs, job.key.to_be_bytes(), v);
+                }
+                Change::DelJob(key) => b.remove(&self.jobs, key.to_be_bytes()),
+            }
+        }
+        b.commit().map_err(io)
+    }
+
+    fn sync(&self) -> Result<(), StoreError> {
+        let mode = match self.sync {
+            SyncMode::Fsync => PersistMode::SyncData,
+            SyncMode::Buffer => PersistMode::Buffer,
+        };
+        self.db.persist(mode).map_err(io)
+    }
+}
+
+/// Opens the embedded backend in `dir`.
+pub fn open(dir: &Path, sync: SyncMode, inbox_cap: usize) -> Result<Store<FjallJournal>, StoreError> {
+    let (journal, state) = FjallJournal::open(dir, sync)?;
+    Ok(Store::new(journal, state, inbox_cap))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tideway_core::{ItemKind, Visibility};
+    use tideway_store::{FollowStatus, Graph, Items, Jobs};
+
+    fn post(id: u64, author: u64) -> Item {
+        Item {
+            id: ItemId(id),
+            author: UserId(author),
+            kind: ItemKind::Post,
+            body: serde_json::Map::new(),
+            visibility: Visibility::Public,
+            tags: vec!["rust".into()],
+            mentions: vec![],
+            object: None,
+            repost_of: None,
+            reply_to: None,
+            reply_to_author: None,
+            idempotency_key: Some("k1".into()),
+            deleted: false,
+        }
+    }
+
+    #[test]
+    fn everything_written_is_there_after_reopen() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+            s.create_item(post(100, 1), true, Millis(1)).expect("create");
+            s.create_item(post(101, 2), true, Millis(2)).expect("create");
+            s.replace_item(ItemId(101), &|i| Item { deleted: true, ..i.clone() }).expect("delete");
+            let st = s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).expect("follow");
+            assert_eq!(st, vec![FollowStatus::Followed(Millis(5)); 2]);
+            s.unfollow(UserId(3), UserId(2)).expect("unfollow");
+            s.set_block(UserId(4), UserId(1), true, Millis(6)).expect("block");
+            s.insert_home(UserId(3), ItemId(100), 200).expect("insert");
+            s.checkpoint(100, UserId(3)).expect("checkpoint");
+            s.complete(101).expect("complete");
+        }
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+        let st = s.state();
+        assert_eq!(st.items_live, 1);
+        assert!(st.item(ItemId(101)).is_some_and(|i| i.deleted));
+        assert_eq!(st.user(UserId(3)).map(|u| u.following.len()), Some(1));
+        assert!(st.relation(UserId(4), UserId(1)).blocking);
+        assert_eq!(st.first_insert.get(&(UserId(3), ItemId(100))), Some(&200));
+        assert_eq!(st.jobs.len(), 1);
+        assert_eq!(st.jobs.get(&100).and_then(|j| j.cursor), Some(UserId(3)));
+        assert_eq!(st.idempotency.get(&(UserId(1), "k1".into())), Some(&ItemId(100)));
+    }
+
+    #[test]
+    fn a_second_process_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let _a = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+        assert!(open(dir.path(), SyncMode::Buffer, 10).is_err());
+    }
+}

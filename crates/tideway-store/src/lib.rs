@@ -1,1 +1,26 @@
+//! Storage for tideway: the narrow, batch-shaped traits the service calls
+//! ([`Items`], [`Graph`], [`Jobs`], [`Inboxes`]), and [`Store`], which
+//! implements them over an in-memory index plus a [`Journal`] that makes
+//! every change durable before it is acknowledged.
+//!
+//! * With [`NoJournal`] a `Store` is the in-memory backend of the tests.
+//! * `tideway-store-fjall` provides the durable journal of the embedded
+//!   default and loads its contents back into the index at start-up.
+//!
+//! Every trait method is one call per page or per fan-out chunk (never one
+//! call per item), so that a Redis pipeline or one SQL statement can
+//! implement it in a remote backend.
 
+pub mod change;
+pub mod error;
+pub mod inbox;
+pub mod state;
+pub mod store;
+pub mod traits;
+
+pub use change::{Change, EdgeKind, Job, Record};
+pub use error::StoreError;
+pub use inbox::{InboxRead, InboxSet, InboxStats};
+pub use state::State;
+pub use store::{Journal, NoJournal, Store};
+pub use traits::*;

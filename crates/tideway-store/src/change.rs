@@ -1,0 +1,46 @@
+//! The unit of durability: every write is a list of [`Change`]s, persisted
+//! atomically by the journal and then applied to the in-memory index.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use tideway_core::{Item, ItemId, Key, Millis, UserId};
+
+/// A directed edge kind of the graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum EdgeKind {
+    Follow,
+    Block,
+    Mute,
+}
+
+/// A stored record: an item, or the insertion of an item into one home.
+/// Both are named by a key from the same id generator, so a feed position
+/// resolves to exactly one record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Item(Arc<Item>),
+    Insert { key: Key, user: UserId, item: ItemId },
+}
+
+/// A durable fan-out job: deliver `key` (an item of `author`) to the inboxes
+/// of `author`'s followers. `cursor` is the last follower already delivered
+/// (followers are walked in id order), so a restart resumes there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub key: Key,
+    pub author: UserId,
+    pub cursor: Option<UserId>,
+    pub created: Millis,
+}
+
+/// One durable change.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Create or replace an item (soft delete is a replace with `deleted`).
+    PutItem(Arc<Item>),
+    PutInsert { key: Key, user: UserId, item: ItemId },
+    PutEdge { kind: EdgeKind, from: UserId, to: UserId, since: Millis },
+    DelEdge { kind: EdgeKind, from: UserId, to: UserId },
+    PutJob(Job),
+    DelJob(Key),
+}

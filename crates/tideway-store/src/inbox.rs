@@ -1,0 +1,216 @@
+//! Home inboxes in memory: sharded, capped, each complete above its floor.
+//!
+//! An inbox is a sorted deque of keys (8 bytes an entry). It is an
+//! optimisation over the outboxes: the service reads keys above the floor
+//! from here and everything at or below the floor by merging outboxes, and
+//! checks every key against the current graph and items on read, so a stale
+//! key (unfollowed author, deleted item) costs a skip, never a wrong page.
+
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Key, UserId};
+
+/// Number of lock shards: enough that two cores delivering and readers
+/// reading rarely wait on one another.
+const SHARDS: usize = 64;
+
+#[derive(Debug, Default)]
+struct Inbox {
+    /// Ascending keys, all above `floor`.
+    keys: VecDeque<Key>,
+    /// Every appearance with a key above `floor` is here (once delivered).
+    floor: Key,
+    /// A rebuild is reading the outboxes; deliveries are recorded but reads
+    /// treat the inbox as absent.
+    building: bool,
+}
+
+impl Inbox {
+    fn add(&mut self, key: Key, cap: usize) -> bool {
+        if key <= self.floor {
+            return false;
+        }
+        let added = match self.keys.back() {
+            Some(&last) if key > last => {
+                self.keys.push_back(key);
+                true
+            }
+            None => {
+                self.keys.push_back(key);
+                true
+            }
+            _ => match self.keys.binary_search(&key) {
+                Ok(_) => false,
+                Err(pos) => {
+                    self.keys.insert(pos, key);
+                    true
+                }
+            },
+        };
+        self.trim(cap);
+        added
+    }
+
+    fn trim(&mut self, cap: usize) {
+        while self.keys.len() > cap {
+            if let Some(k) = self.keys.pop_front() {
+                self.floor = self.floor.max(k);
+            }
+        }
+    }
+}
+
+/// What a read of a present inbox returns.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InboxRead {
+    pub keys: Vec<Key>,
+    pub floor: Key,
+}
+
+/// Size figures of all inboxes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct InboxStats {
+    pub inboxes: u64,
+    pub entries: u64,
+    /// Bytes held by the key deques (capacity, not length).
+    pub bytes: u64,
+}
+
+/// All inboxes, sharded by user id.
+#[derive(Debug)]
+pub struct InboxSet {
+    shards: Vec<Mutex<HashMap<UserId, Inbox>>>,
+    cap: usize,
+}
+
+impl InboxSet {
+    pub fn new(cap: usize) -> Self {
+        Self { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(), cap: cap.max(1) }
+    }
+
+    fn shard(&self, u: UserId) -> usize {
+        // Fibonacci hashing spreads sequential ids across shards.
+        (u.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) as usize % SHARDS
+    }
+
+    pub fn deliver(&self, key: Key, users: &[UserId]) -> usize {
+        let mut by_shard: Vec<Vec<UserId>> = vec![Vec::new(); SHARDS];
+        for &u in users {
+            by_shard[self.shard(u)].push(u);
+        }
+        let mut n = 0;
+        for (i, us) in by_shard.iter().enumerate() {
+            if us.is_empty() {
+                continue;
+            }
+            let mut shard = self.shards[i].lock();
+            for u in us {
+                if let Some(ib) = shard.get_mut(u)
+                    && ib.add(key, self.cap)
+                {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    pub fn read(&self, u: UserId, range: KeyRange, dir: Direction, limit: usize) -> Option<InboxRead> {
+        let shard = self.shards[self.shard(u)].lock();
+        let ib = shard.get(&u).filter(|ib| !ib.building)?;
+        let range = KeyRange { above: Some(range.above.map_or(ib.floor, |a| a.max(ib.floor))), below: range.below };
+        let lo = ib.keys.partition_point(|&k| range.above.is_some_and(|a| k <= a));
+        let hi = range.below.map_or(ib.keys.len(), |b| ib.keys.partition_point(|&k| k < b));
+        let keys: Vec<Key> = if lo >= hi {
+            Vec::new()
+        } else {
+            match dir {
+                Direction::Older => ib.keys.range(lo..hi).rev().take(limit).copied().collect(),
+                Direction::Newer => ib.keys.range(lo..hi).take(limit).copied().collect(),
+            }
+        };
+        Some(InboxRead { keys, floor: ib.floor })
+    }
+
+    pub fn begin_rebuild(&self, u: UserId) {
+        let mut shard = self.shards[self.shard(u)].lock();
+        shard.entry(u).or_insert_with(|| Inbox { building: true, ..Inbox::default() });
+    }
+
+    pub fn finish_rebuild(&self, u: UserId, keys: &[Key], floor: Key) {
+        let mut shard = self.shards[self.shard(u)].lock();
+        let ib = shard.entry(u).or_default();
+        ib.floor = ib.floor.max(floor);
+        let f = ib.floor;
+        ib.keys.retain(|&k| k > f);
+        for &k in keys {
+            ib.add(k, self.cap);
+        }
+        ib.building = false;
+    }
+
+    pub fn merge(&self, u: UserId, keys: &[Key]) {
+        let mut shard = self.shards[self.shard(u)].lock();
+        if let Some(ib) = shard.get_mut(&u) {
+            for &k in keys {
+                ib.add(k, self.cap);
+            }
+        }
+    }
+
+    pub fn floor(&self, u: UserId) -> Option<Key> {
+        let shard = self.shards[self.shard(u)].lock();
+        shard.get(&u).filter(|ib| !ib.building).map(|ib| ib.floor)
+    }
+
+    pub fn drop_inbox(&self, u: UserId) {
+        self.shards[self.shard(u)].lock().remove(&u);
+    }
+
+    pub fn stats(&self) -> InboxStats {
+        let mut s = InboxStats::default();
+        for shard in &self.shards {
+            let shard = shard.lock();
+            s.inboxes += shard.len() as u64;
+            for ib in shard.values() {
+                s.entries += ib.keys.len() as u64;
+                s.bytes += (ib.keys.capacity() * std::mem::size_of::<Key>()) as u64;
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_raises_the_floor_and_old_keys_are_refused() {
+        let set = InboxSet::new(3);
+        let u = UserId(1);
+        assert_eq!(set.deliver(5, &[u]), 0, "absent inbox takes nothing");
+        set.begin_rebuild(u);
+        set.finish_rebuild(u, &[], 0);
+        for k in [10, 30, 20, 40, 20] {
+            set.deliver(k, &[u]);
+        }
+        let r = set.read(u, KeyRange::ALL, Direction::Older, 10).expect("present");
+        assert_eq!(r, InboxRead { keys: vec![40, 30, 20], floor: 10 });
+        assert_eq!(set.deliver(5, &[u]), 0, "at or below the floor");
+        let r = set.read(u, KeyRange { above: Some(20), below: None }, Direction::Newer, 10).expect("present");
+        assert_eq!(r.keys, vec![30, 40]);
+    }
+
+    #[test]
+    fn deliveries_during_a_rebuild_are_kept() {
+        let set = InboxSet::new(10);
+        let u = UserId(2);
+        set.begin_rebuild(u);
+        assert!(set.read(u, KeyRange::ALL, Direction::Older, 10).is_none());
+        set.deliver(99, &[u]);
+        set.finish_rebuild(u, &[50, 40], 0);
+        assert_eq!(set.read(u, KeyRange::ALL, Direction::Older, 10).expect("present").keys, vec![99, 50, 40]);
+    }
+}

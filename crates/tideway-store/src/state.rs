@@ -1,0 +1,273 @@
+//! The in-memory index: every record, edge and job, organised for the reads
+//! of the feeds. It changes only through [`State::apply`], the same way at
+//! start-up (replaying what the journal holds) and on every write.
+
+use crate::change::{Change, EdgeKind, Job, Record};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
+
+/// Everything known about one user.
+#[derive(Debug, Default)]
+pub struct UserState {
+    pub following: HashMap<UserId, Millis>,
+    /// Followers in id order: fan-out chunks walk it with a resumable cursor.
+    pub followers: BTreeMap<UserId, Millis>,
+    pub following_by_time: BTreeSet<(Millis, UserId)>,
+    pub followers_by_time: BTreeSet<(Millis, UserId)>,
+    pub blocking: HashSet<UserId>,
+    pub blocked_by: HashSet<UserId>,
+    pub muting: HashSet<UserId>,
+    /// Keys of the items this user authored (reposts included), ascending.
+    pub outbox: Vec<Key>,
+    /// Insertion keys into this user's home, ascending.
+    pub inserts: Vec<Key>,
+    /// Non-deleted items authored.
+    pub items: u64,
+}
+
+/// The whole in-memory index.
+#[derive(Debug, Default)]
+pub struct State {
+    pub records: HashMap<Key, Record>,
+    pub users: HashMap<UserId, UserState>,
+    /// Non-deleted reposts of each original.
+    pub reposts: HashMap<ItemId, Vec<(UserId, ItemId)>>,
+    /// The non-deleted repost of an original by a user.
+    pub repost_by: HashMap<(UserId, ItemId), ItemId>,
+    /// Non-deleted replies to each item.
+    pub replies: HashMap<ItemId, u64>,
+    pub idempotency: HashMap<(UserId, String), ItemId>,
+    /// The earliest insertion key of an item into a user's home.
+    pub first_insert: HashMap<(UserId, ItemId), Key>,
+    pub jobs: BTreeMap<Key, Job>,
+    pub items_live: u64,
+    pub follows: u64,
+}
+
+fn insert_sorted(v: &mut Vec<Key>, k: Key) {
+    match v.last() {
+        Some(&last) if k > last => v.push(k),
+        None => v.push(k),
+        _ => {
+            if let Err(pos) = v.binary_search(&k) {
+                v.insert(pos, k);
+            }
+        }
+    }
+}
+
+impl State {
+    pub fn user(&self, u: UserId) -> Option<&UserState> {
+        self.users.get(&u)
+    }
+
+    fn user_mut(&mut self, u: UserId) -> &mut UserState {
+        self.users.entry(u).or_default()
+    }
+
+    pub fn item(&self, id: ItemId) -> Option<&Arc<Item>> {
+        match self.records.get(&id.0) {
+            Some(Record::Item(i)) => Some(i),
+            _ => None,
+        }
+    }
+
+    pub fn has_edge(&self, kind: EdgeKind, from: UserId, to: UserId) -> bool {
+        self.users.get(&from).is_some_and(|s| match kind {
+            EdgeKind::Follow => s.following.contains_key(&to),
+            EdgeKind::Block => s.blocking.contains(&to),
+            EdgeKind::Mute => s.muting.contains(&to),
+        })
+    }
+
+    pub fn follow_since(&self, from: UserId, to: UserId) -> Option<Millis> {
+        self.users.get(&from).and_then(|s| s.following.get(&to).copied())
+    }
+
+    pub fn relation(&self, u: UserId, other: UserId) -> Relation {
+        match self.users.get(&u) {
+            None => Relation::default(),
+            Some(s) => Relation {
+                following: s.following.contains_key(&other),
+                followed_by: s.followers.contains_key(&other),
+                blocking: s.blocking.contains(&other),
+                blocked_by: s.blocked_by.contains(&other),
+                muting: s.muting.contains(&other),
+            },
+        }
+    }
+
+    /// Applies one change. Changes are idempotent (replaying one twice
+    /// leaves the same state), which makes journal replay safe.
+    pub fn apply(&mut self, change: Change) {
+        match change {
+            Change::PutItem(item) => self.put_item(item),
+            Change::PutInsert { key, user, item } => {
+                self.records.insert(key, Record::Insert { key, user, item });
+                insert_sorted(&mut self.user_mut(user).inserts, key);
+                let first = self.first_insert.entry((user, item)).or_insert(key);
+                *first = (*first).min(key);
+            }
+            Change::PutEdge { kind, from, to, since } => self.put_edge(kind, from, to, since),
+            Change::DelEdge { kind, from, to } => self.del_edge(kind, from, to),
+            Change::PutJob(job) => {
+                self.jobs.insert(job.key, job);
+            }
+            Change::DelJob(key) => {
+                self.jobs.remove(&key);
+            }
+        }
+    }
+
+    fn put_item(&mut self, item: Arc<Item>) {
+        let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
+        let was_live = match &prev {
+            Some(Record::Item(p)) => !p.deleted,
+            _ => false,
+        };
+        let is_live = !item.deleted;
+        if prev.is_none() {
+            insert_sorted(&mut self.user_mut(item.author).outbox, item.id.0);
+            if let Some(k) = &item.idempotency_key {
+                self.idempotency.insert((item.author, k.clone()), item.id);
+            }
+        }
+        if was_live == is_live {
+            return;
+        }
+        let delta: i64 = if is_live { 1 } else { -1 };
+        self.items_live = self.items_live.saturating_add_signed(delta);
+        let u = self.user_mut(item.author);
+        u.items = u.items.saturating_add_signed(delta);
+        if let Some(orig) = item.repost_of {
+            let list = self.reposts.entry(orig).or_default();
+            if is_live {
+                list.push((item.author, item.id));
+                self.repost_by.insert((item.author, orig), item.id);
+            } else {
+                list.retain(|(_, r)| *r != item.id);
+                if list.is_empty() {
+                    self.reposts.remove(&orig);
+                }
+                if self.repost_by.get(&(item.author, orig)) == Some(&item.id) {
+                    self.repost_by.remove(&(item.author, orig));
+                }
+            }
+        }
+        if let Some(parent) = item.reply_to {
+            let n = self.replies.entry(parent).or_default();
+            *n = n.saturating_add_signed(delta);
+        }
+    }
+
+    fn put_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId, since: Millis) {
+        match kind {
+            EdgeKind::Follow => {
+                let f = self.user_mut(from);
+                if let Some(old) = f.following.insert(to, since) {
+                    f.following_by_time.remove(&(old, to));
+                } else {
+                    self.follows += 1;
+                }
+                let f = self.user_mut(from);
+                f.following_by_time.insert((since, to));
+                let t = self.user_mut(to);
+                if let Some(old) = t.followers.insert(from, since) {
+                    t.followers_by_time.remove(&(old, from));
+                }
+                t.followers_by_time.insert((since, from));
+            }
+            EdgeKind::Block => {
+                self.user_mut(from).blocking.insert(to);
+                self.user_mut(to).blocked_by.insert(from);
+            }
+            EdgeKind::Mute => {
+                self.user_mut(from).muting.insert(to);
+                self.user_mut(to);
+            }
+        }
+    }
+
+    fn del_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId) {
+        match kind {
+            EdgeKind::Follow => {
+                let f = self.user_mut(from);
+                if let Some(old) = f.following.remove(&to) {
+                    f.following_by_time.remove(&(old, to));
+                    self.follows = self.follows.saturating_sub(1);
+                }
+                let t = self.user_mut(to);
+                if let Some(old) = t.followers.remove(&from) {
+                    t.followers_by_time.remove(&(old, from));
+                }
+            }
+            EdgeKind::Block => {
+                self.user_mut(from).blocking.remove(&to);
+                self.user_mut(to).blocked_by.remove(&from);
+            }
+            EdgeKind::Mute => {
+                self.user_mut(from).muting.remove(&to);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tideway_core::{ItemKind, Visibility};
+
+    fn item(id: u64, author: u64, repost_of: Option<u64>) -> Arc<Item> {
+        Arc::new(Item {
+            id: ItemId(id),
+            author: UserId(author),
+            kind: if repost_of.is_some() { ItemKind::Repost } else { ItemKind::Post },
+            body: serde_json::Map::new(),
+            visibility: Visibility::Public,
+            tags: vec![],
+            mentions: vec![],
+            object: None,
+            repost_of: repost_of.map(ItemId),
+            reply_to: None,
+            reply_to_author: None,
+            idempotency_key: None,
+            deleted: false,
+        })
+    }
+
+    #[test]
+    fn applying_twice_is_the_same_as_once() {
+        let changes = vec![
+            Change::PutItem(item(1, 1, None)),
+            Change::PutItem(item(2, 2, Some(1))),
+            Change::PutEdge { kind: EdgeKind::Follow, from: UserId(3), to: UserId(1), since: Millis(5) },
+        ];
+        let mut once = State::default();
+        let mut twice = State::default();
+        for c in &changes {
+            once.apply(c.clone());
+            twice.apply(c.clone());
+            twice.apply(c.clone());
+        }
+        assert_eq!(once.follows, twice.follows);
+        assert_eq!(once.items_live, 2);
+        assert_eq!(twice.items_live, 2);
+        assert_eq!(twice.reposts.get(&ItemId(1)).map(Vec::len), Some(1));
+        assert_eq!(twice.users[&UserId(1)].outbox, vec![1]);
+    }
+
+    #[test]
+    fn deleting_a_repost_removes_it_from_the_index() {
+        let mut s = State::default();
+        s.apply(Change::PutItem(item(1, 1, None)));
+        s.apply(Change::PutItem(item(2, 2, Some(1))));
+        let mut gone = (*item(2, 2, Some(1))).clone();
+        gone.deleted = true;
+        s.apply(Change::PutItem(Arc::new(gone)));
+        assert!(!s.reposts.contains_key(&ItemId(1)));
+        assert!(!s.repost_by.contains_key(&(UserId(2), ItemId(1))));
+        assert_eq!(s.items_live, 1);
+        assert_eq!(s.users[&UserId(2)].outbox, vec![2], "a tombstone keeps its outbox place");
+    }
+}

@@ -1,0 +1,355 @@
+//! [`Store`]: the in-memory index behind one lock, a [`Journal`] that makes
+//! changes durable, and the inboxes. It implements every storage trait.
+//!
+//! A write takes the index's write lock, decides its changes from the
+//! current state (so rules such as "at most `max_following`" hold under
+//! concurrent writers), writes them to the journal, applies them to the
+//! index, releases the lock, and only then waits for the journal to be
+//! synced to disk: concurrent writers share one fsync, and readers never
+//! wait behind a disk flush. A write is acknowledged only after that sync.
+
+use crate::change::{Change, EdgeKind, Job, Record};
+use crate::error::StoreError;
+use crate::inbox::{InboxRead, InboxSet, InboxStats};
+use crate::state::State;
+use crate::traits::*;
+use parking_lot::{RwLock, RwLockReadGuard};
+use std::collections::HashSet;
+use std::ops::Bound;
+use std::sync::Arc;
+use tideway_core::merge::{Direction, KeyRange, merge_sorted};
+use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
+
+/// Where changes go to become durable.
+pub trait Journal: Send + Sync + 'static {
+    /// Writes one atomic batch (all of it or none).
+    fn write(&self, changes: &[Change]) -> Result<()>;
+    /// Makes every batch written so far durable.
+    fn sync(&self) -> Result<()>;
+}
+
+/// The journal of the in-memory backend: nothing is durable.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct NoJournal;
+
+impl Journal for NoJournal {
+    fn write(&self, _: &[Change]) -> Result<()> {
+        Ok(())
+    }
+    fn sync(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A backend: index + journal + inboxes.
+pub struct Store<J> {
+    /// One lock for the index: reads are short and parallel; writes are short
+    /// (the fsync happens after it is released).
+    state: RwLock<State>,
+    journal: J,
+    inboxes: InboxSet,
+}
+
+impl Store<NoJournal> {
+    /// The in-memory backend.
+    pub fn in_memory(inbox_cap: usize) -> Self {
+        Store::new(NoJournal, State::default(), inbox_cap)
+    }
+}
+
+impl<J: Journal> Store<J> {
+    pub fn new(journal: J, state: State, inbox_cap: usize) -> Self {
+        Self { state: RwLock::new(state), journal, inboxes: InboxSet::new(inbox_cap) }
+    }
+
+    /// A read view of the index (benchmarks and tests).
+    pub fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read()
+    }
+
+    pub fn journal(&self) -> &J {
+        &self.journal
+    }
+
+    fn commit<T>(&self, decide: impl FnOnce(&State) -> Result<(T, Vec<Change>)>) -> Result<T> {
+        let mut st = self.state.write();
+        let (out, changes) = decide(&st)?;
+        if changes.is_empty() {
+            return Ok(out);
+        }
+        self.journal.write(&changes)?;
+        for c in changes {
+            st.apply(c);
+        }
+        drop(st);
+        self.journal.sync()?;
+        Ok(out)
+    }
+}
+
+impl<J: Journal> Items for Store<J> {
+    fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        self.commit(|st| {
+            if let Some(k) = &item.idempotency_key
+                && let Some(existing) = st.idempotency.get(&(item.author, k.clone())).and_then(|id| st.item(*id))
+            {
+                return Ok((CreateOutcome::Existing(existing.clone()), vec![]));
+            }
+            if let Some(orig) = item.repost_of
+                && let Some(existing) = st.repost_by.get(&(item.author, orig)).and_then(|id| st.item(*id))
+            {
+                return Ok((CreateOutcome::AlreadyReposted(existing.clone()), vec![]));
+            }
+            if st.records.contains_key(&item.id.0) {
+                return Err(StoreError::IdTaken(item.id.0));
+            }
+            let item = Arc::new(item);
+            let mut changes = vec![Change::PutItem(item.clone())];
+            if fan_out {
+                changes.push(Change::PutJob(Job { key: item.id.0, author: item.author, cursor: None, created: now }));
+            }
+            Ok((CreateOutcome::Created(item), changes))
+        })
+    }
+
+    fn replace_item(&self, id: ItemId, f: &dyn Fn(&Item) -> Item) -> Result<Option<Arc<Item>>> {
+        self.commit(|st| match st.item(id) {
+            Some(i) if !i.deleted => {
+                let new = Arc::new(f(i));
+                Ok((Some(new.clone()), vec![Change::PutItem(new)]))
+            }
+            _ => Ok((None, vec![])),
+        })
+    }
+
+    fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+        let st = self.state.read();
+        Ok(keys.iter().map(|k| st.records.get(k).cloned()).collect())
+    }
+
+    fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        let st = self.state.read();
+        let lists: Vec<&[Key]> = authors.iter().filter_map(|a| st.user(*a)).map(|u| u.outbox.as_slice()).collect();
+        Ok(merge_sorted(&lists, range, dir, limit))
+    }
+
+    fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
+        let st = self.state.read();
+        let mut set: Option<HashSet<UserId>> = None;
+        Ok(originals
+            .iter()
+            .map(|o| {
+                let all = st.reposts.get(o).map(Vec::as_slice).unwrap_or(&[]);
+                if all.len() <= reposters.len() {
+                    let set = set.get_or_insert_with(|| reposters.iter().copied().collect());
+                    all.iter().filter(|(u, _)| set.contains(u)).copied().collect()
+                } else {
+                    reposters.iter().filter_map(|r| st.repost_by.get(&(*r, *o)).map(|id| (*r, *id))).collect()
+                }
+            })
+            .collect())
+    }
+
+    fn item_counts(&self, ids: &[ItemId]) -> Result<Vec<ItemCounts>> {
+        let st = self.state.read();
+        Ok(ids
+            .iter()
+            .map(|id| ItemCounts {
+                replies: st.replies.get(id).copied().unwrap_or(0),
+                reposts: st.reposts.get(id).map_or(0, |v| v.len() as u64),
+            })
+            .collect())
+    }
+
+    fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
+        self.commit(|_| Ok(((), vec![Change::PutInsert { key, user, item }])))
+    }
+
+    fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        let st = self.state.read();
+        Ok(st.user(user).map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit)).unwrap_or_default())
+    }
+
+    fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
+        let st = self.state.read();
+        Ok(items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect())
+    }
+}
+
+impl<J: Journal> Graph for Store<J> {
+    fn follow_many(
+        &self,
+        user: UserId,
+        targets: &[UserId],
+        at: Millis,
+        max_following: usize,
+    ) -> Result<Vec<FollowStatus>> {
+        self.commit(|st| {
+            let mut count = st.user(user).map_or(0, |u| u.following.len());
+            let mut changes = Vec::new();
+            let mut statuses = Vec::with_capacity(targets.len());
+            let mut now_following: HashSet<UserId> = HashSet::new();
+            for &t in targets {
+                let status = if let Some(since) = st.follow_since(user, t) {
+                    FollowStatus::Already(since)
+                } else if now_following.contains(&t) {
+                    FollowStatus::Already(at)
+                } else if st.relation(user, t).blocked_either_way() {
+                    FollowStatus::Blocked
+                } else if count >= max_following {
+                    FollowStatus::Limit
+                } else {
+                    count += 1;
+                    now_following.insert(t);
+                    changes.push(Change::PutEdge { kind: EdgeKind::Follow, from: user, to: t, since: at });
+                    FollowStatus::Followed(at)
+                };
+                statuses.push(status);
+            }
+            Ok((statuses, changes))
+        })
+    }
+
+    fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+        self.commit(|st| {
+            if st.has_edge(EdgeKind::Follow, user, target) {
+                Ok((true, vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target }]))
+            } else {
+                Ok((false, vec![]))
+            }
+        })
+    }
+
+    fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        self.commit(|st| {
+            let mut changes = Vec::new();
+            if on {
+                if !st.has_edge(EdgeKind::Block, user, target) {
+                    changes.push(Change::PutEdge { kind: EdgeKind::Block, from: user, to: target, since: at });
+                }
+                for (a, b) in [(user, target), (target, user)] {
+                    if st.has_edge(EdgeKind::Follow, a, b) {
+                        changes.push(Change::DelEdge { kind: EdgeKind::Follow, from: a, to: b });
+                    }
+                }
+            } else if st.has_edge(EdgeKind::Block, user, target) {
+                changes.push(Change::DelEdge { kind: EdgeKind::Block, from: user, to: target });
+            }
+            Ok(((), changes))
+        })
+    }
+
+    fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        self.commit(|st| {
+            let has = st.has_edge(EdgeKind::Mute, user, target);
+            let changes = match (on, has) {
+                (true, false) => vec![Change::PutEdge { kind: EdgeKind::Mute, from: user, to: target, since: at }],
+                (false, true) => vec![Change::DelEdge { kind: EdgeKind::Mute, from: user, to: target }],
+                _ => vec![],
+            };
+            Ok(((), changes))
+        })
+    }
+
+    fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
+        let st = self.state.read();
+        Ok(st.user(user).map(|u| u.following.keys().copied().collect()).unwrap_or_default())
+    }
+
+    fn list(
+        &self,
+        user: UserId,
+        which: ListKind,
+        after: Option<(Millis, UserId)>,
+        limit: usize,
+    ) -> Result<Vec<(UserId, Millis)>> {
+        let st = self.state.read();
+        let Some(u) = st.user(user) else { return Ok(vec![]) };
+        let set = match which {
+            ListKind::Following => &u.following_by_time,
+            ListKind::Followers => &u.followers_by_time,
+        };
+        let upper = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(set.range((Bound::Unbounded, upper)).rev().take(limit).map(|&(since, id)| (id, since)).collect())
+    }
+
+    fn followers_chunk(&self, user: UserId, after: Option<UserId>, limit: usize) -> Result<Vec<UserId>> {
+        let st = self.state.read();
+        let Some(u) = st.user(user) else { return Ok(vec![]) };
+        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(u.followers.range((lower, Bound::Unbounded)).take(limit).map(|(id, _)| *id).collect())
+    }
+
+    fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+        let st = self.state.read();
+        Ok(others.iter().map(|o| st.relation(user, *o)).collect())
+    }
+
+    fn counts(&self, user: UserId) -> Result<UserCounts> {
+        let st = self.state.read();
+        Ok(st
+            .user(user)
+            .map(|u| UserCounts {
+                following: u.following.len() as u64,
+                followers: u.followers.len() as u64,
+                items: u.items,
+            })
+            .unwrap_or_default())
+    }
+
+    fn stats(&self) -> Result<StoreStats> {
+        let st = self.state.read();
+        Ok(StoreStats {
+            users: st.users.len() as u64,
+            items: st.items_live,
+            follows: st.follows,
+            pending_jobs: st.jobs.len() as u64,
+            oldest_job: st.jobs.values().map(|j| j.created).min(),
+        })
+    }
+}
+
+impl<J: Journal> Jobs for Store<J> {
+    fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
+        let st = self.state.read();
+        Ok(st.jobs.values().take(limit).cloned().collect())
+    }
+
+    fn checkpoint(&self, key: Key, cursor: UserId) -> Result<()> {
+        self.commit(|st| match st.jobs.get(&key) {
+            Some(j) => Ok(((), vec![Change::PutJob(Job { cursor: Some(cursor), ..j.clone() })])),
+            None => Ok(((), vec![])),
+        })
+    }
+
+    fn complete(&self, key: Key) -> Result<()> {
+        self.commit(|st| Ok(((), if st.jobs.contains_key(&key) { vec![Change::DelJob(key)] } else { vec![] })))
+    }
+}
+
+impl<J: Journal> Inboxes for Store<J> {
+    fn deliver(&self, key: Key, users: &[UserId]) -> usize {
+        self.inboxes.deliver(key, users)
+    }
+    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Option<InboxRead> {
+        self.inboxes.read(user, range, dir, limit)
+    }
+    fn begin_rebuild(&self, user: UserId) {
+        self.inboxes.begin_rebuild(user)
+    }
+    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) {
+        self.inboxes.finish_rebuild(user, keys, floor)
+    }
+    fn merge_inbox(&self, user: UserId, keys: &[Key]) {
+        self.inboxes.merge(user, keys)
+    }
+    fn inbox_floor(&self, user: UserId) -> Option<Key> {
+        self.inboxes.floor(user)
+    }
+    fn drop_inbox(&self, user: UserId) {
+        self.inboxes.drop_inbox(user)
+    }
+    fn inbox_stats(&self) -> InboxStats {
+        self.inboxes.stats()
+    }
+}

@@ -1,0 +1,145 @@
+//! The traits the service uses. Each is batch-shaped: one call serves a page
+//! or a fan-out chunk.
+
+use crate::change::{Job, Record};
+use crate::error::StoreError;
+use crate::inbox::{InboxRead, InboxStats};
+use std::sync::Arc;
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
+
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+/// What `create_item` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateOutcome {
+    Created(Arc<Item>),
+    /// The author's idempotency key was seen before: the earlier item.
+    Existing(Arc<Item>),
+    /// The author reposted this original before (and has not deleted it).
+    AlreadyReposted(Arc<Item>),
+}
+
+/// What a follow of one target did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowStatus {
+    Followed(Millis),
+    Already(Millis),
+    /// A block separates the two users.
+    Blocked,
+    /// The follower is at `graph.max_following`.
+    Limit,
+}
+
+/// Which list of a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Following,
+    Followers,
+}
+
+/// Counters of one user.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UserCounts {
+    pub following: u64,
+    pub followers: u64,
+    pub items: u64,
+}
+
+/// Counters of the whole store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StoreStats {
+    pub users: u64,
+    pub items: u64,
+    pub follows: u64,
+    pub pending_jobs: u64,
+    pub oldest_job: Option<Millis>,
+}
+
+/// Per-item counts kept by the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ItemCounts {
+    pub replies: u64,
+    pub reposts: u64,
+}
+
+/// Items, their outboxes, reposts and home insertions.
+pub trait Items: Send + Sync {
+    /// Stores a new item atomically with its fan-out job (when `fan_out`).
+    /// Idempotency keys and repeated reposts return the existing item.
+    fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome>;
+    /// Replaces an existing, non-deleted item (patch or soft delete).
+    /// Returns `None` when the item is unknown or already deleted.
+    fn replace_item(&self, id: ItemId, f: &dyn Fn(&Item) -> Item) -> Result<Option<Arc<Item>>>;
+    /// The records named by `keys`, in order.
+    fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
+    /// Keys authored by any of `authors` in `range`, in `dir` order, at most `limit`.
+    fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    /// For each original, its non-deleted reposts by any of `reposters`.
+    fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>>;
+    /// For each item, its reply and repost counts.
+    fn item_counts(&self, ids: &[ItemId]) -> Result<Vec<ItemCounts>>;
+    /// Records an insertion of `item` into `user`'s home at `key`.
+    fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()>;
+    /// Insertion keys of `user`'s home in `range`.
+    fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    /// For each item, the earliest key at which it was inserted into `user`'s home.
+    fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>>;
+}
+
+/// The follow graph, blocks and mutes.
+pub trait Graph: Send + Sync {
+    /// Follows every target in one storage round.
+    fn follow_many(&self, user: UserId, targets: &[UserId], at: Millis, max_following: usize)
+    -> Result<Vec<FollowStatus>>;
+    /// Returns whether an edge was removed.
+    fn unfollow(&self, user: UserId, target: UserId) -> Result<bool>;
+    /// Blocks (removing follows both ways) or unblocks.
+    fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
+    fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
+    /// Everyone `user` follows (at most `graph.max_following`).
+    fn followees(&self, user: UserId) -> Result<Vec<UserId>>;
+    /// A page of a list, newest first, after the `(since, id)` position.
+    fn list(&self, user: UserId, which: ListKind, after: Option<(Millis, UserId)>, limit: usize)
+    -> Result<Vec<(UserId, Millis)>>;
+    /// Followers in id order after `after`: the chunks of a fan-out job.
+    fn followers_chunk(&self, user: UserId, after: Option<UserId>, limit: usize) -> Result<Vec<UserId>>;
+    /// The relation of `user` to each of `others`.
+    fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>>;
+    fn counts(&self, user: UserId) -> Result<UserCounts>;
+    fn stats(&self) -> Result<StoreStats>;
+}
+
+/// Durable fan-out jobs.
+pub trait Jobs: Send + Sync {
+    /// Up to `limit` pending jobs, oldest first.
+    fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
+    /// Records that every follower up to `cursor` has the job's key.
+    fn checkpoint(&self, key: Key, cursor: UserId) -> Result<()>;
+    fn complete(&self, key: Key) -> Result<()>;
+}
+
+/// Materialised home inboxes (an optimisation: everything in them can be
+/// rebuilt from the outboxes). Each inbox is complete for keys above its
+/// floor, holds at most `timeline.max_len` keys, and may be absent.
+pub trait Inboxes: Send + Sync {
+    /// Adds `key` to the present inboxes of `users`; returns how many took it.
+    fn deliver(&self, key: Key, users: &[UserId]) -> usize;
+    /// Keys of `user`'s inbox in `range` above its floor; `None` if absent.
+    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Option<InboxRead>;
+    /// Starts a rebuild: the inbox becomes present-but-building and records
+    /// deliveries, so none is lost while the outboxes are read.
+    fn begin_rebuild(&self, user: UserId);
+    /// Finishes a rebuild with the keys read (newest first) and their floor.
+    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key);
+    /// Merges keys (a follow's backfill) into a present inbox.
+    fn merge_inbox(&self, user: UserId, keys: &[Key]);
+    /// The floor of a present inbox.
+    fn inbox_floor(&self, user: UserId) -> Option<Key>;
+    fn drop_inbox(&self, user: UserId);
+    fn inbox_stats(&self) -> InboxStats;
+}
+
+/// Everything a backend provides.
+pub trait Backend: Items + Graph + Jobs + Inboxes {}
+impl<T: Items + Graph + Jobs + Inboxes> Backend for T {}
