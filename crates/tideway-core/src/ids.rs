@@ -149,6 +149,14 @@ impl IdGenerator {
         }
     }
 
+    /// Makes every later key for the present larger than `key` (called at
+    /// start-up with the largest stored key, so a clock that stepped back
+    /// across a restart cannot reorder new items before old ones).
+    pub fn observe(&self, key: Key) {
+        let packed = ((key >> TIME_SHIFT) << SEQ_BITS) | (key & ((1 << SEQ_BITS) - 1));
+        self.last.fetch_max(packed, Ordering::Relaxed);
+    }
+
     /// A key at a given (imported) time. Unique among the next 4096 calls
     /// for the same millisecond; the store detects any collision.
     pub fn at(&self, t: Millis) -> Result<Key, DomainError> {
@@ -187,6 +195,9 @@ mod tests {
         // The clock stepping back never produces a smaller key.
         assert!(g.next(t).expect("key") > later);
         assert!(g.next(Millis(0)).is_err());
+        let fresh = IdGenerator::new(3).expect("node");
+        fresh.observe(later);
+        assert!(fresh.next(t).expect("key") > later, "observe keeps keys above stored ones");
     }
 
     #[test]

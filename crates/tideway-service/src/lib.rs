@@ -1,1 +1,24 @@
+//! The feed service: the rules of every feed, written once over the storage
+//! traits, plus the fan-out worker that fills inboxes in the background.
+//!
+//! * [`FeedService`] is what the HTTP layer calls: one method per operation.
+//! * [`feed`] walks a feed page: the pushed inbox above its floor, the pulled
+//!   outboxes below it, each key checked against the current state by the
+//!   entry rule of `tideway_core::entry`.
+//! * [`worker`] delivers items to followers' inboxes in durable, checkpointed
+//!   chunks.
 
+pub mod clock;
+pub mod config;
+pub mod error;
+pub mod feed;
+pub mod service;
+pub mod view;
+pub mod worker;
+
+pub use clock::{Clock, ManualClock, SystemClock};
+pub use config::Config;
+pub use error::ServiceError;
+pub use service::{FeedService, ServiceOptions};
+pub use view::*;
+pub use worker::{FanoutWorker, StepOutcome};

@@ -43,6 +43,8 @@ pub struct State {
     pub jobs: BTreeMap<Key, Job>,
     pub items_live: u64,
     pub follows: u64,
+    /// The largest item or insertion key.
+    pub max_key: Key,
 }
 
 fn insert_sorted(v: &mut Vec<Key>, k: Key) {
@@ -104,6 +106,7 @@ impl State {
         match change {
             Change::PutItem(item) => self.put_item(item),
             Change::PutInsert { key, user, item } => {
+                self.max_key = self.max_key.max(key);
                 self.records.insert(key, Record::Insert { key, user, item });
                 insert_sorted(&mut self.user_mut(user).inserts, key);
                 let first = self.first_insert.entry((user, item)).or_insert(key);
@@ -121,6 +124,7 @@ impl State {
     }
 
     fn put_item(&mut self, item: Arc<Item>) {
+        self.max_key = self.max_key.max(item.id.0);
         let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
         let was_live = match &prev {
             Some(Record::Item(p)) => !p.deleted,

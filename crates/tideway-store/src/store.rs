@@ -305,6 +305,7 @@ impl<J: Journal> Graph for Store<J> {
             follows: st.follows,
             pending_jobs: st.jobs.len() as u64,
             oldest_job: st.jobs.values().map(|j| j.created).min(),
+            max_key: st.max_key,
         })
     }
 }

@@ -54,6 +54,8 @@ pub struct StoreStats {
     pub follows: u64,
     pub pending_jobs: u64,
     pub oldest_job: Option<Millis>,
+    /// The largest key stored (the id generator starts above it).
+    pub max_key: Key,
 }
 
 /// Per-item counts kept by the store.

@@ -1,0 +1,30 @@
+//! Errors of the service layer. Client errors carry a message that says
+//! what to fix; `Store` is an internal failure (logged, answered opaquely).
+
+use thiserror::Error;
+use tideway_core::DomainError;
+use tideway_store::StoreError;
+
+#[derive(Debug, Error)]
+pub enum ServiceError {
+    #[error(transparent)]
+    Invalid(#[from] DomainError),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    LimitExceeded(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+impl ServiceError {
+    pub fn invalid(field: &'static str, reason: impl Into<String>) -> Self {
+        Self::Invalid(DomainError::invalid(field, reason))
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ServiceError>;

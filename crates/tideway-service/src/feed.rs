@@ -1,0 +1,315 @@
+//! Walking a feed page.
+//!
+//! A page is computed from a *source* of candidate keys in walk order and an
+//! *evaluator* that turns a batch of keys into entries. A key yields an entry
+//! only when it is the entry's earliest valid appearance (see
+//! `tideway_core::entry`), so every entry is emitted exactly once however
+//! many appearances it has and whichever source (inbox or outboxes) holds
+//! them. Filtering may drop keys, so the walk pulls batches until the page
+//! has `limit + 1` entries (the extra one tells whether more exist) or the
+//! source runs dry: `limit` is honoured.
+//!
+//! Home's source reads the inbox for keys above its floor and merges the
+//! outboxes of `F(u)` (plus `u`'s insertions) at or below it. Because the
+//! boundary is a key and both sides obey the same entry rule, the seam
+//! between push and pull has no gap and no duplicate.
+
+use crate::error::Result;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use tideway_core::entry::{home_entry, profile_entry};
+use tideway_core::merge::{Direction, KeyRange, merge_sorted};
+use tideway_core::{Entry, Item, ItemId, Key, Relation, UserId};
+use tideway_store::{Backend, Record};
+
+/// Candidate keys of a feed in walk order.
+pub trait KeySource {
+    /// The next keys beyond those already returned; empty when exhausted.
+    fn next_batch(&mut self, n: usize) -> Result<Vec<Key>>;
+}
+
+/// An entry together with the original item it shows.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub entry: Entry,
+    pub item: Arc<Item>,
+    /// Whether the reader (or viewer) reposted the item.
+    pub viewer_reposted: bool,
+}
+
+/// Walks `source`, collecting up to `limit + 1` entries in walk order.
+/// Returns the entries (at most `limit`) and whether more exist.
+pub fn walk(
+    source: &mut dyn KeySource,
+    evaluate: &mut dyn FnMut(&[Key]) -> Result<Vec<Found>>,
+    limit: usize,
+) -> Result<(Vec<Found>, bool)> {
+    let mut out: Vec<Found> = Vec::with_capacity(limit + 1);
+    while out.len() <= limit {
+        // Ask for a little more than needed: some keys will be filtered.
+        let want = (limit + 1 - out.len()) * 2 + 8;
+        let keys = source.next_batch(want)?;
+        if keys.is_empty() {
+            break;
+        }
+        out.extend(evaluate(&keys)?);
+    }
+    let more = out.len() > limit;
+    out.truncate(limit);
+    Ok((out, more))
+}
+
+/// Keys of several outboxes (and optionally one user's insertions) merged.
+pub struct PullSource<'a> {
+    pub backend: &'a dyn Backend,
+    pub authors: &'a [UserId],
+    pub inserts_of: Option<UserId>,
+    pub dir: Direction,
+    /// Exclusive bound in walk direction (`below` for Older, `above` for Newer).
+    pub bound: Option<Key>,
+    /// Exclusive outer limit (for Newer: the floor + 1 of an inbox).
+    pub stop: Option<Key>,
+}
+
+impl PullSource<'_> {
+    fn range(&self) -> KeyRange {
+        match self.dir {
+            Direction::Older => KeyRange { above: self.stop, below: self.bound },
+            Direction::Newer => KeyRange { above: self.bound, below: self.stop },
+        }
+    }
+}
+
+impl KeySource for PullSource<'_> {
+    fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
+        let range = self.range();
+        if range.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut keys = self.backend.outbox_merge(self.authors, range, self.dir, n)?;
+        if let Some(u) = self.inserts_of {
+            let ins = self.backend.inserts(u, range, self.dir, n)?;
+            if !ins.is_empty() {
+                let mut a = keys;
+                a.sort_unstable();
+                let mut b = ins;
+                b.sort_unstable();
+                keys = merge_sorted(&[&a, &b], KeyRange::ALL, self.dir, n);
+            }
+        }
+        if let Some(&last) = keys.last() {
+            self.bound = Some(last);
+        }
+        Ok(keys)
+    }
+}
+
+/// Home's source: the inbox above its floor, the outboxes at or below it.
+pub struct HomeSource<'a> {
+    pub backend: &'a dyn Backend,
+    pub user: UserId,
+    pub authors: &'a [UserId],
+    pub dir: Direction,
+    pub bound: Option<Key>,
+    /// The inbox is absent or done with: only the outboxes remain.
+    pull_only: bool,
+}
+
+impl<'a> HomeSource<'a> {
+    pub fn new(backend: &'a dyn Backend, user: UserId, authors: &'a [UserId], dir: Direction, bound: Option<Key>) -> Self {
+        Self { backend, user, authors, dir, bound, pull_only: false }
+    }
+
+    fn pull(&mut self, stop: Option<Key>, n: usize) -> Result<Vec<Key>> {
+        let mut p = PullSource {
+            backend: self.backend,
+            authors: self.authors,
+            inserts_of: Some(self.user),
+            dir: self.dir,
+            bound: self.bound,
+            stop,
+        };
+        let keys = p.next_batch(n)?;
+        self.bound = p.bound;
+        Ok(keys)
+    }
+}
+
+impl KeySource for HomeSource<'_> {
+    fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
+        loop {
+            match self.dir {
+                Direction::Older => {
+                    if self.pull_only {
+                        return self.pull(None, n);
+                    }
+                    let range = KeyRange { above: None, below: self.bound };
+                    match self.backend.read_inbox(self.user, range, Direction::Older, n) {
+                        Some(r) if !r.keys.is_empty() => {
+                            self.bound = r.keys.last().copied();
+                            return Ok(r.keys);
+                        }
+                        Some(r) => {
+                            // Nothing left above the floor: continue below it.
+                            let below = r.floor.saturating_add(1);
+                            self.bound = Some(self.bound.map_or(below, |b| b.min(below)));
+                            self.pull_only = true;
+                        }
+                        None => self.pull_only = true,
+                    }
+                }
+                Direction::Newer => {
+                    let floor = if self.pull_only { None } else { self.backend.inbox_floor(self.user) };
+                    let Some(floor) = floor else {
+                        self.pull_only = true;
+                        return self.pull(None, n);
+                    };
+                    if self.bound.unwrap_or(0) < floor {
+                        let keys = self.pull(Some(floor.saturating_add(1)), n)?;
+                        if !keys.is_empty() {
+                            return Ok(keys);
+                        }
+                        self.bound = Some(floor);
+                        continue;
+                    }
+                    let range = KeyRange { above: self.bound, below: None };
+                    match self.backend.read_inbox(self.user, range, Direction::Newer, n) {
+                        None => self.pull_only = true,
+                        // The floor rose since it was read: pull up to it first.
+                        Some(r) if r.floor > self.bound.unwrap_or(0) => continue,
+                        Some(r) => {
+                            if let Some(&last) = r.keys.last() {
+                                self.bound = Some(last);
+                            }
+                            return Ok(r.keys);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What an evaluator knows about the records of a batch.
+struct Batch {
+    /// For each key, the original it is an appearance of.
+    originals_of: Vec<Option<ItemId>>,
+    originals: Vec<ItemId>,
+    items: HashMap<ItemId, Arc<Item>>,
+}
+
+fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<UserId>) -> Result<Batch> {
+    let recs = backend.records(keys)?;
+    let mut originals_of = Vec::with_capacity(keys.len());
+    let mut items: HashMap<ItemId, Arc<Item>> = HashMap::new();
+    let mut originals: Vec<ItemId> = Vec::new();
+    let mut seen: HashSet<ItemId> = HashSet::new();
+    for rec in recs {
+        let orig = match rec {
+            Some(Record::Item(i)) => {
+                let o = i.repost_of.unwrap_or(i.id);
+                items.insert(i.id, i);
+                Some(o)
+            }
+            Some(Record::Insert { user, item, .. }) if Some(user) == insert_owner => Some(item),
+            _ => None,
+        };
+        if let Some(o) = orig
+            && seen.insert(o)
+        {
+            originals.push(o);
+        }
+        originals_of.push(orig);
+    }
+    let missing: Vec<Key> = originals.iter().filter(|o| !items.contains_key(o)).map(|o| o.0).collect();
+    if !missing.is_empty() {
+        for rec in backend.records(&missing)?.into_iter().flatten() {
+            if let Record::Item(i) = rec {
+                items.insert(i.id, i);
+            }
+        }
+    }
+    Ok(Batch { originals_of, originals, items })
+}
+
+fn relations_of(backend: &dyn Backend, viewer: UserId, users: HashSet<UserId>) -> Result<HashMap<UserId, Relation>> {
+    let users: Vec<UserId> = users.into_iter().collect();
+    let rels = backend.relations(viewer, &users)?;
+    Ok(users.into_iter().zip(rels).collect())
+}
+
+/// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`.
+pub fn evaluate_home(
+    backend: &dyn Backend,
+    user: UserId,
+    f_list: &[UserId],
+    f_set: &HashSet<UserId>,
+    keys: &[Key],
+) -> Result<Vec<Found>> {
+    let b = load_batch(backend, keys, Some(user))?;
+    let reposts = backend.reposts_by(&b.originals, f_list)?;
+    let inserted = backend.inserted_keys(user, &b.originals)?;
+    let mut people: HashSet<UserId> = HashSet::new();
+    for (o, rs) in b.originals.iter().zip(&reposts) {
+        if let Some(i) = b.items.get(o) {
+            people.insert(i.author);
+        }
+        people.extend(rs.iter().map(|(u, _)| *u));
+    }
+    people.remove(&user);
+    let rels = relations_of(backend, user, people)?;
+    let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
+    let in_f = |x: UserId| f_set.contains(&x);
+    let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
+    let mut out = Vec::new();
+    for (key, orig) in keys.iter().zip(&b.originals_of) {
+        let Some(o) = orig else { continue };
+        let (Some(item), Some(&idx)) = (b.items.get(o), per_orig.get(o)) else { continue };
+        if let Some(e) = home_entry(item, user, &in_f, &rel, &reposts[idx], inserted[idx])
+            && e.key == *key
+        {
+            let viewer_reposted = reposts[idx].iter().any(|(u, _)| *u == user);
+            out.push(Found { entry: e, item: item.clone(), viewer_reposted });
+        }
+    }
+    Ok(out)
+}
+
+/// Evaluates a batch of profile keys of `author` seen by `viewer`.
+pub fn evaluate_profile(
+    backend: &dyn Backend,
+    author: UserId,
+    viewer: Option<UserId>,
+    keys: &[Key],
+) -> Result<Vec<Found>> {
+    let b = load_batch(backend, keys, None)?;
+    let mut who = vec![author];
+    if let Some(v) = viewer
+        && v != author
+    {
+        who.push(v);
+    }
+    let reposts = backend.reposts_by(&b.originals, &who)?;
+    let rels = match viewer {
+        Some(v) => {
+            let people: HashSet<UserId> =
+                b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).filter(|a| *a != v).collect();
+            relations_of(backend, v, people)?
+        }
+        None => HashMap::new(),
+    };
+    let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
+    let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
+    let mut out = Vec::new();
+    for (key, orig) in keys.iter().zip(&b.originals_of) {
+        let Some(o) = orig else { continue };
+        let (Some(item), Some(&idx)) = (b.items.get(o), per_orig.get(o)) else { continue };
+        if let Some(e) = profile_entry(item, author, viewer, &rel, &reposts[idx])
+            && e.key == *key
+        {
+            let viewer_reposted = viewer.is_some_and(|v| reposts[idx].iter().any(|(u, _)| *u == v));
+            out.push(Found { entry: e, item: item.clone(), viewer_reposted });
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,593 @@
+//! [`FeedService`]: one method per API operation, over a storage backend.
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{Result, ServiceError};
+use crate::feed::{Found, HomeSource, KeySource, PullSource, evaluate_home, evaluate_profile, walk};
+use crate::view::*;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tideway_core::cursor::{Cursor, FeedScope};
+use tideway_core::limits::{DEFAULT_PAGE, MAX_BATCH_FOLLOW, MAX_BATCH_IDS, MAX_PAGE};
+use tideway_core::merge::{Direction, KeyRange, merge_sorted};
+use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
+use tideway_store::{Backend, CreateOutcome, FollowStatus, ListKind, StoreError};
+use tokio::sync::Notify;
+
+/// Settings the service needs (a subset of [`Config`]).
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    pub max_len: usize,
+    pub max_following: usize,
+    pub hot_followers: u64,
+    pub active_window_ms: i64,
+    pub chunk_size: usize,
+    pub node_id: u16,
+}
+
+impl ServiceOptions {
+    pub fn from_config(c: &Config) -> Self {
+        Self {
+            max_len: c.timeline.max_len,
+            max_following: c.graph.max_following,
+            hot_followers: c.fanout.hot_followers,
+            active_window_ms: i64::try_from(c.fanout.active_window.0.as_millis()).unwrap_or(i64::MAX),
+            chunk_size: c.fanout.chunk_size,
+            node_id: c.server.node_id,
+        }
+    }
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        Self::from_config(&Config::default())
+    }
+}
+
+/// The feed service.
+pub struct FeedService {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) opts: ServiceOptions,
+    clock: Arc<dyn Clock>,
+    ids: IdGenerator,
+    /// Wakes the fan-out worker when a job is enqueued.
+    pub(crate) work: Notify,
+    pub(crate) delivered_total: AtomicU64,
+    /// When each user last read their home. In memory: after a restart every
+    /// inbox is rebuilt on first read anyway.
+    last_active: Mutex<HashMap<UserId, Millis>>,
+}
+
+/// The parsed direction and bound of a page request.
+struct PageSpec {
+    limit: usize,
+    dir: Direction,
+    cursor: Option<Key>,
+}
+
+fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
+    let limit = if req.limit == 0 { DEFAULT_PAGE } else { req.limit };
+    if limit > MAX_PAGE {
+        return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
+    }
+    let spec = match (&req.before, &req.after) {
+        (Some(_), Some(_)) => return Err(ServiceError::invalid("before", "give before or after, not both")),
+        (Some(b), None) => PageSpec { limit, dir: Direction::Older, cursor: Some(Cursor::decode(b, scope)?.key) },
+        (None, Some(a)) => PageSpec { limit, dir: Direction::Newer, cursor: Some(Cursor::decode(a, scope)?.key) },
+        (None, None) => PageSpec { limit, dir: Direction::Older, cursor: None },
+    };
+    Ok(spec)
+}
+
+impl FeedService {
+    pub fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
+        let ids = IdGenerator::new(opts.node_id)?;
+        ids.observe(backend.stats()?.max_key);
+        Ok(Self {
+            backend,
+            opts,
+            clock,
+            ids,
+            work: Notify::new(),
+            delivered_total: AtomicU64::new(0),
+            last_active: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    pub fn options(&self) -> &ServiceOptions {
+        &self.opts
+    }
+
+    pub fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    // ---------------------------------------------------------------- items
+
+    fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
+        Ok(match self.backend.records(&[id.0])?.pop().flatten() {
+            Some(tideway_store::Record::Item(i)) => Some(i),
+            _ => None,
+        })
+    }
+
+    fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
+        match self.load_item(id)? {
+            Some(i) if !i.deleted => Ok(i),
+            _ => Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted"))),
+        }
+    }
+
+    fn relation(&self, user: UserId, other: UserId) -> Result<Relation> {
+        if user == other {
+            return Ok(Relation::default());
+        }
+        Ok(self.backend.relations(user, &[other])?.pop().unwrap_or_default())
+    }
+
+    /// Creates an item. Returns the item and whether it was new (false: an
+    /// idempotent repeat, or a repeated repost).
+    pub fn create_item(&self, new: NewItem) -> Result<(ItemView, bool)> {
+        let mut new = new.validated()?;
+        let author = new.author;
+        let mut reply_to_author = None;
+        if let Some(target) = new.repost_of {
+            let mut original = self.live_item(target)?;
+            if let Some(inner) = original.repost_of {
+                original = self.live_item(inner)?; // a repost of a repost reposts the original
+            }
+            if original.visibility != Visibility::Public {
+                return Err(ServiceError::Forbidden(format!("item {} is not public and cannot be reposted", original.id)));
+            }
+            if self.relation(author, original.author)?.blocked_either_way() {
+                return Err(ServiceError::Forbidden(format!("a block separates user {author} from the author of item {}", original.id)));
+            }
+            new.repost_of = Some(original.id);
+        }
+        if let Some(parent_id) = new.reply_to {
+            let parent = self.live_item(parent_id)?;
+            let rel = self.relation(author, parent.author)?;
+            if rel.blocked_either_way() {
+                return Err(ServiceError::Forbidden(format!("a block separates user {author} from the author of item {parent_id}")));
+            }
+            if !parent.visible_to(Some(author), rel.following) {
+                return Err(ServiceError::NotFound(format!("item {parent_id} does not exist or was deleted")));
+            }
+            reply_to_author = Some(parent.author);
+        }
+        let now = self.clock.now();
+        let fan_out = !new.kind.is_card();
+        let mut attempt = 0;
+        let outcome = loop {
+            let id = match new.created_at {
+                Some(t) => self.ids.at(t)?,
+                None => self.ids.next(now)?,
+            };
+            let item = Item {
+                id: ItemId(id),
+                author,
+                kind: new.kind.clone(),
+                body: new.body.clone(),
+                visibility: new.visibility,
+                tags: new.tags.clone(),
+                mentions: new.mentions.clone(),
+                object: new.object.clone(),
+                repost_of: new.repost_of,
+                reply_to: new.reply_to,
+                reply_to_author,
+                idempotency_key: new.idempotency_key.clone(),
+                deleted: false,
+            };
+            match self.backend.create_item(item, fan_out, now) {
+                Err(StoreError::IdTaken(_)) if attempt < 16 => attempt += 1,
+                other => break other?,
+            }
+        };
+        match outcome {
+            CreateOutcome::Created(item) => {
+                if fan_out {
+                    // The author's own home sees the item at once; followers
+                    // get it from the worker.
+                    self.backend.deliver(item.id.0, &[author]);
+                    self.work.notify_one();
+                }
+                metrics::counter!("tideway_items_created_total").increment(1);
+                Ok((self.hydrate_one(item, Some(author))?, true))
+            }
+            CreateOutcome::Existing(item) if item.deleted => Err(ServiceError::Conflict(format!(
+                "idempotency key was used by item {}, which has since been deleted",
+                item.id
+            ))),
+            CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
+                Ok((self.hydrate_one(item, Some(author))?, false))
+            }
+        }
+    }
+
+    /// Checks that `actor` (when a user token acts) is the author.
+    fn check_author(item: &Item, actor: Option<UserId>) -> Result<()> {
+        match actor {
+            Some(a) if a != item.author => {
+                Err(ServiceError::Forbidden(format!("only the author (user {}) may change item {}", item.author, item.id)))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    pub fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
+        let item = self.live_item(id)?;
+        let rel = match viewer {
+            Some(v) => self.relation(v, item.author)?,
+            None => Relation::default(),
+        };
+        if !item.visible_to(viewer, rel.following) || rel.blocked_either_way() {
+            return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
+        }
+        self.hydrate_one(item, viewer)
+    }
+
+    /// Items in the order asked; deleted, unknown and invisible ones omitted.
+    pub fn get_items(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+        if ids.len() > MAX_BATCH_IDS {
+            return Err(ServiceError::invalid("ids", format!("at most {MAX_BATCH_IDS} ids")));
+        }
+        let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
+        let items: Vec<Arc<Item>> = self
+            .backend
+            .records(&keys)?
+            .into_iter()
+            .filter_map(|r| match r {
+                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
+                _ => None,
+            })
+            .collect();
+        let visible: Vec<Arc<Item>> = match viewer {
+            None => items.into_iter().filter(|i| i.visible_to(None, false)).collect(),
+            Some(v) => {
+                let authors: Vec<UserId> = items.iter().map(|i| i.author).collect();
+                let rels = self.backend.relations(v, &authors)?;
+                items
+                    .into_iter()
+                    .zip(rels)
+                    .filter(|(i, r)| {
+                        let r = if i.author == v { Relation::default() } else { *r };
+                        i.visible_to(Some(v), r.following) && !r.blocked_either_way()
+                    })
+                    .map(|(i, _)| i)
+                    .collect()
+            }
+        };
+        self.hydrate(visible, viewer)
+    }
+
+    pub fn patch_item(
+        &self,
+        id: ItemId,
+        body: Option<serde_json::Map<String, serde_json::Value>>,
+        visibility: Option<Visibility>,
+        actor: Option<UserId>,
+    ) -> Result<ItemView> {
+        let item = self.live_item(id)?;
+        Self::check_author(&item, actor)?;
+        if let Some(b) = &body {
+            tideway_core::item::check_body(b)?;
+        }
+        if item.kind == ItemKind::Repost && visibility.is_some_and(|v| v != Visibility::Public) {
+            return Err(ServiceError::invalid("visibility", "a repost is always public"));
+        }
+        let updated = self
+            .backend
+            .replace_item(id, &|i| Item {
+                body: body.clone().unwrap_or_else(|| i.body.clone()),
+                visibility: visibility.unwrap_or(i.visibility),
+                ..i.clone()
+            })?
+            .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
+        self.hydrate_one(updated, actor)
+    }
+
+    /// Soft-deletes an item; deleting a deleted item is a no-op.
+    pub fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
+        match self.load_item(id)? {
+            None => Err(ServiceError::NotFound(format!("item {id} does not exist"))),
+            Some(i) if i.deleted => Self::check_author(&i, actor),
+            Some(i) => {
+                Self::check_author(&i, actor)?;
+                self.backend.replace_item(id, &|i| Item { deleted: true, ..i.clone() })?;
+                Ok(())
+            }
+        }
+    }
+
+    fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
+        self.hydrate(vec![item], viewer)?
+            .pop()
+            .ok_or_else(|| ServiceError::NotFound("item vanished while being read".into()))
+    }
+
+    /// Counts and viewer state for many items in a constant number of calls.
+    fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+        let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
+        let counts = self.backend.item_counts(&ids)?;
+        let reposted: Vec<bool> = match viewer {
+            Some(v) => self.backend.reposts_by(&ids, &[v])?.into_iter().map(|r| !r.is_empty()).collect(),
+            None => vec![false; ids.len()],
+        };
+        Ok(items
+            .into_iter()
+            .zip(counts)
+            .zip(reposted)
+            .map(|((item, counts), reposted)| ItemView { item, counts, viewer: viewer.map(|_| ViewerState { reposted }) })
+            .collect())
+    }
+
+    fn hydrate_found(&self, found: Vec<Found>, scope: &FeedScope<'_>, viewer: Option<UserId>) -> Result<Vec<EntryView>> {
+        let ids: Vec<ItemId> = found.iter().map(|f| f.item.id).collect();
+        let counts = self.backend.item_counts(&ids)?;
+        Ok(found
+            .into_iter()
+            .zip(counts)
+            .map(|(f, counts)| EntryView {
+                cursor: Cursor::new(f.entry.key).encode(scope),
+                reason: f.entry.reason,
+                item: ItemView {
+                    item: f.item,
+                    counts,
+                    viewer: viewer.map(|_| ViewerState { reposted: f.viewer_reposted }),
+                },
+                sources: f.entry.sources,
+            })
+            .collect())
+    }
+
+    /// Turns walked entries into a page with its cursors.
+    fn finish_page(
+        &self,
+        spec: &PageSpec,
+        (mut found, more): (Vec<Found>, bool),
+        scope: &FeedScope<'_>,
+        viewer: Option<UserId>,
+    ) -> Result<Page> {
+        let enc = |k: Key| Cursor::new(k).encode(scope);
+        let (next, prev) = match spec.dir {
+            Direction::Older => {
+                let next = if more { found.last().map(|f| enc(f.entry.key)) } else { None };
+                let prev = match (found.first(), spec.cursor) {
+                    (Some(f), _) => Some(enc(f.entry.key)),
+                    (None, Some(c)) => Some(enc(c.saturating_sub(1))),
+                    (None, None) => None,
+                };
+                (next, prev)
+            }
+            Direction::Newer => {
+                found.reverse();
+                let c = spec.cursor.unwrap_or(0);
+                let prev = Some(found.first().map_or_else(|| enc(c), |f| enc(f.entry.key)));
+                let next = Some(found.last().map_or_else(|| enc(c.saturating_add(1)), |f| enc(f.entry.key)));
+                (next, prev)
+            }
+        };
+        let entries = self.hydrate_found(found, scope, viewer)?;
+        Ok(Page { entries, next_cursor: next, prev_cursor: prev })
+    }
+
+    // ---------------------------------------------------------------- feeds
+
+    /// `F(u)`: the users `u` follows, and `u`.
+    fn sources_of(&self, user: UserId) -> Result<Vec<UserId>> {
+        let mut f = self.backend.followees(user)?;
+        f.push(user);
+        Ok(f)
+    }
+
+    /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
+    /// `F(user)` (at most `max_len` keys of work) when it is absent.
+    fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<()> {
+        if self.backend.inbox_floor(user).is_some() {
+            return Ok(());
+        }
+        self.backend.begin_rebuild(user);
+        let n = self.opts.max_len;
+        let mut outbox = self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n)?;
+        let mut inserts = self.backend.inserts(user, KeyRange::ALL, Direction::Older, n)?;
+        outbox.reverse();
+        inserts.reverse();
+        let keys = merge_sorted(&[&outbox, &inserts], KeyRange::ALL, Direction::Older, n);
+        // Complete above the floor: everything, unless the cap cut it short.
+        let floor = if keys.len() >= n { keys.last().map_or(0, |k| k.saturating_sub(1)) } else { 0 };
+        self.backend.finish_rebuild(user, &keys, floor);
+        metrics::counter!("tideway_inbox_rebuilds_total").increment(1);
+        Ok(())
+    }
+
+    /// A page of `home(user)`. Reading marks the user active.
+    pub fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
+        let scope = FeedScope::Home(user.0);
+        let spec = page_spec(req, &scope)?;
+        self.last_active.lock().insert(user, self.clock.now());
+        let f_list = self.sources_of(user)?;
+        let f_set: HashSet<UserId> = f_list.iter().copied().collect();
+        self.ensure_inbox(user, &f_list)?;
+        let backend = self.backend.as_ref();
+        let mut source = HomeSource::new(backend, user, &f_list, spec.dir, spec.cursor);
+        let mut eval = |keys: &[Key]| evaluate_home(backend, user, &f_list, &f_set, keys);
+        let walked = walk(&mut source, &mut eval, spec.limit)?;
+        self.finish_page(&spec, walked, &scope, Some(user))
+    }
+
+    /// A page of `profile(author)` seen by `viewer`.
+    pub fn profile(&self, author: UserId, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
+        let scope = FeedScope::Profile(author.0);
+        let spec = page_spec(req, &scope)?;
+        if let Some(v) = viewer
+            && self.relation(v, author)?.blocked_either_way()
+        {
+            return self.finish_page(&spec, (vec![], false), &scope, viewer);
+        }
+        let backend = self.backend.as_ref();
+        let authors = [author];
+        let mut source: Box<dyn KeySource> = Box::new(PullSource {
+            backend,
+            authors: &authors,
+            inserts_of: None,
+            dir: spec.dir,
+            bound: spec.cursor,
+            stop: None,
+        });
+        let mut eval = |keys: &[Key]| evaluate_profile(backend, author, viewer, keys);
+        let walked = walk(source.as_mut(), &mut eval, spec.limit)?;
+        self.finish_page(&spec, walked, &scope, viewer)
+    }
+
+    /// Inserts an item directly into `user`'s home (a card, a system message).
+    /// Returns the item and the key (feed position) of the insertion.
+    pub fn insert_home(&self, user: UserId, item: ItemId) -> Result<(ItemView, Key)> {
+        let it = self.live_item(item)?;
+        let now = self.clock.now();
+        let key = self.ids.next(now)?;
+        self.backend.insert_home(user, item, key)?;
+        self.backend.deliver(key, &[user]);
+        Ok((self.hydrate_one(it, Some(user))?, key))
+    }
+
+    // ---------------------------------------------------------------- graph
+
+    /// Follows many targets in one storage round; brings their recent items
+    /// into the follower's inbox.
+    pub fn follow_many(&self, user: UserId, targets: &[UserId]) -> Result<Vec<(UserId, FollowStatus)>> {
+        if targets.len() > MAX_BATCH_FOLLOW {
+            return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_FOLLOW} targets per call")));
+        }
+        if targets.contains(&user) {
+            return Err(ServiceError::invalid("targets", "a user cannot follow themselves"));
+        }
+        let statuses = self.backend.follow_many(user, targets, self.clock.now(), self.opts.max_following)?;
+        let new: Vec<UserId> = targets
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, s)| matches!(s, FollowStatus::Followed(_)))
+            .map(|(t, _)| *t)
+            .collect();
+        if !new.is_empty()
+            && let Some(floor) = self.backend.inbox_floor(user)
+        {
+            let range = KeyRange { above: Some(floor), below: None };
+            let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len)?;
+            self.backend.merge_inbox(user, &keys);
+        }
+        Ok(targets.iter().copied().zip(statuses).collect())
+    }
+
+    /// Follows one target: `Ok(since)`, or the reason it was refused.
+    pub fn follow(&self, user: UserId, target: UserId) -> Result<Millis> {
+        if user == target {
+            return Err(ServiceError::invalid("target", "a user cannot follow themselves"));
+        }
+        match self.follow_many(user, &[target])?.pop().map(|(_, s)| s) {
+            Some(FollowStatus::Followed(t) | FollowStatus::Already(t)) => Ok(t),
+            Some(FollowStatus::Blocked) => {
+                Err(ServiceError::Forbidden(format!("a block separates users {user} and {target}")))
+            }
+            Some(FollowStatus::Limit) | None => Err(ServiceError::LimitExceeded(format!(
+                "user {user} already follows {} users, the most allowed (graph.max_following)",
+                self.opts.max_following
+            ))),
+        }
+    }
+
+    pub fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
+        self.backend.unfollow(user, target)?;
+        Ok(())
+    }
+
+    fn check_not_self(user: UserId, target: UserId, what: &str) -> Result<()> {
+        if user == target {
+            return Err(ServiceError::invalid("target", format!("a user cannot {what} themselves")));
+        }
+        Ok(())
+    }
+
+    pub fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
+        Self::check_not_self(user, target, "block")?;
+        self.backend.set_block(user, target, on, self.clock.now())?;
+        Ok(())
+    }
+
+    pub fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
+        Self::check_not_self(user, target, "mute")?;
+        self.backend.set_mute(user, target, on, self.clock.now())?;
+        Ok(())
+    }
+
+    pub fn list(&self, user: UserId, which: ListKind, limit: usize, cursor: Option<&str>) -> Result<UserPage> {
+        let limit = if limit == 0 { DEFAULT_PAGE } else { limit };
+        if limit > MAX_PAGE {
+            return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
+        }
+        let scope = match which {
+            ListKind::Following => FeedScope::Following(user.0),
+            ListKind::Followers => FeedScope::Followers(user.0),
+        };
+        let after = match cursor {
+            Some(c) => {
+                let c = Cursor::decode(c, &scope)?;
+                Some((Millis(i64::try_from(c.key).unwrap_or(i64::MAX)), UserId(c.aux)))
+            }
+            None => None,
+        };
+        let mut users = self.backend.list(user, which, after, limit + 1)?;
+        let more = users.len() > limit;
+        users.truncate(limit);
+        let next_cursor = if more {
+            users.last().map(|(id, since)| Cursor { key: u64::try_from(since.0).unwrap_or(0), aux: id.0 }.encode(&scope))
+        } else {
+            None
+        };
+        Ok(UserPage { users, next_cursor })
+    }
+
+    pub fn relationships(&self, user: UserId, targets: &[UserId]) -> Result<Vec<Relation>> {
+        if targets.len() > MAX_BATCH_IDS {
+            return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_IDS} targets")));
+        }
+        Ok(self.backend.relations(user, targets)?)
+    }
+
+    pub fn user(&self, user: UserId) -> Result<UserView> {
+        let c = self.backend.counts(user)?;
+        let last = self.last_active.lock().get(&user).copied();
+        let now = self.clock.now();
+        Ok(UserView {
+            id: user,
+            following: c.following,
+            followers: c.followers,
+            items: c.items,
+            hot: c.followers >= self.opts.hot_followers,
+            active: last.is_some_and(|t| now.0 - t.0 <= self.opts.active_window_ms),
+            last_active_at: last,
+        })
+    }
+
+    pub fn stats(&self) -> Result<StatsView> {
+        let s = self.backend.stats()?;
+        let ib = self.backend.inbox_stats();
+        let now = self.clock.now();
+        Ok(StatsView {
+            users: s.users,
+            items: s.items,
+            follows: s.follows,
+            pending: s.pending_jobs,
+            delivered_total: self.delivered_total.load(Ordering::Relaxed),
+            oldest_pending_ms: s.oldest_job.map_or(0, |t| u64::try_from(now.0 - t.0).unwrap_or(0)),
+            inboxes: ib.inboxes,
+            inbox_entries: ib.entries,
+            inbox_bytes: ib.bytes,
+        })
+    }
+}

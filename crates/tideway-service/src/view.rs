@@ -1,0 +1,78 @@
+//! What the service returns: hydrated items, feed pages, users.
+
+use std::sync::Arc;
+use tideway_core::entry::Source;
+use tideway_core::{AppearanceKind, Item, Millis, UserId};
+use tideway_store::ItemCounts;
+
+/// The viewer's own state on an item.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ViewerState {
+    pub reposted: bool,
+}
+
+/// An item with its counts and, when there is a viewer, the viewer's state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ItemView {
+    pub item: Arc<Item>,
+    pub counts: ItemCounts,
+    pub viewer: Option<ViewerState>,
+}
+
+/// One entry of a page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EntryView {
+    pub cursor: String,
+    pub reason: AppearanceKind,
+    pub item: ItemView,
+    pub sources: Vec<Source>,
+}
+
+/// A page of a feed.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Page {
+    pub entries: Vec<EntryView>,
+    pub next_cursor: Option<String>,
+    pub prev_cursor: Option<String>,
+}
+
+/// A page request: at most one of `before` / `after`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PageRequest {
+    pub limit: usize,
+    pub before: Option<String>,
+    pub after: Option<String>,
+}
+
+/// A page of a follow list.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct UserPage {
+    pub users: Vec<(UserId, Millis)>,
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /v1/users/{u}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserView {
+    pub id: UserId,
+    pub following: u64,
+    pub followers: u64,
+    pub items: u64,
+    pub hot: bool,
+    pub active: bool,
+    pub last_active_at: Option<Millis>,
+}
+
+/// `GET /v1/stats`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StatsView {
+    pub users: u64,
+    pub items: u64,
+    pub follows: u64,
+    pub pending: u64,
+    pub delivered_total: u64,
+    pub oldest_pending_ms: u64,
+    pub inboxes: u64,
+    pub inbox_entries: u64,
+    pub inbox_bytes: u64,
+}

@@ -1,0 +1,105 @@
+//! The fan-out worker: delivers each new item to its author's followers.
+//!
+//! Jobs are durable (written with the item, atomically), processed a chunk
+//! of followers at a time in follower-id order, and checkpointed after each
+//! chunk, so a restart resumes where it stopped. Delivery is idempotent (an
+//! inbox ignores a key it holds), so the chunk in flight at a crash is simply
+//! delivered again. Each step advances every one of the oldest `LANES` jobs
+//! by one chunk, so a small job never waits behind a huge one.
+
+use crate::error::Result;
+use crate::service::FeedService;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Jobs advanced side by side in one step.
+pub const LANES: usize = 8;
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// No job was pending.
+    Idle,
+    /// Chunks were delivered.
+    Progress { deliveries: usize, completed: usize },
+}
+
+/// Drives fan-out jobs of one service.
+#[derive(Clone)]
+pub struct FanoutWorker {
+    svc: Arc<FeedService>,
+}
+
+impl FanoutWorker {
+    pub fn new(svc: Arc<FeedService>) -> Self {
+        Self { svc }
+    }
+
+    /// Advances each of the oldest pending jobs by one chunk.
+    pub fn step(&self) -> Result<StepOutcome> {
+        let b = &self.svc.backend;
+        let jobs = b.pending_jobs(LANES)?;
+        if jobs.is_empty() {
+            return Ok(StepOutcome::Idle);
+        }
+        let chunk = self.svc.opts.chunk_size;
+        let (mut deliveries, mut completed) = (0, 0);
+        for job in jobs {
+            let followers = b.followers_chunk(job.author, job.cursor, chunk)?;
+            deliveries += b.deliver(job.key, &followers);
+            match followers.last() {
+                Some(&last) if followers.len() == chunk => b.checkpoint(job.key, last)?,
+                _ => {
+                    b.complete(job.key)?;
+                    completed += 1;
+                }
+            }
+        }
+        self.svc.delivered_total.fetch_add(deliveries as u64, Ordering::Relaxed);
+        metrics::counter!("tideway_fanout_delivered_total").increment(deliveries as u64);
+        Ok(StepOutcome::Progress { deliveries, completed })
+    }
+
+    /// Steps until no job is pending (tests and benchmarks).
+    pub fn drain(&self) -> Result<usize> {
+        let mut total = 0;
+        while let StepOutcome::Progress { deliveries, .. } = self.step()? {
+            total += deliveries;
+        }
+        Ok(total)
+    }
+
+    /// Runs until cancelled: steps on a blocking thread while there is work,
+    /// sleeps until notified (or a second passes) when there is none.
+    pub async fn run(self, cancel: CancellationToken) {
+        loop {
+            let w = self.clone();
+            let outcome = tokio::task::spawn_blocking(move || w.step()).await;
+            let idle = match outcome {
+                Ok(Ok(StepOutcome::Idle)) => true,
+                Ok(Ok(StepOutcome::Progress { .. })) => false,
+                Ok(Err(e)) => {
+                    tracing::error!(error = %e, "fan-out step failed; retrying in 1s");
+                    true
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "fan-out step panicked; retrying in 1s");
+                    true
+                }
+            };
+            if cancel.is_cancelled() {
+                break;
+            }
+            if idle {
+                tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    _ = self.svc.work.notified() => {}
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                }
+            }
+        }
+        tracing::info!("fan-out worker stopped");
+    }
+}

@@ -1,0 +1,508 @@
+//! Model-based test: random sequences of every write the API offers, over a
+//! few users with a tiny inbox cap, against the in-memory and the embedded
+//! backends (with restarts). After the fan-out queue drains, every page of
+//! every home and profile — walked older and newer, at several page sizes —
+//! must equal the SPEC's pull definition computed by the plain reference
+//! implementation below, which shares no code with the service.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId, Visibility};
+use tideway_service::{FanoutWorker, FeedService, ManualClock, Page, PageRequest, ServiceError, ServiceOptions};
+use tideway_store::{Backend, Store};
+use tideway_store_fjall::SyncMode;
+
+const USERS: u64 = 6;
+
+#[derive(Clone, Debug)]
+struct MItem {
+    id: u64,
+    author: u64,
+    card: bool,
+    vis: Visibility,
+    mentions: Vec<u64>,
+    repost_of: Option<u64>,
+    reply_to_author: Option<u64>,
+    deleted: bool,
+}
+
+/// The reference: plain sets and a brute-force reading of SPEC section 2.
+#[derive(Default)]
+struct Model {
+    items: BTreeMap<u64, MItem>,
+    follows: HashSet<(u64, u64)>,
+    blocks: HashSet<(u64, u64)>,
+    mutes: HashSet<(u64, u64)>,
+    /// (user, key, item)
+    inserts: Vec<(u64, u64, u64)>,
+    max_following: usize,
+}
+
+type Row = (u64, &'static str, Vec<(u64, u64)>);
+
+impl Model {
+    fn follows(&self, a: u64, b: u64) -> bool {
+        self.follows.contains(&(a, b))
+    }
+    fn blocked(&self, a: u64, b: u64) -> bool {
+        self.blocks.contains(&(a, b)) || self.blocks.contains(&(b, a))
+    }
+    fn hidden(&self, a: u64, v: u64, with_mutes: bool) -> bool {
+        a != v && (self.blocked(a, v) || (with_mutes && self.mutes.contains(&(v, a))))
+    }
+    fn in_f(&self, u: u64, x: u64) -> bool {
+        x == u || self.follows(u, x)
+    }
+    fn visible(&self, o: &MItem, v: Option<u64>) -> bool {
+        if o.deleted {
+            return false;
+        }
+        match (o.vis, v) {
+            (Visibility::Public, _) => true,
+            (_, None) => false,
+            (Visibility::Followers, Some(v)) => v == o.author || self.follows(v, o.author) || o.mentions.contains(&v),
+            (Visibility::Mentioned, Some(v)) => v == o.author || o.mentions.contains(&v),
+        }
+    }
+    fn live_reposts(&self, o: u64) -> Vec<&MItem> {
+        self.items.values().filter(|r| r.repost_of == Some(o) && !r.deleted).collect()
+    }
+
+    fn entry(mut apps: Vec<(u64, &'static str)>, o: u64, mut sources: Vec<(u64, u64)>) -> Option<(u64, Row)> {
+        apps.sort();
+        sources.sort_by_key(|s| s.1);
+        apps.first().map(|&(k, why)| (k, (o, why, sources)))
+    }
+
+    fn home(&self, u: u64) -> Vec<Row> {
+        let mut rows = Vec::new();
+        for o in self.items.values().filter(|o| o.repost_of.is_none()) {
+            if !self.visible(o, Some(u)) || self.hidden(o.author, u, true) {
+                continue;
+            }
+            let mut apps = Vec::new();
+            if !o.card && self.in_f(u, o.author) && o.reply_to_author.is_none_or(|p| self.in_f(u, p)) {
+                apps.push((o.id, "authored"));
+            }
+            let mut sources = Vec::new();
+            for r in self.live_reposts(o.id) {
+                if self.in_f(u, r.author) && !self.hidden(r.author, u, true) {
+                    apps.push((r.id, "repost"));
+                    sources.push((r.author, r.id));
+                }
+            }
+            for &(who, key, item) in &self.inserts {
+                if who == u && item == o.id {
+                    apps.push((key, "inserted"));
+                }
+            }
+            rows.extend(Self::entry(apps, o.id, sources));
+        }
+        rows.sort_by(|a, b| b.0.cmp(&a.0));
+        rows.into_iter().map(|(_, r)| r).collect()
+    }
+
+    fn profile(&self, a: u64, v: Option<u64>) -> Vec<Row> {
+        if v.is_some_and(|v| v != a && self.blocked(a, v)) {
+            return vec![];
+        }
+        let mut rows = Vec::new();
+        for o in self.items.values().filter(|o| o.repost_of.is_none()) {
+            if !self.visible(o, v) || v.is_some_and(|v| self.hidden(o.author, v, false)) {
+                continue;
+            }
+            let mut apps = Vec::new();
+            if o.author == a && !o.card {
+                apps.push((o.id, "authored"));
+            }
+            let mut sources = Vec::new();
+            for r in self.live_reposts(o.id) {
+                if r.author == a {
+                    apps.push((r.id, "repost"));
+                    sources.push((r.author, r.id));
+                }
+            }
+            rows.extend(Self::entry(apps, o.id, sources));
+        }
+        rows.sort_by(|x, y| y.0.cmp(&x.0));
+        rows.into_iter().map(|(_, r)| r).collect()
+    }
+}
+
+fn rows_of(p: &Page) -> Vec<Row> {
+    p.entries
+        .iter()
+        .map(|e| {
+            (e.item.item.id.0, e.reason.as_str(), e.sources.iter().map(|s| (s.user.0, s.item.0)).collect::<Vec<_>>())
+        })
+        .collect()
+}
+
+/// Walks a feed older to the end, then newer back to the top, checking both
+/// against `want` and that `limit` is honoured.
+fn check_feed(what: &str, want: &[Row], limit: usize, read: &dyn Fn(&PageRequest) -> Page) {
+    let mut got: Vec<Row> = Vec::new();
+    let mut req = PageRequest { limit, ..Default::default() };
+    let mut last_cursor = None;
+    loop {
+        let page = read(&req);
+        let rows = rows_of(&page);
+        assert!(rows.len() <= limit, "{what}: page of {} > limit {limit}", rows.len());
+        if page.next_cursor.is_some() {
+            assert_eq!(rows.len(), limit, "{what}: short page with a next cursor");
+        }
+        if let Some(e) = page.entries.last() {
+            last_cursor = Some(e.cursor.clone());
+        }
+        got.extend(rows);
+        match page.next_cursor {
+            Some(c) => req = PageRequest { limit, before: Some(c), after: None },
+            None => break,
+        }
+        assert!(got.len() <= want.len() + limit, "{what}: runaway paging");
+    }
+    assert_eq!(got, want, "{what}: walking older with limit {limit}");
+    // Newer, from the bottom entry back up to the top.
+    let Some(bottom) = last_cursor else { return };
+    let mut up: Vec<Row> = vec![want[want.len() - 1].clone()];
+    let mut after = bottom;
+    loop {
+        let page = read(&PageRequest { limit, before: None, after: Some(after.clone()) });
+        let rows = rows_of(&page);
+        assert!(rows.len() <= limit, "{what}: newer page over limit");
+        if rows.is_empty() {
+            break;
+        }
+        let mut merged = rows;
+        merged.extend(up);
+        up = merged;
+        after = page.prev_cursor.clone().expect("a non-empty page has a prev cursor");
+        assert!(up.len() <= want.len() + 1, "{what}: runaway newer paging");
+    }
+    assert_eq!(up, want, "{what}: walking newer with limit {limit}");
+}
+
+enum Kind {
+    Memory,
+    Fjall(tempfile::TempDir),
+}
+
+struct Harness {
+    kind: Kind,
+    clock: Arc<ManualClock>,
+    opts: ServiceOptions,
+    svc: Option<Arc<FeedService>>,
+    worker: Option<FanoutWorker>,
+}
+
+impl Harness {
+    fn new(kind: Kind, opts: ServiceOptions) -> Self {
+        let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
+        let mut h = Harness { kind, clock, opts, svc: None, worker: None };
+        h.start();
+        h
+    }
+    fn start(&mut self) {
+        let backend: Arc<dyn Backend> = match &self.kind {
+            Kind::Memory => Arc::new(Store::in_memory(self.opts.max_len)),
+            Kind::Fjall(dir) => {
+                Arc::new(tideway_store_fjall::open(dir.path(), SyncMode::Buffer, self.opts.max_len).expect("open"))
+            }
+        };
+        let svc = Arc::new(FeedService::new(backend, self.opts.clone(), self.clock.clone()).expect("service"));
+        self.worker = Some(FanoutWorker::new(svc.clone()));
+        self.svc = Some(svc);
+    }
+    fn restart(&mut self) {
+        self.svc = None;
+        self.worker = None;
+        self.start();
+    }
+    fn svc(&self) -> &FeedService {
+        self.svc.as_deref().expect("running")
+    }
+    fn worker(&self) -> &FanoutWorker {
+        self.worker.as_ref().expect("running")
+    }
+}
+
+fn post(author: u64, kind: ItemKind, vis: Visibility, mentions: Vec<u64>) -> NewItem {
+    NewItem {
+        author: UserId(author),
+        kind,
+        body: serde_json::Map::new(),
+        visibility: vis,
+        tags: vec![],
+        mentions: mentions.into_iter().map(UserId).collect(),
+        object: None,
+        repost_of: None,
+        reply_to: None,
+        created_at: None,
+        idempotency_key: None,
+    }
+}
+
+fn pick_vis(rng: &mut StdRng) -> Visibility {
+    match rng.random_range(0..6) {
+        0 => Visibility::Followers,
+        1 => Visibility::Mentioned,
+        _ => Visibility::Public,
+    }
+}
+
+fn kind_of(e: &ServiceError) -> &'static str {
+    match e {
+        ServiceError::NotFound(_) => "not_found",
+        ServiceError::Forbidden(_) => "forbidden",
+        ServiceError::LimitExceeded(_) => "limit",
+        ServiceError::Invalid(_) => "invalid",
+        ServiceError::Conflict(_) => "conflict",
+        ServiceError::Store(_) => "store",
+    }
+}
+
+fn check_all(h: &Harness, m: &Model, ctx: &str) {
+    h.worker().drain().expect("drain");
+    for u in 1..=USERS {
+        let want = m.home(u);
+        for limit in [1, 2, 3, 7] {
+            check_feed(&format!("{ctx} home({u})"), &want, limit, &|r| h.svc().home(UserId(u), r).expect("home"));
+        }
+        for v in [None, Some(1), Some(u % USERS + 1)] {
+            let want = m.profile(u, v);
+            for limit in [2, 5] {
+                check_feed(&format!("{ctx} profile({u}) by {v:?}"), &want, limit, &|r| {
+                    h.svc().profile(UserId(u), v.map(UserId), r).expect("profile")
+                });
+            }
+        }
+    }
+}
+
+fn run(seed: u64, kind: Kind, ops: usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let opts = ServiceOptions { max_len: 3, max_following: 4, chunk_size: 2, ..ServiceOptions::default() };
+    let restartable = matches!(kind, Kind::Fjall(_));
+    let mut h = Harness::new(kind, opts);
+    let mut m = Model { max_following: 4, ..Model::default() };
+    for step in 0..ops {
+        h.clock.advance(rng.random_range(1..5));
+        let a = rng.random_range(1..=USERS);
+        let b = rng.random_range(1..=USERS);
+        let any_item = |rng: &mut StdRng, m: &Model| -> Option<u64> {
+            if m.items.is_empty() {
+                return None;
+            }
+            let ids: Vec<u64> = m.items.keys().copied().collect();
+            Some(ids[rng.random_range(0..ids.len())])
+        };
+        let ctx = format!("seed {seed} step {step}");
+        match rng.random_range(0..100) {
+            0..=14 => {
+                // follow
+                if a == b {
+                    continue;
+                }
+                let want = if m.follows(a, b) {
+                    Ok(())
+                } else if m.blocked(a, b) {
+                    Err("forbidden")
+                } else if m.follows.iter().filter(|(f, _)| *f == a).count() >= m.max_following {
+                    Err("limit")
+                } else {
+                    Ok(())
+                };
+                let got = h.svc().follow(UserId(a), UserId(b)).map(|_| ()).map_err(|e| kind_of(&e));
+                assert_eq!(got, want, "{ctx}: follow {a}->{b}");
+                if got.is_ok() {
+                    m.follows.insert((a, b));
+                }
+            }
+            15..=19 => {
+                // batch follow
+                let targets: Vec<u64> = (0..rng.random_range(1..5)).map(|_| rng.random_range(1..=USERS)).filter(|t| *t != a).collect();
+                let res = h.svc().follow_many(UserId(a), &targets.iter().map(|t| UserId(*t)).collect::<Vec<_>>()).expect("batch");
+                for (t, st) in res {
+                    let t = t.0;
+                    let ok = matches!(st, tideway_store::FollowStatus::Followed(_) | tideway_store::FollowStatus::Already(_));
+                    if matches!(st, tideway_store::FollowStatus::Followed(_)) {
+                        assert!(!m.follows(a, t) && !m.blocked(a, t), "{ctx}: batch followed {t} wrongly");
+                        m.follows.insert((a, t));
+                    }
+                    if !ok {
+                        assert!(m.blocked(a, t) || m.follows.iter().filter(|(f, _)| *f == a).count() >= m.max_following);
+                    }
+                }
+            }
+            20..=27 => {
+                // unfollow
+                h.svc().unfollow(UserId(a), UserId(b)).expect("unfollow");
+                m.follows.remove(&(a, b));
+            }
+            28..=45 => {
+                // post (sometimes a card)
+                let card = rng.random_bool(0.1);
+                let vis = pick_vis(&mut rng);
+                let mentions: Vec<u64> = if rng.random_bool(0.3) { vec![b] } else { vec![] };
+                let kind = if card { ItemKind::User } else { ItemKind::Post };
+                let (v, created) = h.svc().create_item(post(a, kind, vis, mentions.clone())).expect("post");
+                assert!(created);
+                let id = v.item.id.0;
+                m.items.insert(id, MItem { id, author: a, card, vis, mentions, repost_of: None, reply_to_author: None, deleted: false });
+            }
+            46..=57 => {
+                // repost
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                let target = m.items[&t].clone();
+                let orig = target.repost_of.map_or(target.clone(), |o| m.items[&o].clone());
+                let want = if target.deleted || orig.deleted {
+                    Err("not_found")
+                } else if orig.vis != Visibility::Public || m.blocked(a, orig.author) {
+                    Err("forbidden")
+                } else {
+                    Ok(())
+                };
+                let mut n = post(a, ItemKind::Repost, Visibility::Public, vec![]);
+                n.repost_of = Some(ItemId(t));
+                let got = h.svc().create_item(n);
+                match (&got, want) {
+                    (Ok((v, created)), Ok(())) => {
+                        let existing = m.items.values().find(|r| r.author == a && r.repost_of == Some(orig.id) && !r.deleted).map(|r| r.id);
+                        assert_eq!(v.item.repost_of, Some(ItemId(orig.id)), "{ctx}: repost of a repost reposts the original");
+                        match existing {
+                            Some(e) => assert!(!created && v.item.id.0 == e, "{ctx}: repeated repost is idempotent"),
+                            None => {
+                                assert!(*created);
+                                let id = v.item.id.0;
+                                m.items.insert(id, MItem { id, author: a, card: false, vis: Visibility::Public, mentions: vec![], repost_of: Some(orig.id), reply_to_author: None, deleted: false });
+                            }
+                        }
+                    }
+                    (Err(e), Err(w)) => assert_eq!(kind_of(e), w, "{ctx}: repost error"),
+                    (g, w) => panic!("{ctx}: repost {a} of {t}: got {g:?}, want {w:?}"),
+                }
+            }
+            58..=65 => {
+                // reply
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                let parent = m.items[&t].clone();
+                let want = if parent.deleted {
+                    Err("not_found")
+                } else if a != parent.author && m.blocked(a, parent.author) {
+                    Err("forbidden")
+                } else if !m.visible(&parent, Some(a)) {
+                    Err("not_found")
+                } else {
+                    Ok(())
+                };
+                let vis = pick_vis(&mut rng);
+                let mut n = post(a, ItemKind::Reply, vis, vec![]);
+                n.reply_to = Some(ItemId(t));
+                match (h.svc().create_item(n), want) {
+                    (Ok((v, _)), Ok(())) => {
+                        let id = v.item.id.0;
+                        m.items.insert(id, MItem { id, author: a, card: false, vis, mentions: vec![], repost_of: None, reply_to_author: Some(parent.author), deleted: false });
+                    }
+                    (Err(e), Err(w)) => assert_eq!(kind_of(&e), w, "{ctx}: reply error"),
+                    (g, w) => panic!("{ctx}: reply: got {g:?}, want {w:?}"),
+                }
+            }
+            66..=71 => {
+                // delete
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                h.svc().delete_item(ItemId(t), None).expect("delete");
+                if let Some(i) = m.items.get_mut(&t) {
+                    i.deleted = true;
+                }
+            }
+            72..=76 => {
+                // change visibility of an original
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                let it = m.items[&t].clone();
+                if it.repost_of.is_some() {
+                    continue;
+                }
+                let vis = pick_vis(&mut rng);
+                let got = h.svc().patch_item(ItemId(t), None, Some(vis), None).map_err(|e| kind_of(&e));
+                if it.deleted {
+                    assert_eq!(got.err(), Some("not_found"));
+                } else {
+                    assert!(got.is_ok(), "{ctx}: patch");
+                    if let Some(i) = m.items.get_mut(&t) {
+                        i.vis = vis;
+                    }
+                }
+            }
+            77..=80 => {
+                if a == b {
+                    continue;
+                }
+                let on = rng.random_bool(0.6);
+                h.svc().set_block(UserId(a), UserId(b), on).expect("block");
+                if on {
+                    m.blocks.insert((a, b));
+                    m.follows.remove(&(a, b));
+                    m.follows.remove(&(b, a));
+                } else {
+                    m.blocks.remove(&(a, b));
+                }
+            }
+            81..=84 => {
+                if a == b {
+                    continue;
+                }
+                let on = rng.random_bool(0.6);
+                h.svc().set_mute(UserId(a), UserId(b), on).expect("mute");
+                if on {
+                    m.mutes.insert((a, b));
+                } else {
+                    m.mutes.remove(&(a, b));
+                }
+            }
+            85..=88 => {
+                // direct insert
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                let got = h.svc().insert_home(UserId(a), ItemId(t));
+                if m.items[&t].deleted {
+                    assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("not_found"));
+                } else {
+                    let (_, key) = got.expect("insert");
+                    m.inserts.push((a, key, t));
+                }
+            }
+            89..=93 => {
+                // a read: creates or uses the inbox while deliveries may lag
+                let _ = h.svc().home(UserId(a), &PageRequest { limit: 2, ..Default::default() }).expect("home");
+            }
+            94..=96 => {
+                let _ = h.worker().step().expect("step");
+            }
+            97 => h.svc().backend().drop_inbox(UserId(a)),
+            _ => {
+                if restartable {
+                    h.restart();
+                }
+            }
+        }
+        if step % 60 == 59 {
+            check_all(&h, &m, &format!("seed {seed} step {step}"));
+        }
+    }
+    check_all(&h, &m, &format!("seed {seed} end"));
+}
+
+#[test]
+fn pushed_pages_equal_the_pull_definition_in_memory() {
+    for seed in 0..60 {
+        run(seed, Kind::Memory, 240);
+    }
+}
+
+#[test]
+fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
+    for seed in 1000..1012 {
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir")), 200);
+    }
+}
