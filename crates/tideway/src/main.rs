@@ -1,1 +1,86 @@
-fn main() {}
+//! `tideway`: the feed service binary.
+//!
+//! `tideway serve` runs the HTTP API on the embedded store (no other server
+//! needed); `tideway config` prints the effective or example configuration.
+
+use tideway::{server, settings};
+use clap::{Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "tideway", version, about = "A self-hosted feed service")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the HTTP API.
+    Serve {
+        /// Address to listen on (overrides server.listen).
+        #[arg(long)]
+        listen: Option<SocketAddr>,
+        /// Data directory of the embedded store (overrides storage.data_dir).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Print the configuration: the effective one (defaults, file and
+    /// environment applied), or with --example the commented defaults.
+    Config {
+        #[arg(long)]
+        config: Option<PathBuf>,
+        #[arg(long)]
+        example: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Config { example: true, .. } => {
+            print!("{}", settings::example_toml());
+            ExitCode::SUCCESS
+        }
+        Command::Config { config, example: false } => match settings::load(config.as_deref(), None, None) {
+            Ok(c) => {
+                print!("{}", toml::to_string_pretty(&c).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("tideway: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Serve { listen, data_dir, config } => {
+            server::init_tracing();
+            let cfg = match settings::load(config.as_deref(), listen, data_dir) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tideway: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("tideway: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(server::run(cfg)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    tracing::error!("{e}");
+                    eprintln!("tideway: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

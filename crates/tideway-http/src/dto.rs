@@ -1,0 +1,347 @@
+//! JSON shapes of the API (ids as decimal strings, times RFC 3339 UTC ms).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use tideway_core::{ItemId, Millis, ObjectRef, Relation, UserId};
+use tideway_service::{EntryView, ItemView, Page, StatsView, UserPage, UserView};
+use utoipa::ToSchema;
+
+#[derive(Debug, Serialize, Deserialize, ToSchema, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct ObjectJson {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub id: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CountsJson {
+    pub likes: u64,
+    pub replies: u64,
+    pub reposts: u64,
+    /// Counts per reaction kind (reactions are not recorded yet: see README).
+    pub reactions: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ViewerJson {
+    pub reactions: Vec<String>,
+    pub reposted: bool,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemJson {
+    pub id: String,
+    pub author: String,
+    pub kind: String,
+    #[schema(value_type = Object)]
+    pub body: serde_json::Map<String, serde_json::Value>,
+    pub visibility: String,
+    pub tags: Vec<String>,
+    pub mentions: Vec<String>,
+    pub object: Option<ObjectJson>,
+    pub repost_of: Option<String>,
+    pub reply_to: Option<String>,
+    pub created_at: String,
+    pub counts: CountsJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub viewer: Option<ViewerJson>,
+}
+
+fn vis_str(v: tideway_core::Visibility) -> &'static str {
+    match v {
+        tideway_core::Visibility::Public => "public",
+        tideway_core::Visibility::Followers => "followers",
+        tideway_core::Visibility::Mentioned => "mentioned",
+    }
+}
+
+impl From<&ItemView> for ItemJson {
+    fn from(v: &ItemView) -> Self {
+        let i = &v.item;
+        ItemJson {
+            id: i.id.to_string(),
+            author: i.author.to_string(),
+            kind: i.kind.as_string(),
+            body: i.body.clone(),
+            visibility: vis_str(i.visibility).to_owned(),
+            tags: i.tags.clone(),
+            mentions: i.mentions.iter().map(UserId::to_string).collect(),
+            object: i.object.as_ref().map(|o: &ObjectRef| ObjectJson { kind: o.kind.clone(), id: o.id.clone() }),
+            repost_of: i.repost_of.map(|x| x.to_string()),
+            reply_to: i.reply_to.map(|x| x.to_string()),
+            created_at: i.created_at().to_rfc3339(),
+            counts: CountsJson { likes: 0, replies: v.counts.replies, reposts: v.counts.reposts, reactions: BTreeMap::new() },
+            viewer: v.viewer.as_ref().map(|s| ViewerJson { reactions: vec![], reposted: s.reposted }),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemEnvelope {
+    pub item: ItemJson,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ItemsEnvelope {
+    pub items: Vec<ItemJson>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SourceJson {
+    pub user: String,
+    pub item: String,
+    pub at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EntryJson {
+    pub cursor: String,
+    /// `authored`, `repost` or `inserted`.
+    pub reason: String,
+    pub item: ItemJson,
+    pub sources: Vec<SourceJson>,
+}
+
+impl From<&EntryView> for EntryJson {
+    fn from(e: &EntryView) -> Self {
+        EntryJson {
+            cursor: e.cursor.clone(),
+            reason: e.reason.as_str().to_owned(),
+            item: ItemJson::from(&e.item),
+            sources: e
+                .sources
+                .iter()
+                .map(|s| SourceJson { user: s.user.to_string(), item: s.item.to_string(), at: s.item.created_at().to_rfc3339() })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PageJson {
+    pub entries: Vec<EntryJson>,
+    /// The page older than this one; null at the end.
+    pub next_cursor: Option<String>,
+    /// The page newer than this one (poll it with `after`).
+    pub prev_cursor: Option<String>,
+}
+
+impl From<&Page> for PageJson {
+    fn from(p: &Page) -> Self {
+        PageJson {
+            entries: p.entries.iter().map(EntryJson::from).collect(),
+            next_cursor: p.next_cursor.clone(),
+            prev_cursor: p.prev_cursor.clone(),
+        }
+    }
+}
+
+/// `POST /v1/items`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateItemBody {
+    pub author: String,
+    pub kind: Option<String>,
+    #[schema(value_type = Option<Object>)]
+    pub body: Option<serde_json::Map<String, serde_json::Value>>,
+    pub visibility: Option<String>,
+    pub tags: Option<Vec<String>>,
+    pub mentions: Option<Vec<String>>,
+    pub object: Option<ObjectJson>,
+    pub repost_of: Option<String>,
+    pub reply_to: Option<String>,
+    pub created_at: Option<String>,
+    pub idempotency_key: Option<String>,
+}
+
+/// `PATCH /v1/items/{id}`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PatchItemBody {
+    #[schema(value_type = Option<Object>)]
+    pub body: Option<serde_json::Map<String, serde_json::Value>>,
+    pub visibility: Option<String>,
+}
+
+/// `POST /v1/users/{u}/following`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FollowManyBody {
+    pub targets: Vec<String>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FollowResultJson {
+    pub target: String,
+    /// `followed`, `already`, `blocked` or `limit`.
+    pub status: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FollowManyJson {
+    pub results: Vec<FollowResultJson>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FollowingJson {
+    pub following: bool,
+    pub since: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FlagJson {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocking: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub muting: Option<bool>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListedUserJson {
+    pub id: String,
+    pub since: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserListJson {
+    pub users: Vec<ListedUserJson>,
+    pub next_cursor: Option<String>,
+}
+
+impl From<&UserPage> for UserListJson {
+    fn from(p: &UserPage) -> Self {
+        UserListJson {
+            users: p.users.iter().map(|(id, since)| ListedUserJson { id: id.to_string(), since: since.to_rfc3339() }).collect(),
+            next_cursor: p.next_cursor.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RelationshipJson {
+    pub target: String,
+    pub following: bool,
+    pub followed_by: bool,
+    pub blocking: bool,
+    pub blocked_by: bool,
+    pub muting: bool,
+}
+
+impl RelationshipJson {
+    pub fn new(target: UserId, r: &Relation) -> Self {
+        RelationshipJson {
+            target: target.to_string(),
+            following: r.following,
+            followed_by: r.followed_by,
+            blocking: r.blocking,
+            blocked_by: r.blocked_by,
+            muting: r.muting,
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RelationshipsJson {
+    pub relationships: Vec<RelationshipJson>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserJson {
+    pub id: String,
+    pub following_count: u64,
+    pub followers_count: u64,
+    pub items_count: u64,
+    pub hot: bool,
+    pub active: bool,
+    pub last_active_at: Option<String>,
+}
+
+impl From<&UserView> for UserJson {
+    fn from(u: &UserView) -> Self {
+        UserJson {
+            id: u.id.to_string(),
+            following_count: u.following,
+            followers_count: u.followers,
+            items_count: u.items,
+            hot: u.hot,
+            active: u.active,
+            last_active_at: u.last_active_at.map(Millis::to_rfc3339),
+        }
+    }
+}
+
+/// `POST /v1/users/{u}/home/entries`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InsertBody {
+    pub item: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InsertedJson {
+    pub entry: EntryJson,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FanoutJson {
+    pub pending: u64,
+    pub delivered_total: u64,
+    pub oldest_pending_ms: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct InboxesJson {
+    pub count: u64,
+    pub entries: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct StatsJson {
+    pub users: u64,
+    pub items: u64,
+    pub follows: u64,
+    pub fanout: FanoutJson,
+    pub inboxes: InboxesJson,
+}
+
+impl From<&StatsView> for StatsJson {
+    fn from(s: &StatsView) -> Self {
+        StatsJson {
+            users: s.users,
+            items: s.items,
+            follows: s.follows,
+            fanout: FanoutJson { pending: s.pending, delivered_total: s.delivered_total, oldest_pending_ms: s.oldest_pending_ms },
+            inboxes: InboxesJson { count: s.inboxes, entries: s.inbox_entries, bytes: s.inbox_bytes },
+        }
+    }
+}
+
+/// Query of feed pages.
+#[derive(Debug, Deserialize, Default)]
+pub struct PageQuery {
+    pub limit: Option<String>,
+    pub before: Option<String>,
+    pub after: Option<String>,
+    pub viewer: Option<String>,
+}
+
+/// Query of follow lists.
+#[derive(Debug, Deserialize, Default)]
+pub struct ListQuery {
+    pub limit: Option<String>,
+    pub cursor: Option<String>,
+}
+
+/// Query with a viewer.
+#[derive(Debug, Deserialize, Default)]
+pub struct ViewerQuery {
+    pub viewer: Option<String>,
+    pub ids: Option<String>,
+    pub targets: Option<String>,
+}
+
+pub fn item_id_json(id: ItemId) -> String {
+    id.to_string()
+}

@@ -1,0 +1,358 @@
+//! Thin handlers: extract, authorise, call one service method, map.
+//! Writes run on the blocking pool because they wait for an fsync.
+
+use crate::auth::Actor;
+use crate::dto::*;
+use crate::error::{ApiError, ApiResult, ErrorBody};
+use crate::extract::{self, Json, Path, Query};
+use crate::router::AppState;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::{IntoResponse, Response};
+use std::sync::Arc;
+use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS};
+use tideway_core::{ItemKind, Millis, NewItem, ObjectRef, Visibility};
+use tideway_service::{FeedService, PageRequest};
+use tideway_store::{FollowStatus, ListKind};
+
+/// Runs a blocking service call (one that may wait on the disk) off the
+/// async workers.
+async fn blocking<T: Send + 'static>(
+    svc: &Arc<FeedService>,
+    f: impl FnOnce(&FeedService) -> Result<T, tideway_service::ServiceError> + Send + 'static,
+) -> ApiResult<T> {
+    let svc = svc.clone();
+    tokio::task::spawn_blocking(move || f(&svc))
+        .await
+        .map_err(|e| {
+            tracing::error!(error = %e, "blocking task failed");
+            ApiError::internal()
+        })?
+        .map_err(ApiError::from)
+}
+
+fn page_request(q: &PageQuery) -> ApiResult<PageRequest> {
+    Ok(PageRequest { limit: extract::limit(q.limit.as_deref())?, before: q.before.clone(), after: q.after.clone() })
+}
+
+fn viewer_param(v: Option<&String>) -> ApiResult<Option<tideway_core::UserId>> {
+    v.map(|s| extract::user("viewer", s)).transpose()
+}
+
+// ------------------------------------------------------------------ items
+
+#[utoipa::path(post, path = "/v1/items", tag = "items", request_body = CreateItemBody,
+    responses((status = 201, body = ItemEnvelope, description = "created"),
+              (status = 200, body = ItemEnvelope, description = "idempotent repeat (same key, or the same repost)"),
+              (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
+pub async fn create_item(State(st): State<AppState>, actor: Actor, Json(b): Json<CreateItemBody>) -> ApiResult<Response> {
+    let author = extract::user("author", &b.author)?;
+    actor.act_as(author)?;
+    let repost_of = b.repost_of.as_deref().map(|s| extract::item("repost_of", s)).transpose()?;
+    let reply_to = b.reply_to.as_deref().map(|s| extract::item("reply_to", s)).transpose()?;
+    let kind = match b.kind.as_deref() {
+        Some(k) => ItemKind::parse(k)?,
+        None if repost_of.is_some() => ItemKind::Repost,
+        None if reply_to.is_some() => ItemKind::Reply,
+        None => ItemKind::Post,
+    };
+    let mentions = b
+        .mentions
+        .unwrap_or_default()
+        .iter()
+        .map(|m| extract::user("mentions", m))
+        .collect::<ApiResult<Vec<_>>>()?;
+    let new = NewItem {
+        author,
+        kind,
+        body: b.body.unwrap_or_default(),
+        visibility: b.visibility.as_deref().map(Visibility::parse).transpose()?.unwrap_or(Visibility::Public),
+        tags: b.tags.unwrap_or_default(),
+        mentions,
+        object: b.object.map(|o| ObjectRef { kind: o.kind, id: o.id }),
+        repost_of,
+        reply_to,
+        created_at: b.created_at.as_deref().map(|t| Millis::parse_rfc3339("created_at", t)).transpose()?,
+        idempotency_key: b.idempotency_key,
+    };
+    let (view, created) = blocking(&st.svc, move |s| s.create_item(new)).await?;
+    let status = if created { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, axum::Json(ItemEnvelope { item: ItemJson::from(&view) })).into_response())
+}
+
+#[utoipa::path(get, path = "/v1/items/{id}", tag = "items",
+    params(("id" = String, Path, description = "item id"), ("viewer" = Option<String>, Query, description = "viewer (server key)")),
+    responses((status = 200, body = ItemEnvelope), (status = 404, body = ErrorBody)))]
+pub async fn get_item(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(id): Path<String>,
+    Query(q): Query<ViewerQuery>,
+) -> ApiResult<axum::Json<ItemEnvelope>> {
+    let id = extract::item("id", &id)?;
+    let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
+    let view = st.svc.get_item(id, viewer)?;
+    Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
+}
+
+#[utoipa::path(get, path = "/v1/items", tag = "items",
+    params(("ids" = String, Query, description = "comma-separated ids, at most 100"), ("viewer" = Option<String>, Query)),
+    responses((status = 200, body = ItemsEnvelope), (status = 400, body = ErrorBody)))]
+pub async fn get_items(State(st): State<AppState>, actor: Actor, Query(q): Query<ViewerQuery>) -> ApiResult<axum::Json<ItemsEnvelope>> {
+    let ids = extract::id_list("ids", q.ids.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::item)?;
+    let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
+    let views = st.svc.get_items(&ids, viewer)?;
+    Ok(axum::Json(ItemsEnvelope { items: views.iter().map(ItemJson::from).collect() }))
+}
+
+#[utoipa::path(patch, path = "/v1/items/{id}", tag = "items", request_body = PatchItemBody,
+    params(("id" = String, Path)),
+    responses((status = 200, body = ItemEnvelope), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn patch_item(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(id): Path<String>,
+    Json(b): Json<PatchItemBody>,
+) -> ApiResult<axum::Json<ItemEnvelope>> {
+    let id = extract::item("id", &id)?;
+    let visibility = b.visibility.as_deref().map(Visibility::parse).transpose()?;
+    let body = b.body;
+    let view = blocking(&st.svc, move |s| s.patch_item(id, body, visibility, actor.user())).await?;
+    Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
+}
+
+#[utoipa::path(delete, path = "/v1/items/{id}", tag = "items", params(("id" = String, Path)),
+    responses((status = 204, description = "deleted (also when it already was)"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn delete_item(State(st): State<AppState>, actor: Actor, Path(id): Path<String>) -> ApiResult<StatusCode> {
+    let id = extract::item("id", &id)?;
+    blocking(&st.svc, move |s| s.delete_item(id, actor.user())).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+// ------------------------------------------------------------------ graph
+
+#[utoipa::path(put, path = "/v1/users/{u}/following/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
+    responses((status = 200, body = FollowingJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
+pub async fn follow(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<axum::Json<FollowingJson>> {
+    let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
+    actor.act_as(u)?;
+    let since = blocking(&st.svc, move |s| s.follow(u, t)).await?;
+    Ok(axum::Json(FollowingJson { following: true, since: since.to_rfc3339() }))
+}
+
+#[utoipa::path(delete, path = "/v1/users/{u}/following/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
+    responses((status = 204, description = "not following (idempotent)")))]
+pub async fn unfollow(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<StatusCode> {
+    let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
+    actor.act_as(u)?;
+    blocking(&st.svc, move |s| s.unfollow(u, t)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/users/{u}/following", tag = "graph", request_body = FollowManyBody, params(("u" = String, Path)),
+    responses((status = 200, body = FollowManyJson), (status = 400, body = ErrorBody)))]
+pub async fn follow_many(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Json(b): Json<FollowManyBody>,
+) -> ApiResult<axum::Json<FollowManyJson>> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    if b.targets.len() > MAX_BATCH_FOLLOW {
+        return Err(ApiError::invalid(format!("targets: at most {MAX_BATCH_FOLLOW} per call")));
+    }
+    let targets = b.targets.iter().map(|t| extract::user("targets", t)).collect::<ApiResult<Vec<_>>>()?;
+    let results = blocking(&st.svc, move |s| s.follow_many(u, &targets)).await?;
+    Ok(axum::Json(FollowManyJson {
+        results: results
+            .into_iter()
+            .map(|(t, s)| FollowResultJson {
+                target: t.to_string(),
+                status: match s {
+                    FollowStatus::Followed(_) => "followed",
+                    FollowStatus::Already(_) => "already",
+                    FollowStatus::Blocked => "blocked",
+                    FollowStatus::Limit => "limit",
+                }
+                .to_owned(),
+            })
+            .collect(),
+    }))
+}
+
+async fn list(st: AppState, u: String, q: ListQuery, which: ListKind) -> ApiResult<axum::Json<UserListJson>> {
+    let u = extract::user("u", &u)?;
+    let limit = extract::limit(q.limit.as_deref())?;
+    let page = st.svc.list(u, which, limit, q.cursor.as_deref())?;
+    Ok(axum::Json(UserListJson::from(&page)))
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/following", tag = "graph",
+    params(("u" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = UserListJson), (status = 400, body = ErrorBody)))]
+pub async fn following(State(st): State<AppState>, _a: Actor, Path(u): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<axum::Json<UserListJson>> {
+    list(st, u, q, ListKind::Following).await
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/followers", tag = "graph",
+    params(("u" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = UserListJson), (status = 400, body = ErrorBody)))]
+pub async fn followers(State(st): State<AppState>, _a: Actor, Path(u): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<axum::Json<UserListJson>> {
+    list(st, u, q, ListKind::Followers).await
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/relationships", tag = "graph",
+    params(("u" = String, Path), ("targets" = String, Query, description = "comma-separated, at most 100")),
+    responses((status = 200, body = RelationshipsJson), (status = 400, body = ErrorBody)))]
+pub async fn relationships(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<ViewerQuery>,
+) -> ApiResult<axum::Json<RelationshipsJson>> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let targets = extract::id_list("targets", q.targets.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::user)?;
+    let rels = st.svc.relationships(u, &targets)?;
+    Ok(axum::Json(RelationshipsJson {
+        relationships: targets.iter().zip(&rels).map(|(t, r)| RelationshipJson::new(*t, r)).collect(),
+    }))
+}
+
+async fn set_edge(st: AppState, actor: Actor, u: String, t: String, block: bool, on: bool) -> ApiResult<Response> {
+    let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
+    actor.act_as(u)?;
+    blocking(&st.svc, move |s| if block { s.set_block(u, t, on) } else { s.set_mute(u, t, on) }).await?;
+    if !on {
+        return Ok(StatusCode::NO_CONTENT.into_response());
+    }
+    let flag = if block { FlagJson { blocking: Some(true), muting: None } } else { FlagJson { blocking: None, muting: Some(true) } };
+    Ok(axum::Json(flag).into_response())
+}
+
+#[utoipa::path(put, path = "/v1/users/{u}/blocks/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
+    responses((status = 200, body = FlagJson, description = "blocking; follows both ways removed"), (status = 400, body = ErrorBody)))]
+pub async fn block(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+    set_edge(st, actor, u, t, true, true).await
+}
+
+#[utoipa::path(delete, path = "/v1/users/{u}/blocks/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
+    responses((status = 204, description = "not blocking")))]
+pub async fn unblock(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+    set_edge(st, actor, u, t, true, false).await
+}
+
+#[utoipa::path(put, path = "/v1/users/{u}/mutes/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
+    responses((status = 200, body = FlagJson), (status = 400, body = ErrorBody)))]
+pub async fn mute(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+    set_edge(st, actor, u, t, false, true).await
+}
+
+#[utoipa::path(delete, path = "/v1/users/{u}/mutes/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
+    responses((status = 204, description = "not muting")))]
+pub async fn unmute(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+    set_edge(st, actor, u, t, false, false).await
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}", tag = "graph", params(("u" = String, Path)), responses((status = 200, body = UserJson)))]
+pub async fn user(State(st): State<AppState>, _a: Actor, Path(u): Path<String>) -> ApiResult<axum::Json<UserJson>> {
+    let u = extract::user("u", &u)?;
+    Ok(axum::Json(UserJson::from(&st.svc.user(u)?)))
+}
+
+// ------------------------------------------------------------------ feeds
+
+#[utoipa::path(get, path = "/v1/users/{u}/home", tag = "feeds",
+    params(("u" = String, Path), ("limit" = Option<u32>, Query, description = "1..=100, default 20"),
+           ("before" = Option<String>, Query, description = "cursor: older entries"), ("after" = Option<String>, Query, description = "cursor: newer entries")),
+    responses((status = 200, body = PageJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn home(State(st): State<AppState>, actor: Actor, Path(u): Path<String>, Query(q): Query<PageQuery>) -> ApiResult<axum::Json<PageJson>> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let req = page_request(&q)?;
+    let page = st.svc.home(u, &req)?;
+    Ok(axum::Json(PageJson::from(&page)))
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/profile", tag = "feeds",
+    params(("u" = String, Path), ("viewer" = Option<String>, Query), ("limit" = Option<u32>, Query), ("before" = Option<String>, Query), ("after" = Option<String>, Query)),
+    responses((status = 200, body = PageJson), (status = 400, body = ErrorBody)))]
+pub async fn profile(State(st): State<AppState>, actor: Actor, Path(u): Path<String>, Query(q): Query<PageQuery>) -> ApiResult<axum::Json<PageJson>> {
+    let u = extract::user("u", &u)?;
+    let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
+    let req = page_request(&q)?;
+    let page = st.svc.profile(u, viewer, &req)?;
+    Ok(axum::Json(PageJson::from(&page)))
+}
+
+#[utoipa::path(post, path = "/v1/users/{u}/home/entries", tag = "feeds", request_body = InsertBody, params(("u" = String, Path)),
+    responses((status = 201, body = InsertedJson), (status = 404, body = ErrorBody)))]
+pub async fn insert_home(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Json(b): Json<InsertBody>,
+) -> ApiResult<(StatusCode, axum::Json<InsertedJson>)> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let item = extract::item("item", &b.item)?;
+    let (view, key) = blocking(&st.svc, move |s| s.insert_home(u, item)).await?;
+    let entry = tideway_service::EntryView {
+        cursor: tideway_core::Cursor::new(key).encode(&tideway_core::FeedScope::Home(u.0)),
+        reason: tideway_core::AppearanceKind::Inserted,
+        item: view,
+        sources: vec![],
+    };
+    Ok((StatusCode::CREATED, axum::Json(InsertedJson { entry: EntryJson::from(&entry) })))
+}
+
+// ------------------------------------------------------------- operations
+
+#[utoipa::path(get, path = "/v1/stats", tag = "operations", responses((status = 200, body = StatsJson)))]
+pub async fn stats(State(st): State<AppState>, _a: Actor) -> ApiResult<axum::Json<StatsJson>> {
+    Ok(axum::Json(StatsJson::from(&st.svc.stats()?)))
+}
+
+#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "the process is up")))]
+pub async fn healthz() -> axum::Json<serde_json::Value> {
+    axum::Json(serde_json::json!({"status": "ok"}))
+}
+
+#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "storage answers"), (status = 503, body = ErrorBody)))]
+pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
+    st.svc.stats().map_err(ApiError::from)?;
+    Ok(axum::Json(serde_json::json!({"status": "ready"})))
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format")))]
+pub async fn metrics(State(st): State<AppState>) -> Response {
+    if let Ok(s) = st.svc.stats() {
+        metrics::gauge!("tideway_fanout_pending").set(s.pending as f64);
+        metrics::gauge!("tideway_fanout_oldest_pending_ms").set(s.oldest_pending_ms as f64);
+        metrics::gauge!("tideway_inbox_entries").set(s.inbox_entries as f64);
+        metrics::gauge!("tideway_inbox_bytes").set(s.inbox_bytes as f64);
+        metrics::gauge!("tideway_items").set(s.items as f64);
+        metrics::gauge!("tideway_follows").set(s.follows as f64);
+    }
+    let body = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
+    ([(CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
+}
+
+pub async fn openapi_json() -> Response {
+    ([(CONTENT_TYPE, "application/json")], crate::openapi::document_json()).into_response()
+}
+
+pub async fn not_found(uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(format!("no route for {}; see /openapi.json", uri.path()))
+}
+
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!("{method} is not allowed on {}; see /openapi.json", uri.path()),
+    )
+}

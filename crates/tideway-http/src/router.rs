@@ -1,0 +1,63 @@
+//! The whole URL surface of the API, in one place.
+
+use crate::auth::Authenticator;
+use crate::error::ApiError;
+use crate::handlers as h;
+use axum::Router;
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::routing::{get, post, put};
+use metrics_exporter_prometheus::PrometheusHandle;
+use std::sync::Arc;
+use std::time::Duration;
+use tideway_service::FeedService;
+use tower::ServiceBuilder;
+
+/// What every handler can reach.
+#[derive(Clone)]
+pub struct AppState {
+    pub svc: Arc<FeedService>,
+    pub auth: Arc<Authenticator>,
+    /// The Prometheus recorder's handle (absent in tests that install none).
+    pub metrics: Option<PrometheusHandle>,
+}
+
+impl FromRef<AppState> for Arc<Authenticator> {
+    fn from_ref(s: &AppState) -> Self {
+        s.auth.clone()
+    }
+}
+
+/// Builds the router with its limits: request body size and a request
+/// timeout answered `503 unavailable`.
+pub fn router(state: AppState, request_timeout: Duration) -> Router {
+    let api = Router::new()
+        .route("/v1/items", post(h::create_item).get(h::get_items))
+        .route("/v1/items/{id}", get(h::get_item).patch(h::patch_item).delete(h::delete_item))
+        .route("/v1/users/{u}", get(h::user))
+        .route("/v1/users/{u}/following", post(h::follow_many).get(h::following))
+        .route("/v1/users/{u}/following/{t}", put(h::follow).delete(h::unfollow))
+        .route("/v1/users/{u}/followers", get(h::followers))
+        .route("/v1/users/{u}/relationships", get(h::relationships))
+        .route("/v1/users/{u}/blocks/{t}", put(h::block).delete(h::unblock))
+        .route("/v1/users/{u}/mutes/{t}", put(h::mute).delete(h::unmute))
+        .route("/v1/users/{u}/home", get(h::home))
+        .route("/v1/users/{u}/home/entries", post(h::insert_home))
+        .route("/v1/users/{u}/profile", get(h::profile))
+        .route("/v1/stats", get(h::stats))
+        .route("/healthz", get(h::healthz))
+        .route("/readyz", get(h::readyz))
+        .route("/metrics", get(h::metrics))
+        .route("/openapi.json", get(h::openapi_json))
+        .fallback(h::not_found)
+        .method_not_allowed_fallback(h::method_not_allowed)
+        .with_state(state);
+    api.layer(
+        ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
+                ApiError::unavailable("the request took too long; retry later")
+            }))
+            .timeout(request_timeout)
+            .layer(DefaultBodyLimit::max(tideway_core::limits::MAX_REQUEST_BYTES)),
+    )
+}

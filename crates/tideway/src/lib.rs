@@ -1,0 +1,6 @@
+//! The tideway binary's library half: configuration loading and server
+//! wiring, shared by `main` and the black-box tests (which start the real
+//! server in-process on port 0, or spawn the binary to crash it).
+
+pub mod server;
+pub mod settings;

@@ -1,0 +1,123 @@
+//! Wiring: backend from the config, service, fan-out worker, HTTP server,
+//! graceful shutdown.
+
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::Arc;
+use tideway_http::{AppState, Authenticator, router};
+use tideway_service::config::{BackendKind, SyncKind};
+use tideway_service::{Config, FanoutWorker, FeedService, ServiceOptions, SystemClock};
+use tideway_store::{Backend, Store};
+use tideway_store_fjall::SyncMode;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+/// Logs to stderr; `TIDEWAY_LOG` sets the filter (default: info, with the
+/// storage engine's own chatter at warn).
+pub fn init_tracing() {
+    let filter =
+        EnvFilter::try_from_env("TIDEWAY_LOG").unwrap_or_else(|_| EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
+}
+
+fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
+    let cap = cfg.timeline.max_len;
+    Ok(match cfg.storage.backend {
+        BackendKind::Memory => {
+            tracing::warn!("storage.backend = memory: nothing is written to disk");
+            Arc::new(Store::in_memory(cap))
+        }
+        BackendKind::Embedded => {
+            let sync = match cfg.storage.sync {
+                SyncKind::Fsync => SyncMode::Fsync,
+                SyncKind::Buffer => SyncMode::Buffer,
+            };
+            let started = std::time::Instant::now();
+            let store = tideway_store_fjall::open(&cfg.storage.data_dir, sync, cap).map_err(|e| e.to_string())?;
+            tracing::info!(
+                data_dir = %cfg.storage.data_dir.display(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "embedded store opened"
+            );
+            Arc::new(store)
+        }
+    })
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(e) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %e, "cannot listen for Ctrl-C");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// Runs the server on the configured address until SIGINT or SIGTERM.
+pub async fn run(cfg: Config) -> Result<(), String> {
+    let metrics = PrometheusBuilder::new().install_recorder().map_err(|e| format!("metrics: {e}"))?;
+    let listener = TcpListener::bind(cfg.server.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", cfg.server.listen))?;
+    serve(listener, cfg, Some(metrics), shutdown_signal()).await
+}
+
+/// Serves on a bound listener until `shutdown` resolves (tests bind port 0
+/// and pass their own shutdown future).
+pub async fn serve(
+    listener: TcpListener,
+    cfg: Config,
+    metrics: Option<PrometheusHandle>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), String> {
+    let backend = open_backend(&cfg)?;
+    let svc = Arc::new(
+        FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock)).map_err(|e| e.to_string())?,
+    );
+    let auth = Arc::new(Authenticator::new(&cfg.auth));
+    if auth.is_open() {
+        tracing::warn!(
+            "no auth.server_keys or auth.jwt_secret configured: the API is open to anyone who can reach it, \
+             so it listens on loopback only"
+        );
+    }
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let cancel = CancellationToken::new();
+    // The fan-out worker: its own task, stopped by the same token as the server.
+    let worker = tokio::spawn(FanoutWorker::new(svc.clone()).run(cancel.clone()));
+    let app = router(AppState { svc: svc.clone(), auth, metrics }, cfg.server.request_timeout.0);
+    tracing::info!(%addr, "tideway listening");
+    let shutdown = {
+        let cancel = cancel.clone();
+        async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining requests");
+            cancel.cancel();
+        }
+    };
+    axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(|e| format!("server: {e}"))?;
+    cancel.cancel();
+    if tokio::time::timeout(cfg.server.shutdown_grace.0, worker).await.is_err() {
+        tracing::warn!("fan-out worker did not stop in time; pending jobs resume at the next start");
+    }
+    drop(svc); // closes the store; fjall persists its journal on drop
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,88 @@
+//! Loads the configuration once: defaults in code, then the TOML file, then
+//! `TIDEWAY_<SECTION>__<KEY>` environment variables, then command-line flags.
+
+use figment::Figment;
+use figment::providers::{Env, Format, Serialized, Toml};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use tideway_service::Config;
+
+pub fn load(file: Option<&Path>, listen: Option<SocketAddr>, data_dir: Option<PathBuf>) -> Result<Config, String> {
+    let mut fig = Figment::from(Serialized::defaults(Config::default()));
+    if let Some(f) = file {
+        if !f.exists() {
+            return Err(format!("config file {} does not exist", f.display()));
+        }
+        fig = fig.merge(Toml::file(f));
+    }
+    // Only `TIDEWAY_<SECTION>__<KEY>` is configuration; other TIDEWAY_
+    // variables (TIDEWAY_LOG) are not, and must not trip deny_unknown_fields.
+    fig = fig.merge(Env::prefixed("TIDEWAY_").filter(|k| k.as_str().contains("__")).split("__"));
+    if let Some(l) = listen {
+        fig = fig.merge(Serialized::default("server.listen", l));
+    }
+    if let Some(d) = data_dir {
+        fig = fig.merge(Serialized::default("storage.data_dir", d));
+    }
+    let cfg: Config = fig.extract().map_err(|e| format!("invalid configuration: {e}"))?;
+    cfg.check().map_err(|e| format!("invalid configuration: {e}"))?;
+    Ok(cfg)
+}
+
+/// The example configuration: every setting at its default, generated from
+/// the types so it cannot drift (a test compares it with the committed copy).
+pub fn example_toml() -> String {
+    let body = toml::to_string_pretty(&Config::default()).unwrap_or_default();
+    format!(
+        "# tideway configuration: every setting with its default.\n\
+         # Each can be overridden by the environment as TIDEWAY_<SECTION>__<KEY>,\n\
+         # e.g. TIDEWAY_TIMELINE__MAX_LEN=800. See docs/config.md.\n\n{body}"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn committed_example_config_is_current() {
+        let committed = include_str!("../../../docs/tideway.example.toml");
+        assert_eq!(
+            committed,
+            example_toml(),
+            "docs/tideway.example.toml is stale: run `cargo run -p tideway -- config --example > docs/tideway.example.toml`"
+        );
+    }
+
+    #[test]
+    fn file_overrides_defaults_and_typos_are_rejected() {
+        // Inside a Jail: it holds the lock that keeps env-setting tests apart.
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("t.toml", "[timeline]\nmax_len = 50\n[fanout]\nactive_window = \"3d\"\n")?;
+            let c = load(Some(Path::new("t.toml")), None, Some(PathBuf::from("d"))).map_err(figment::Error::from)?;
+            assert_eq!(c.timeline.max_len, 50);
+            assert_eq!(c.fanout.active_window.0.as_secs(), 3 * 86400);
+            assert_eq!(c.storage.data_dir, PathBuf::from("d"));
+            jail.create_file("t.toml", "[timeline]\nmax_lenn = 50\n")?;
+            assert!(load(Some(Path::new("t.toml")), None, None).is_err(), "unknown keys are rejected");
+            assert!(load(Some(Path::new("missing.toml")), None, None).is_err());
+            Ok(())
+        });
+    }
+
+    #[test]
+    fn env_overrides_the_file_and_other_variables_are_ignored() {
+        figment::Jail::expect_with(|jail| {
+            jail.create_file("t.toml", "[timeline]\nmax_len = 50\n")?;
+            jail.set_env("TIDEWAY_TIMELINE__MAX_LEN", "70");
+            jail.set_env("TIDEWAY_FANOUT__ACTIVE_WINDOW", "2d");
+            jail.set_env("TIDEWAY_LOG", "debug");
+            let c = load(Some(Path::new("t.toml")), None, None).map_err(figment::Error::from)?;
+            assert_eq!(c.timeline.max_len, 70);
+            assert_eq!(c.fanout.active_window.0.as_secs(), 2 * 86400);
+            jail.set_env("TIDEWAY_TIMELINE__MAX_LEN", "lots");
+            assert!(load(Some(Path::new("t.toml")), None, None).is_err());
+            Ok(())
+        });
+    }
+}

@@ -1,0 +1,11 @@
+//! Black-box tests of the HTTP API against the real server on port 0:
+//! every endpoint, the bad-input matrix, auth, and a crash test that
+//! `kill -9`s the real binary during a stream of acknowledged writes.
+
+mod auth;
+mod bad_input;
+mod crash;
+mod feeds;
+mod graph;
+mod helpers;
+mod items;
