@@ -85,7 +85,8 @@ impl Cursor {
         if s.len() > 64 {
             return Err(DomainError::InvalidCursor("too long to be a tideway cursor"));
         }
-        let b = URL_SAFE_NO_PAD.decode(s).map_err(|_| DomainError::InvalidCursor("not a tideway cursor (bad encoding)"))?;
+        let b =
+            URL_SAFE_NO_PAD.decode(s).map_err(|_| DomainError::InvalidCursor("not a tideway cursor (bad encoding)"))?;
         if b.len() != LEN {
             return Err(DomainError::InvalidCursor("not a tideway cursor (wrong length)"));
         }
@@ -100,7 +101,9 @@ impl Cursor {
             return Err(DomainError::InvalidCursor("not a tideway cursor (checksum mismatch)"));
         }
         if b[1] != scope.tag() || word(2..10) != scope.fingerprint() {
-            return Err(DomainError::InvalidCursor("this cursor belongs to another feed; start again without a cursor"));
+            return Err(DomainError::InvalidCursor(
+                "this cursor belongs to another feed; start again without a cursor",
+            ));
         }
         Ok(Self { key: word(10..18), aux: word(18..26) })
     }

@@ -124,9 +124,7 @@ pub fn home_entry(
     if !o.visible_to(Some(viewer), author_rel.following) || author_rel.hidden(true) {
         return None;
     }
-    let authored = !o.kind.is_card()
-        && in_f(o.author)
-        && o.reply_to_author.is_none_or(|parent_author| in_f(parent_author));
+    let authored = !o.kind.is_card() && in_f(o.author) && o.reply_to_author.is_none_or(in_f);
     let sources: Vec<Source> = reposts
         .iter()
         .filter(|(who, _)| in_f(*who) && (*who == viewer || !rel(*who).hidden(true)))

@@ -32,14 +32,18 @@ impl ItemKind {
                 Some(name)
                     if !name.is_empty()
                         && name.len() <= 32
-                        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-') =>
+                        && name
+                            .bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-') =>
                 {
                     Self::App(name.to_owned())
                 }
                 _ => {
                     return Err(DomainError::invalid(
                         "kind",
-                        format!("{s:?} is not one of post, repost, reply, user, ad or x-<name> (name: [a-z0-9_-]{{1,32}})"),
+                        format!(
+                            "{s:?} is not one of post, repost, reply, user, ad or x-<name> (name: [a-z0-9_-]{{1,32}})"
+                        ),
                     ));
                 }
             },
@@ -193,7 +197,10 @@ pub fn check_object(o: &ObjectRef) -> Result<(), DomainError> {
         return Err(DomainError::invalid("object.type", format!("must match [a-z0-9_-]{{1,{MAX_OBJECT_TYPE_LEN}}}")));
     }
     if o.id.is_empty() || o.id.len() > MAX_OBJECT_ID_LEN || o.id.chars().any(|c| c.is_control() || c == '/') {
-        return Err(DomainError::invalid("object.id", format!("must be 1..={MAX_OBJECT_ID_LEN} printable bytes without '/'")));
+        return Err(DomainError::invalid(
+            "object.id",
+            format!("must be 1..={MAX_OBJECT_ID_LEN} printable bytes without '/'"),
+        ));
     }
     Ok(())
 }
@@ -236,7 +243,10 @@ impl NewItem {
         if let Some(k) = &self.idempotency_key
             && (k.is_empty() || k.len() > MAX_IDEMPOTENCY_KEY_LEN)
         {
-            return Err(DomainError::invalid("idempotency_key", format!("must be 1..={MAX_IDEMPOTENCY_KEY_LEN} bytes")));
+            return Err(DomainError::invalid(
+                "idempotency_key",
+                format!("must be 1..={MAX_IDEMPOTENCY_KEY_LEN} bytes"),
+            ));
         }
         match (&self.kind, self.repost_of, self.reply_to) {
             (_, Some(_), Some(_)) => {

@@ -71,7 +71,12 @@ impl From<&ItemView> for ItemJson {
             repost_of: i.repost_of.map(|x| x.to_string()),
             reply_to: i.reply_to.map(|x| x.to_string()),
             created_at: i.created_at().to_rfc3339(),
-            counts: CountsJson { likes: 0, replies: v.counts.replies, reposts: v.counts.reposts, reactions: BTreeMap::new() },
+            counts: CountsJson {
+                likes: 0,
+                replies: v.counts.replies,
+                reposts: v.counts.reposts,
+                reactions: BTreeMap::new(),
+            },
             viewer: v.viewer.as_ref().map(|s| ViewerJson { reactions: vec![], reposted: s.reposted }),
         }
     }
@@ -112,7 +117,11 @@ impl From<&EntryView> for EntryJson {
             sources: e
                 .sources
                 .iter()
-                .map(|s| SourceJson { user: s.user.to_string(), item: s.item.to_string(), at: s.item.created_at().to_rfc3339() })
+                .map(|s| SourceJson {
+                    user: s.user.to_string(),
+                    item: s.item.to_string(),
+                    at: s.item.created_at().to_rfc3339(),
+                })
                 .collect(),
         }
     }
@@ -212,7 +221,11 @@ pub struct UserListJson {
 impl From<&UserPage> for UserListJson {
     fn from(p: &UserPage) -> Self {
         UserListJson {
-            users: p.users.iter().map(|(id, since)| ListedUserJson { id: id.to_string(), since: since.to_rfc3339() }).collect(),
+            users: p
+                .users
+                .iter()
+                .map(|(id, since)| ListedUserJson { id: id.to_string(), since: since.to_rfc3339() })
+                .collect(),
             next_cursor: p.next_cursor.clone(),
         }
     }
@@ -312,7 +325,11 @@ impl From<&StatsView> for StatsJson {
             users: s.users,
             items: s.items,
             follows: s.follows,
-            fanout: FanoutJson { pending: s.pending, delivered_total: s.delivered_total, oldest_pending_ms: s.oldest_pending_ms },
+            fanout: FanoutJson {
+                pending: s.pending,
+                delivered_total: s.delivered_total,
+                oldest_pending_ms: s.oldest_pending_ms,
+            },
             inboxes: InboxesJson { count: s.inboxes, entries: s.inbox_entries, bytes: s.inbox_bytes },
         }
     }

@@ -57,7 +57,9 @@ impl From<DomainError> for ApiError {
     fn from(e: DomainError) -> Self {
         match e {
             DomainError::InvalidCursor(_) => Self::new(StatusCode::BAD_REQUEST, "invalid_cursor", e.to_string()),
-            DomainError::TooLarge { .. } => Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", e.to_string()),
+            DomainError::TooLarge { .. } => {
+                Self::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", e.to_string())
+            }
             DomainError::Invalid { .. } => Self::invalid(e.to_string()),
         }
     }

@@ -26,8 +26,12 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
             Err(JsonRejection::MissingJsonContentType(_)) => {
                 Err(ApiError::invalid("expected a JSON body with Content-Type: application/json"))
             }
-            Err(JsonRejection::JsonDataError(e)) => Err(ApiError::invalid(format!("invalid request body: {}", e.body_text()))),
-            Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::invalid(format!("malformed JSON: {}", e.body_text()))),
+            Err(JsonRejection::JsonDataError(e)) => {
+                Err(ApiError::invalid(format!("invalid request body: {}", e.body_text())))
+            }
+            Err(JsonRejection::JsonSyntaxError(e)) => {
+                Err(ApiError::invalid(format!("malformed JSON: {}", e.body_text())))
+            }
             Err(e) => Err(ApiError::invalid(format!("could not read the request body: {}", e.body_text()))),
         }
     }
@@ -95,7 +99,10 @@ pub fn limit(s: Option<&str>) -> Result<usize, ApiError> {
         None => Ok(tideway_core::limits::DEFAULT_PAGE),
         Some(v) => match v.parse::<usize>() {
             Ok(n) if (1..=tideway_core::limits::MAX_PAGE).contains(&n) => Ok(n),
-            _ => Err(ApiError::invalid(format!("limit: {v:?} must be a whole number 1..={}", tideway_core::limits::MAX_PAGE))),
+            _ => Err(ApiError::invalid(format!(
+                "limit: {v:?} must be a whole number 1..={}",
+                tideway_core::limits::MAX_PAGE
+            ))),
         },
     }
 }

@@ -47,7 +47,11 @@ fn viewer_param(v: Option<&String>) -> ApiResult<Option<tideway_core::UserId>> {
               (status = 200, body = ItemEnvelope, description = "idempotent repeat (same key, or the same repost)"),
               (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
               (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn create_item(State(st): State<AppState>, actor: Actor, Json(b): Json<CreateItemBody>) -> ApiResult<Response> {
+pub async fn create_item(
+    State(st): State<AppState>,
+    actor: Actor,
+    Json(b): Json<CreateItemBody>,
+) -> ApiResult<Response> {
     let author = extract::user("author", &b.author)?;
     actor.act_as(author)?;
     let repost_of = b.repost_of.as_deref().map(|s| extract::item("repost_of", s)).transpose()?;
@@ -58,12 +62,8 @@ pub async fn create_item(State(st): State<AppState>, actor: Actor, Json(b): Json
         None if reply_to.is_some() => ItemKind::Reply,
         None => ItemKind::Post,
     };
-    let mentions = b
-        .mentions
-        .unwrap_or_default()
-        .iter()
-        .map(|m| extract::user("mentions", m))
-        .collect::<ApiResult<Vec<_>>>()?;
+    let mentions =
+        b.mentions.unwrap_or_default().iter().map(|m| extract::user("mentions", m)).collect::<ApiResult<Vec<_>>>()?;
     let new = NewItem {
         author,
         kind,
@@ -100,7 +100,11 @@ pub async fn get_item(
 #[utoipa::path(get, path = "/v1/items", tag = "items",
     params(("ids" = String, Query, description = "comma-separated ids, at most 100"), ("viewer" = Option<String>, Query)),
     responses((status = 200, body = ItemsEnvelope), (status = 400, body = ErrorBody)))]
-pub async fn get_items(State(st): State<AppState>, actor: Actor, Query(q): Query<ViewerQuery>) -> ApiResult<axum::Json<ItemsEnvelope>> {
+pub async fn get_items(
+    State(st): State<AppState>,
+    actor: Actor,
+    Query(q): Query<ViewerQuery>,
+) -> ApiResult<axum::Json<ItemsEnvelope>> {
     let ids = extract::id_list("ids", q.ids.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::item)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let views = st.svc.get_items(&ids, viewer)?;
@@ -135,7 +139,11 @@ pub async fn delete_item(State(st): State<AppState>, actor: Actor, Path(id): Pat
 
 #[utoipa::path(put, path = "/v1/users/{u}/following/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
     responses((status = 200, body = FollowingJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 422, body = ErrorBody)))]
-pub async fn follow(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<axum::Json<FollowingJson>> {
+pub async fn follow(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((u, t)): Path<(String, String)>,
+) -> ApiResult<axum::Json<FollowingJson>> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
     let since = blocking(&st.svc, move |s| s.follow(u, t)).await?;
@@ -144,7 +152,11 @@ pub async fn follow(State(st): State<AppState>, actor: Actor, Path((u, t)): Path
 
 #[utoipa::path(delete, path = "/v1/users/{u}/following/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
     responses((status = 204, description = "not following (idempotent)")))]
-pub async fn unfollow(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<StatusCode> {
+pub async fn unfollow(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((u, t)): Path<(String, String)>,
+) -> ApiResult<StatusCode> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
     blocking(&st.svc, move |s| s.unfollow(u, t)).await?;
@@ -193,14 +205,24 @@ async fn list(st: AppState, u: String, q: ListQuery, which: ListKind) -> ApiResu
 #[utoipa::path(get, path = "/v1/users/{u}/following", tag = "graph",
     params(("u" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = UserListJson), (status = 400, body = ErrorBody)))]
-pub async fn following(State(st): State<AppState>, _a: Actor, Path(u): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<axum::Json<UserListJson>> {
+pub async fn following(
+    State(st): State<AppState>,
+    _a: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<axum::Json<UserListJson>> {
     list(st, u, q, ListKind::Following).await
 }
 
 #[utoipa::path(get, path = "/v1/users/{u}/followers", tag = "graph",
     params(("u" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
     responses((status = 200, body = UserListJson), (status = 400, body = ErrorBody)))]
-pub async fn followers(State(st): State<AppState>, _a: Actor, Path(u): Path<String>, Query(q): Query<ListQuery>) -> ApiResult<axum::Json<UserListJson>> {
+pub async fn followers(
+    State(st): State<AppState>,
+    _a: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<axum::Json<UserListJson>> {
     list(st, u, q, ListKind::Followers).await
 }
 
@@ -229,31 +251,51 @@ async fn set_edge(st: AppState, actor: Actor, u: String, t: String, block: bool,
     if !on {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
-    let flag = if block { FlagJson { blocking: Some(true), muting: None } } else { FlagJson { blocking: None, muting: Some(true) } };
+    let flag = if block {
+        FlagJson { blocking: Some(true), muting: None }
+    } else {
+        FlagJson { blocking: None, muting: Some(true) }
+    };
     Ok(axum::Json(flag).into_response())
 }
 
 #[utoipa::path(put, path = "/v1/users/{u}/blocks/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
     responses((status = 200, body = FlagJson, description = "blocking; follows both ways removed"), (status = 400, body = ErrorBody)))]
-pub async fn block(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn block(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((u, t)): Path<(String, String)>,
+) -> ApiResult<Response> {
     set_edge(st, actor, u, t, true, true).await
 }
 
 #[utoipa::path(delete, path = "/v1/users/{u}/blocks/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
     responses((status = 204, description = "not blocking")))]
-pub async fn unblock(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn unblock(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((u, t)): Path<(String, String)>,
+) -> ApiResult<Response> {
     set_edge(st, actor, u, t, true, false).await
 }
 
 #[utoipa::path(put, path = "/v1/users/{u}/mutes/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
     responses((status = 200, body = FlagJson), (status = 400, body = ErrorBody)))]
-pub async fn mute(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn mute(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((u, t)): Path<(String, String)>,
+) -> ApiResult<Response> {
     set_edge(st, actor, u, t, false, true).await
 }
 
 #[utoipa::path(delete, path = "/v1/users/{u}/mutes/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
     responses((status = 204, description = "not muting")))]
-pub async fn unmute(State(st): State<AppState>, actor: Actor, Path((u, t)): Path<(String, String)>) -> ApiResult<Response> {
+pub async fn unmute(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((u, t)): Path<(String, String)>,
+) -> ApiResult<Response> {
     set_edge(st, actor, u, t, false, false).await
 }
 
@@ -269,7 +311,12 @@ pub async fn user(State(st): State<AppState>, _a: Actor, Path(u): Path<String>) 
     params(("u" = String, Path), ("limit" = Option<u32>, Query, description = "1..=100, default 20"),
            ("before" = Option<String>, Query, description = "cursor: older entries"), ("after" = Option<String>, Query, description = "cursor: newer entries")),
     responses((status = 200, body = PageJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
-pub async fn home(State(st): State<AppState>, actor: Actor, Path(u): Path<String>, Query(q): Query<PageQuery>) -> ApiResult<axum::Json<PageJson>> {
+pub async fn home(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<axum::Json<PageJson>> {
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let req = page_request(&q)?;
@@ -280,7 +327,12 @@ pub async fn home(State(st): State<AppState>, actor: Actor, Path(u): Path<String
 #[utoipa::path(get, path = "/v1/users/{u}/profile", tag = "feeds",
     params(("u" = String, Path), ("viewer" = Option<String>, Query), ("limit" = Option<u32>, Query), ("before" = Option<String>, Query), ("after" = Option<String>, Query)),
     responses((status = 200, body = PageJson), (status = 400, body = ErrorBody)))]
-pub async fn profile(State(st): State<AppState>, actor: Actor, Path(u): Path<String>, Query(q): Query<PageQuery>) -> ApiResult<axum::Json<PageJson>> {
+pub async fn profile(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<axum::Json<PageJson>> {
     let u = extract::user("u", &u)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let req = page_request(&q)?;

@@ -116,7 +116,13 @@ pub struct HomeSource<'a> {
 }
 
 impl<'a> HomeSource<'a> {
-    pub fn new(backend: &'a dyn Backend, user: UserId, authors: &'a [UserId], dir: Direction, bound: Option<Key>) -> Self {
+    pub fn new(
+        backend: &'a dyn Backend,
+        user: UserId,
+        authors: &'a [UserId],
+        dir: Direction,
+        bound: Option<Key>,
+    ) -> Self {
         Self { backend, user, authors, dir, bound, pull_only: false }
     }
 

@@ -143,10 +143,16 @@ impl FeedService {
                 original = self.live_item(inner)?; // a repost of a repost reposts the original
             }
             if original.visibility != Visibility::Public {
-                return Err(ServiceError::Forbidden(format!("item {} is not public and cannot be reposted", original.id)));
+                return Err(ServiceError::Forbidden(format!(
+                    "item {} is not public and cannot be reposted",
+                    original.id
+                )));
             }
             if self.relation(author, original.author)?.blocked_either_way() {
-                return Err(ServiceError::Forbidden(format!("a block separates user {author} from the author of item {}", original.id)));
+                return Err(ServiceError::Forbidden(format!(
+                    "a block separates user {author} from the author of item {}",
+                    original.id
+                )));
             }
             new.repost_of = Some(original.id);
         }
@@ -154,7 +160,9 @@ impl FeedService {
             let parent = self.live_item(parent_id)?;
             let rel = self.relation(author, parent.author)?;
             if rel.blocked_either_way() {
-                return Err(ServiceError::Forbidden(format!("a block separates user {author} from the author of item {parent_id}")));
+                return Err(ServiceError::Forbidden(format!(
+                    "a block separates user {author} from the author of item {parent_id}"
+                )));
             }
             if !parent.visible_to(Some(author), rel.following) {
                 return Err(ServiceError::NotFound(format!("item {parent_id} does not exist or was deleted")));
@@ -213,9 +221,10 @@ impl FeedService {
     /// Checks that `actor` (when a user token acts) is the author.
     fn check_author(item: &Item, actor: Option<UserId>) -> Result<()> {
         match actor {
-            Some(a) if a != item.author => {
-                Err(ServiceError::Forbidden(format!("only the author (user {}) may change item {}", item.author, item.id)))
-            }
+            Some(a) if a != item.author => Err(ServiceError::Forbidden(format!(
+                "only the author (user {}) may change item {}",
+                item.author, item.id
+            ))),
             _ => Ok(()),
         }
     }
@@ -323,11 +332,20 @@ impl FeedService {
             .into_iter()
             .zip(counts)
             .zip(reposted)
-            .map(|((item, counts), reposted)| ItemView { item, counts, viewer: viewer.map(|_| ViewerState { reposted }) })
+            .map(|((item, counts), reposted)| ItemView {
+                item,
+                counts,
+                viewer: viewer.map(|_| ViewerState { reposted }),
+            })
             .collect())
     }
 
-    fn hydrate_found(&self, found: Vec<Found>, scope: &FeedScope<'_>, viewer: Option<UserId>) -> Result<Vec<EntryView>> {
+    fn hydrate_found(
+        &self,
+        found: Vec<Found>,
+        scope: &FeedScope<'_>,
+        viewer: Option<UserId>,
+    ) -> Result<Vec<EntryView>> {
         let ids: Vec<ItemId> = found.iter().map(|f| f.item.id).collect();
         let counts = self.backend.item_counts(&ids)?;
         Ok(found
@@ -545,7 +563,9 @@ impl FeedService {
         let more = users.len() > limit;
         users.truncate(limit);
         let next_cursor = if more {
-            users.last().map(|(id, since)| Cursor { key: u64::try_from(since.0).unwrap_or(0), aux: id.0 }.encode(&scope))
+            users
+                .last()
+                .map(|(id, since)| Cursor { key: u64::try_from(since.0).unwrap_or(0), aux: id.0 }.encode(&scope))
         } else {
             None
         };

@@ -100,7 +100,7 @@ impl Model {
             }
             rows.extend(Self::entry(apps, o.id, sources));
         }
-        rows.sort_by(|a, b| b.0.cmp(&a.0));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
         rows.into_iter().map(|(_, r)| r).collect()
     }
 
@@ -126,7 +126,7 @@ impl Model {
             }
             rows.extend(Self::entry(apps, o.id, sources));
         }
-        rows.sort_by(|x, y| y.0.cmp(&x.0));
+        rows.sort_by_key(|r| std::cmp::Reverse(r.0));
         rows.into_iter().map(|(_, r)| r).collect()
     }
 }
@@ -322,17 +322,26 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             }
             15..=19 => {
                 // batch follow
-                let targets: Vec<u64> = (0..rng.random_range(1..5)).map(|_| rng.random_range(1..=USERS)).filter(|t| *t != a).collect();
-                let res = h.svc().follow_many(UserId(a), &targets.iter().map(|t| UserId(*t)).collect::<Vec<_>>()).expect("batch");
+                let targets: Vec<u64> =
+                    (0..rng.random_range(1..5)).map(|_| rng.random_range(1..=USERS)).filter(|t| *t != a).collect();
+                let res = h
+                    .svc()
+                    .follow_many(UserId(a), &targets.iter().map(|t| UserId(*t)).collect::<Vec<_>>())
+                    .expect("batch");
                 for (t, st) in res {
                     let t = t.0;
-                    let ok = matches!(st, tideway_store::FollowStatus::Followed(_) | tideway_store::FollowStatus::Already(_));
+                    let ok = matches!(
+                        st,
+                        tideway_store::FollowStatus::Followed(_) | tideway_store::FollowStatus::Already(_)
+                    );
                     if matches!(st, tideway_store::FollowStatus::Followed(_)) {
                         assert!(!m.follows(a, t) && !m.blocked(a, t), "{ctx}: batch followed {t} wrongly");
                         m.follows.insert((a, t));
                     }
                     if !ok {
-                        assert!(m.blocked(a, t) || m.follows.iter().filter(|(f, _)| *f == a).count() >= m.max_following);
+                        assert!(
+                            m.blocked(a, t) || m.follows.iter().filter(|(f, _)| *f == a).count() >= m.max_following
+                        );
                     }
                 }
             }
@@ -350,7 +359,19 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let (v, created) = h.svc().create_item(post(a, kind, vis, mentions.clone())).expect("post");
                 assert!(created);
                 let id = v.item.id.0;
-                m.items.insert(id, MItem { id, author: a, card, vis, mentions, repost_of: None, reply_to_author: None, deleted: false });
+                m.items.insert(
+                    id,
+                    MItem {
+                        id,
+                        author: a,
+                        card,
+                        vis,
+                        mentions,
+                        repost_of: None,
+                        reply_to_author: None,
+                        deleted: false,
+                    },
+                );
             }
             46..=57 => {
                 // repost
@@ -369,14 +390,34 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let got = h.svc().create_item(n);
                 match (&got, want) {
                     (Ok((v, created)), Ok(())) => {
-                        let existing = m.items.values().find(|r| r.author == a && r.repost_of == Some(orig.id) && !r.deleted).map(|r| r.id);
-                        assert_eq!(v.item.repost_of, Some(ItemId(orig.id)), "{ctx}: repost of a repost reposts the original");
+                        let existing = m
+                            .items
+                            .values()
+                            .find(|r| r.author == a && r.repost_of == Some(orig.id) && !r.deleted)
+                            .map(|r| r.id);
+                        assert_eq!(
+                            v.item.repost_of,
+                            Some(ItemId(orig.id)),
+                            "{ctx}: repost of a repost reposts the original"
+                        );
                         match existing {
                             Some(e) => assert!(!created && v.item.id.0 == e, "{ctx}: repeated repost is idempotent"),
                             None => {
                                 assert!(*created);
                                 let id = v.item.id.0;
-                                m.items.insert(id, MItem { id, author: a, card: false, vis: Visibility::Public, mentions: vec![], repost_of: Some(orig.id), reply_to_author: None, deleted: false });
+                                m.items.insert(
+                                    id,
+                                    MItem {
+                                        id,
+                                        author: a,
+                                        card: false,
+                                        vis: Visibility::Public,
+                                        mentions: vec![],
+                                        repost_of: Some(orig.id),
+                                        reply_to_author: None,
+                                        deleted: false,
+                                    },
+                                );
                             }
                         }
                     }
@@ -403,7 +444,19 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 match (h.svc().create_item(n), want) {
                     (Ok((v, _)), Ok(())) => {
                         let id = v.item.id.0;
-                        m.items.insert(id, MItem { id, author: a, card: false, vis, mentions: vec![], repost_of: None, reply_to_author: Some(parent.author), deleted: false });
+                        m.items.insert(
+                            id,
+                            MItem {
+                                id,
+                                author: a,
+                                card: false,
+                                vis,
+                                mentions: vec![],
+                                repost_of: None,
+                                reply_to_author: Some(parent.author),
+                                deleted: false,
+                            },
+                        );
                     }
                     (Err(e), Err(w)) => assert_eq!(kind_of(&e), w, "{ctx}: reply error"),
                     (g, w) => panic!("{ctx}: reply: got {g:?}, want {w:?}"),

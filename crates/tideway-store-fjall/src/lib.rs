@@ -77,9 +77,7 @@ impl FjallJournal {
     pub fn open(dir: &Path, sync: SyncMode) -> Result<(Self, State), StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
         let db = Database::builder(dir).open().map_err(|e| match e {
-            fjall::Error::Locked => {
-                StoreError::Io(format!("{} is in use by another tideway process", dir.display()))
-            }
+            fjall::Error::Locked => StoreError::Io(format!("{} is in use by another tideway process", dir.display())),
             e => io(e),
         })?;
         let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(io);
@@ -95,7 +93,14 @@ impl FjallJournal {
             }
             None => meta.insert("format", FORMAT).map_err(io)?,
         }
-        let j = FjallJournal { items: ks("items")?, inserts: ks("inserts")?, edges: ks("edges")?, jobs: ks("jobs")?, db, sync };
+        let j = FjallJournal {
+            items: ks("items")?,
+            inserts: ks("inserts")?,
+            edges: ks("edges")?,
+            jobs: ks("jobs")?,
+            db,
+            sync,
+        };
         let state = j.load()?;
         Ok((j, state))
     }
@@ -109,7 +114,11 @@ impl FjallJournal {
         }
         for g in self.inserts.iter() {
             let (k, v) = g.into_inner().map_err(io)?;
-            st.apply(Change::PutInsert { key: u64_at(&k, 0)?, user: UserId(u64_at(&v, 0)?), item: ItemId(u64_at(&v, 8)?) });
+            st.apply(Change::PutInsert {
+                key: u64_at(&k, 0)?,
+                user: UserId(u64_at(&v, 0)?),
+                item: ItemId(u64_at(&v, 8)?),
+            });
         }
         for g in self.edges.iter() {
             let (k, v) = g.into_inner().map_err(io)?;

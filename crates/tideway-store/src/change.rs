@@ -38,9 +38,22 @@ pub struct Job {
 pub enum Change {
     /// Create or replace an item (soft delete is a replace with `deleted`).
     PutItem(Arc<Item>),
-    PutInsert { key: Key, user: UserId, item: ItemId },
-    PutEdge { kind: EdgeKind, from: UserId, to: UserId, since: Millis },
-    DelEdge { kind: EdgeKind, from: UserId, to: UserId },
+    PutInsert {
+        key: Key,
+        user: UserId,
+        item: ItemId,
+    },
+    PutEdge {
+        kind: EdgeKind,
+        from: UserId,
+        to: UserId,
+        since: Millis,
+    },
+    DelEdge {
+        kind: EdgeKind,
+        from: UserId,
+        to: UserId,
+    },
     PutJob(Job),
     DelJob(Key),
 }

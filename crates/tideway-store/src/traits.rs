@@ -92,8 +92,13 @@ pub trait Items: Send + Sync {
 /// The follow graph, blocks and mutes.
 pub trait Graph: Send + Sync {
     /// Follows every target in one storage round.
-    fn follow_many(&self, user: UserId, targets: &[UserId], at: Millis, max_following: usize)
-    -> Result<Vec<FollowStatus>>;
+    fn follow_many(
+        &self,
+        user: UserId,
+        targets: &[UserId],
+        at: Millis,
+        max_following: usize,
+    ) -> Result<Vec<FollowStatus>>;
     /// Returns whether an edge was removed.
     fn unfollow(&self, user: UserId, target: UserId) -> Result<bool>;
     /// Blocks (removing follows both ways) or unblocks.
@@ -102,8 +107,13 @@ pub trait Graph: Send + Sync {
     /// Everyone `user` follows (at most `graph.max_following`).
     fn followees(&self, user: UserId) -> Result<Vec<UserId>>;
     /// A page of a list, newest first, after the `(since, id)` position.
-    fn list(&self, user: UserId, which: ListKind, after: Option<(Millis, UserId)>, limit: usize)
-    -> Result<Vec<(UserId, Millis)>>;
+    fn list(
+        &self,
+        user: UserId,
+        which: ListKind,
+        after: Option<(Millis, UserId)>,
+        limit: usize,
+    ) -> Result<Vec<(UserId, Millis)>>;
     /// Followers in id order after `after`: the chunks of a fan-out job.
     fn followers_chunk(&self, user: UserId, after: Option<UserId>, limit: usize) -> Result<Vec<UserId>>;
     /// The relation of `user` to each of `others`.

@@ -3,11 +3,12 @@
 //! `tideway serve` runs the HTTP API on the embedded store (no other server
 //! needed); `tideway config` prints the effective or example configuration.
 
-use tideway::{server, settings};
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tideway::{server, settings};
 
 #[derive(Parser)]
 #[command(name = "tideway", version, about = "A self-hosted feed service")]
@@ -40,18 +41,20 @@ enum Command {
     },
 }
 
+/// Writes a command's output to stdout (a closed pipe is a failure, not a panic).
+fn emit(text: &str) -> ExitCode {
+    match std::io::stdout().write_all(text.as_bytes()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(_) => ExitCode::FAILURE,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Config { example: true, .. } => {
-            print!("{}", settings::example_toml());
-            ExitCode::SUCCESS
-        }
+        Command::Config { example: true, .. } => emit(&settings::example_toml()),
         Command::Config { config, example: false } => match settings::load(config.as_deref(), None, None) {
-            Ok(c) => {
-                print!("{}", toml::to_string_pretty(&c).unwrap_or_default());
-                ExitCode::SUCCESS
-            }
+            Ok(c) => emit(&toml::to_string_pretty(&c).unwrap_or_default()),
             Err(e) => {
                 eprintln!("tideway: {e}");
                 ExitCode::from(2)

@@ -89,7 +89,8 @@ pub async fn serve(
 ) -> Result<(), String> {
     let backend = open_backend(&cfg)?;
     let svc = Arc::new(
-        FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock)).map_err(|e| e.to_string())?,
+        FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock))
+            .map_err(|e| e.to_string())?,
     );
     let auth = Arc::new(Authenticator::new(&cfg.auth));
     if auth.is_open() {

@@ -55,6 +55,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns figment::Error
     fn file_overrides_defaults_and_typos_are_rejected() {
         // Inside a Jail: it holds the lock that keeps env-setting tests apart.
         figment::Jail::expect_with(|jail| {
@@ -71,6 +72,7 @@ mod tests {
     }
 
     #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns figment::Error
     fn env_overrides_the_file_and_other_variables_are_ignored() {
         figment::Jail::expect_with(|jail| {
             jail.create_file("t.toml", "[timeline]\nmax_len = 50\n")?;

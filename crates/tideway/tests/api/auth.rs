@@ -8,8 +8,12 @@ const SECRET: &str = "jwt-secret-0123456789";
 
 fn token(sub: &str, exp_from_now: i64) -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() as i64;
-    encode(&Header::default(), &json!({"sub": sub, "exp": now + exp_from_now}), &EncodingKey::from_secret(SECRET.as_bytes()))
-        .expect("encode")
+    encode(
+        &Header::default(),
+        &json!({"sub": sub, "exp": now + exp_from_now}),
+        &EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("encode")
 }
 
 #[tokio::test]

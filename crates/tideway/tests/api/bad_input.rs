@@ -30,8 +30,16 @@ async fn malformed_and_unknown_json_is_rejected() {
     assert_error(&s.post("/v1/items", json!({"author": 1})).await, 400, "invalid_argument");
     assert_error(&s.post("/v1/items", json!({"author": "1", "body": [1]})).await, 400, "invalid_argument");
     assert_error(&s.post("/v1/items", json!({"author": "1", "tags": "rust"})).await, 400, "invalid_argument");
-    assert_error(&s.post("/v1/items", json!({"author": "1", "object": {"type": "book"}})).await, 400, "invalid_argument");
-    assert_error(&s.post("/v1/items", json!({"author": "1", "object": {"type": "Book!", "id": "1"}})).await, 400, "invalid_argument");
+    assert_error(
+        &s.post("/v1/items", json!({"author": "1", "object": {"type": "book"}})).await,
+        400,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.post("/v1/items", json!({"author": "1", "object": {"type": "Book!", "id": "1"}})).await,
+        400,
+        "invalid_argument",
+    );
     assert_error(&s.post("/v1/items", json!({"author": "1", "mentions": ["x"]})).await, 400, "invalid_argument");
     assert_error(&s.post("/v1/items", json!({"author": "1", "idempotency_key": ""})).await, 400, "invalid_argument");
     s.stop().await;
@@ -67,7 +75,11 @@ async fn oversize_and_over_limit_inputs() {
     assert_error(&s.post("/v1/users/1/following", json!({"targets": ["1"]})).await, 400, "invalid_argument");
     let ids: Vec<String> = (1..=101).map(|i| i.to_string()).collect();
     assert_error(&s.get(&format!("/v1/items?ids={}", ids.join(","))).await, 400, "invalid_argument");
-    assert_error(&s.get(&format!("/v1/users/1/relationships?targets={}", ids.join(","))).await, 400, "invalid_argument");
+    assert_error(
+        &s.get(&format!("/v1/users/1/relationships?targets={}", ids.join(","))).await,
+        400,
+        "invalid_argument",
+    );
     let tags: Vec<String> = (0..17).map(|i| format!("t{i}")).collect();
     assert_error(&s.post("/v1/items", json!({"author": "1", "tags": tags})).await, 400, "invalid_argument");
     let mentions: Vec<String> = (1..=51).map(|i| i.to_string()).collect();
@@ -91,7 +103,13 @@ async fn bad_pages_and_cursors() {
     let c1 = p1["entries"][0]["cursor"].as_str().expect("cursor").to_owned();
     let (_, prof) = s.get("/v1/users/2/profile?limit=1").await;
     let cp = prof["entries"][0]["cursor"].as_str().expect("cursor").to_owned();
-    for q in ["before=garbage", "after=%%%", "before=AAAA", &format!("before={cp}"), &format!("after={}x", &c1[..c1.len() - 1])] {
+    for q in [
+        "before=garbage",
+        "after=%%%",
+        "before=AAAA",
+        &format!("before={cp}"),
+        &format!("after={}x", &c1[..c1.len() - 1]),
+    ] {
         assert_error(&s.get(&format!("/v1/users/1/home?{q}")).await, 400, "invalid_cursor");
     }
     // User 1's cursor is foreign to user 3's home.

@@ -14,6 +14,14 @@ struct Proc {
     base: String,
 }
 
+/// Kills the server even when an assertion fails mid-test.
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 fn free_port() -> u16 {
     let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     l.local_addr().expect("addr").port()
@@ -30,6 +38,7 @@ async fn start(dir: &std::path::Path, log: &std::path::Path) -> Proc {
         .stderr(std::fs::File::create(log).map(Stdio::from).expect("log file"))
         .spawn()
         .expect("spawn tideway");
+    let mut proc = Proc { child, base: String::new() };
     let base = format!("http://127.0.0.1:{port}");
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -37,7 +46,8 @@ async fn start(dir: &std::path::Path, log: &std::path::Path) -> Proc {
         if let Ok(r) = client.get(format!("{base}/readyz")).send().await
             && r.status() == StatusCode::OK
         {
-            return Proc { child, base };
+            proc.base = base;
+            return proc;
         }
         assert!(
             Instant::now() < deadline,
@@ -94,6 +104,10 @@ async fn acknowledged_writes_survive_kill_9() {
             }
         }));
     }
+    // A cursor taken before the crash must still work after it.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let (_, before_crash) = get(&c, format!("{}/v1/users/100/home?limit=3", p.base)).await;
+    let old_cursor = before_crash["next_cursor"].as_str().expect("cursor before the crash").to_owned();
     // Let a few hundred writes through, then kill -9 mid-stream.
     let t0 = Instant::now();
     while acked_items.lock().expect("lock").len() < 300 && t0.elapsed() < Duration::from_secs(30) {
@@ -108,7 +122,7 @@ async fn acknowledged_writes_survive_kill_9() {
     let follows = acked_follows.lock().expect("lock").clone();
     assert!(items.len() >= 300, "only {} writes acknowledged", items.len());
 
-    let mut p = start(dir.path(), &logs.path().join("second.log")).await;
+    let p = start(dir.path(), &logs.path().join("second.log")).await;
     // Every acknowledged item is there.
     let ids: Vec<&str> = items.iter().map(|(id, _)| id.as_str()).collect();
     for chunk in ids.chunks(100) {
@@ -124,7 +138,11 @@ async fn acknowledged_writes_survive_kill_9() {
     // newest first, across pages (the inbox is rebuilt after the crash).
     let (_, stats) = get(&c, format!("{}/v1/stats", p.base)).await;
     let total = stats["items"].as_u64().expect("items") as usize;
-    assert!(total >= items.len() && total <= items.len() + 2, "{total} items for {} acknowledged (+2 in flight)", items.len());
+    assert!(
+        total >= items.len() && total <= items.len() + 2,
+        "{total} items for {} acknowledged (+2 in flight)",
+        items.len()
+    );
     let mut seen: Vec<u64> = Vec::new();
     let mut url = format!("{}/v1/users/100/home?limit=100", p.base);
     loop {
@@ -142,6 +160,7 @@ async fn acknowledged_writes_survive_kill_9() {
     assert!(seen.windows(2).all(|w| w[0] > w[1]), "newest first, no duplicate");
     let acked: HashSet<u64> = items.iter().map(|(id, _)| id.parse().expect("num")).collect();
     assert!(acked.iter().all(|id| seen.contains(id)));
-    p.child.kill().expect("kill");
-    let _ = p.child.wait();
+    let (s, v) = get(&c, format!("{}/v1/users/100/home?limit=5&before={old_cursor}", p.base)).await;
+    assert_eq!(s, StatusCode::OK, "a cursor survives the restart: {v}");
+    assert_eq!(v["entries"].as_array().map(Vec::len), Some(5));
 }

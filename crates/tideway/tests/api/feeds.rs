@@ -60,7 +60,10 @@ async fn reposts_merge_into_one_entry_and_state_changes_apply_on_read() {
     assert_eq!(ids, vec![orig.clone()], "one entry per original");
     let e = &page["entries"][0];
     assert_eq!(e["reason"], json!("repost"));
-    assert_eq!(e["sources"].as_array().map(|a| a.iter().map(|s| s["user"].clone()).collect::<Vec<_>>()), Some(vec![json!("2"), json!("3")]));
+    assert_eq!(
+        e["sources"].as_array().map(|a| a.iter().map(|s| s["user"].clone()).collect::<Vec<_>>()),
+        Some(vec![json!("2"), json!("3")])
+    );
     assert_eq!(e["sources"][0]["item"], r2["item"]["id"]);
     // Following the author moves the entry to the original's own time.
     s.follow(1, 4).await;
@@ -106,7 +109,8 @@ async fn profile_and_direct_inserts() {
     let card = s.post_item(7, json!({"kind": "user", "body": {"suggest": "6"}})).await;
     let (st, p) = s.get("/v1/users/5/profile").await;
     assert_eq!(st, StatusCode::OK, "{p}");
-    let ids: Vec<&str> = p["entries"].as_array().expect("e").iter().map(|e| e["item"]["id"].as_str().expect("id")).collect();
+    let ids: Vec<&str> =
+        p["entries"].as_array().expect("e").iter().map(|e| e["item"]["id"].as_str().expect("id")).collect();
     assert_eq!(ids, vec![other.as_str(), own.as_str()]);
     assert_eq!(p["entries"][0]["reason"], json!("repost"));
     let (_, p6) = s.get("/v1/users/6/profile?viewer=6").await;
@@ -156,9 +160,24 @@ async fn operations_endpoints() {
     // The OpenAPI document lists every route of the router.
     let (st, doc) = s.get("/openapi.json").await;
     assert_eq!(st, StatusCode::OK);
-    for path in ["/v1/items", "/v1/items/{id}", "/v1/users/{u}", "/v1/users/{u}/following", "/v1/users/{u}/following/{t}",
-        "/v1/users/{u}/followers", "/v1/users/{u}/relationships", "/v1/users/{u}/blocks/{t}", "/v1/users/{u}/mutes/{t}",
-        "/v1/users/{u}/home", "/v1/users/{u}/home/entries", "/v1/users/{u}/profile", "/v1/stats", "/healthz", "/readyz", "/metrics"] {
+    for path in [
+        "/v1/items",
+        "/v1/items/{id}",
+        "/v1/users/{u}",
+        "/v1/users/{u}/following",
+        "/v1/users/{u}/following/{t}",
+        "/v1/users/{u}/followers",
+        "/v1/users/{u}/relationships",
+        "/v1/users/{u}/blocks/{t}",
+        "/v1/users/{u}/mutes/{t}",
+        "/v1/users/{u}/home",
+        "/v1/users/{u}/home/entries",
+        "/v1/users/{u}/profile",
+        "/v1/stats",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
         assert!(doc["paths"].get(path).is_some(), "{path} missing from /openapi.json");
     }
     s.stop().await;

@@ -67,7 +67,11 @@ impl TestServer {
     pub async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (StatusCode, Value) {
         let text = body.map(|b| b.to_string());
         let (status, text) = self.raw(method, path, text.as_deref().map(|t| ("application/json", t))).await;
-        let v = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}")) };
+        let v = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("not JSON: {text:?}"))
+        };
         (status, v)
     }
 
@@ -117,7 +121,12 @@ impl TestServer {
     pub async fn home_ids(&self, u: u64, query: &str) -> (Vec<String>, Value) {
         let (s, v) = self.get(&format!("/v1/users/{u}/home?{query}")).await;
         assert_eq!(s, StatusCode::OK, "{v}");
-        let ids = v["entries"].as_array().expect("entries").iter().map(|e| e["item"]["id"].as_str().expect("id").to_owned()).collect();
+        let ids = v["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["item"]["id"].as_str().expect("id").to_owned())
+            .collect();
         (ids, v)
     }
 }

@@ -6,8 +6,11 @@ use serde_json::json;
 async fn create_get_patch_delete() {
     let s = spawn().await;
     let (st, v) = s
-        .post("/v1/items", json!({"author": "7", "body": {"text": "hi"}, "tags": ["Rust", "rust"], "mentions": ["8"],
-            "object": {"type": "book", "id": "42"}, "visibility": "followers"}))
+        .post(
+            "/v1/items",
+            json!({"author": "7", "body": {"text": "hi"}, "tags": ["Rust", "rust"], "mentions": ["8"],
+            "object": {"type": "book", "id": "42"}, "visibility": "followers"}),
+        )
         .await;
     assert_eq!(st, StatusCode::CREATED, "{v}");
     let item = &v["item"];
@@ -26,7 +29,8 @@ async fn create_get_patch_delete() {
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["item"]["viewer"]["reposted"], json!(false));
 
-    let (st, v) = s.patch(&format!("/v1/items/{id}"), json!({"visibility": "public", "body": {"text": "edited"}})).await;
+    let (st, v) =
+        s.patch(&format!("/v1/items/{id}"), json!({"visibility": "public", "body": {"text": "edited"}})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["item"]["body"]["text"], json!("edited"));
     let (st, _) = s.get(&format!("/v1/items/{id}")).await;
@@ -117,8 +121,16 @@ async fn imported_items_keep_their_time_and_kinds_are_checked() {
         assert_eq!(v["item"]["kind"], json!(kind));
     }
     assert_error(&s.post("/v1/items", json!({"author": "1", "kind": "story"})).await, 400, "invalid_argument");
-    assert_error(&s.post("/v1/items", json!({"author": "1", "created_at": "yesterday"})).await, 400, "invalid_argument");
-    assert_error(&s.post("/v1/items", json!({"author": "1", "created_at": "1999-01-01T00:00:00Z"})).await, 400, "invalid_argument");
+    assert_error(
+        &s.post("/v1/items", json!({"author": "1", "created_at": "yesterday"})).await,
+        400,
+        "invalid_argument",
+    );
+    assert_error(
+        &s.post("/v1/items", json!({"author": "1", "created_at": "1999-01-01T00:00:00Z"})).await,
+        400,
+        "invalid_argument",
+    );
     assert_error(&s.post("/v1/items", json!({"author": "1", "visibility": "secret"})).await, 400, "invalid_argument");
     assert_error(&s.post("/v1/items", json!({"author": "1", "kind": "repost"})).await, 400, "invalid_argument");
     s.stop().await;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# The test command of the README (and of CI: .ci/run calls exactly this).
+# Works on a fresh machine: the tests use the embedded store only, so no
+# other server is needed. A persistent target dir outside the clone keeps
+# repeated runs fast; override with CARGO_TARGET_DIR.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
+export CARGO_TERM_COLOR="${CARGO_TERM_COLOR:-never}"
+
+echo "== format"
+cargo fmt --all --check
+echo "== lint"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== tests"
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-fail-fast
+else
+  echo "(cargo-nextest not found: using cargo test)"
+  cargo test --workspace --locked --no-fail-fast
+fi
