@@ -1,1 +1,440 @@
-fn main() {}
+//! `tideway-bench`: the first benchmark of tideway, a command (not a test).
+//!
+//! 1. loads the real Twitter follow graph (`../shared/data/twitter-follow.txt.gz`,
+//!    81k users, 1.77M follows) through batch follows;
+//! 2. makes every user an active reader (each gets an inbox);
+//! 3. posts items whose authors are drawn in proportion to their follower counts
+//!    (fixed seed), then drains fan-out on one thread: deliveries per second;
+//! 4. reads home first pages in-process and over HTTP: latency p50/p99;
+//! 5. reports memory per inbox entry;
+//! 6. in the same run, replays the same deliveries against the seeds' Redis push
+//!    design (`ZADD timeline:<u>` + `ZREMRANGEBYRANK` to 800, pipelined) on the local
+//!    Redis, and prints every figure with its ratio.
+//!
+//! Output is a Markdown table on stdout; progress goes to stderr.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)] // a command whose output is its report
+
+use clap::Parser;
+use flate2::read::GzDecoder;
+use hdrhistogram::Histogram;
+use rand::distr::{Distribution, weighted::WeightedIndex};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tideway_core::{ItemKind, NewItem, UserId, Visibility};
+use tideway_service::{FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
+use tideway_store::{Backend, Store};
+
+#[derive(Parser, Debug)]
+#[command(about = "tideway benchmark on the real Twitter follow graph")]
+struct Args {
+    /// The follow graph: `follower followee` per line, gzip.
+    #[arg(long, default_value = "../shared/data/twitter-follow.txt.gz")]
+    graph: PathBuf,
+    /// Items to post.
+    #[arg(long, default_value_t = 100_000)]
+    posts: usize,
+    /// `embedded` (fjall, the default backend) or `memory`.
+    #[arg(long, default_value = "embedded")]
+    backend: String,
+    /// fsync every acknowledged write (embedded only), as the server's default does.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    fsync: bool,
+    /// Home pages read in-process.
+    #[arg(long, default_value_t = 50_000)]
+    reads: usize,
+    /// Home pages read over HTTP.
+    #[arg(long, default_value_t = 20_000)]
+    http_reads: usize,
+    /// Requests in flight over HTTP.
+    #[arg(long, default_value_t = 8)]
+    http_concurrency: usize,
+    /// Redis for the baseline ("" to skip).
+    #[arg(long, default_value = "redis://127.0.0.1:6379/15")]
+    redis: String,
+    /// Deliveries replayed against Redis (it is much slower: a sample).
+    #[arg(long, default_value_t = 2_000_000)]
+    redis_deliveries: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).map(|kb| kb * 1024))
+        })
+        .unwrap_or(0)
+}
+
+fn load_graph(path: &PathBuf) -> Result<Vec<(u64, u64)>, String> {
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut edges = Vec::with_capacity(1_800_000);
+    for line in BufReader::new(GzDecoder::new(f)).lines() {
+        let line = line.map_err(|e| e.to_string())?;
+        let mut it = line.split_whitespace();
+        if let (Some(a), Some(b)) = (it.next(), it.next())
+            && let (Ok(a), Ok(b)) = (a.parse::<u64>(), b.parse::<u64>())
+            && a != b
+        {
+            edges.push((a, b));
+        }
+    }
+    Ok(edges)
+}
+
+fn percentiles(h: &Histogram<u64>) -> (f64, f64, f64) {
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    (us(0.5), us(0.99), us(0.999))
+}
+
+struct Report {
+    rows: Vec<(String, String, String)>,
+}
+
+impl Report {
+    fn row(&mut self, what: &str, value: String, baseline: String) {
+        eprintln!("  {what}: {value} {baseline}");
+        self.rows.push((what.to_owned(), value, baseline));
+    }
+}
+
+fn main() -> Result<(), String> {
+    let args = Args::parse();
+    let mut report = Report { rows: Vec::new() };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+
+    // -------------------------------------------------------------- graph
+    eprintln!("loading {} …", args.graph.display());
+    let edges = load_graph(&args.graph)?;
+    let mut by_follower: HashMap<u64, Vec<UserId>> = HashMap::new();
+    let mut followers: HashMap<u64, u64> = HashMap::new();
+    for &(a, b) in &edges {
+        by_follower.entry(a).or_default().push(UserId(b));
+        *followers.entry(b).or_default() += 1;
+        followers.entry(a).or_default();
+    }
+    let users: Vec<u64> = {
+        let mut u: Vec<u64> = followers.keys().copied().collect();
+        u.sort_unstable();
+        u
+    };
+    eprintln!("{} users, {} follows", users.len(), edges.len());
+
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let opts = ServiceOptions { max_following: 5000, ..ServiceOptions::default() };
+    let backend: Arc<dyn Backend> = match args.backend.as_str() {
+        "memory" => Arc::new(Store::in_memory(opts.max_len)),
+        "embedded" => {
+            let sync =
+                if args.fsync { tideway_store_fjall::SyncMode::Fsync } else { tideway_store_fjall::SyncMode::Buffer };
+            Arc::new(tideway_store_fjall::open(dir.path(), sync, opts.max_len).map_err(|e| e.to_string())?)
+        }
+        other => return Err(format!("--backend {other}: expected embedded or memory")),
+    };
+    let svc =
+        Arc::new(FeedService::new(backend.clone(), opts.clone(), Arc::new(SystemClock)).map_err(|e| e.to_string())?);
+    let worker = FanoutWorker::new(svc.clone());
+
+    let t = Instant::now();
+    let mut batches = 0usize;
+    for (&u, targets) in &by_follower {
+        for chunk in targets.chunks(1000) {
+            svc.follow_many(UserId(u), chunk).map_err(|e| e.to_string())?;
+            batches += 1;
+        }
+    }
+    let load_s = t.elapsed().as_secs_f64();
+    report.row(
+        "graph load (batch follow, one storage round each)",
+        format!("{:.1} s, {:.0} follows/s, {batches} batches", load_s, edges.len() as f64 / load_s),
+        String::new(),
+    );
+
+    // Every user reads once: all are active readers with an inbox.
+    let t = Instant::now();
+    for &u in &users {
+        svc.home(UserId(u), &PageRequest { limit: 1, ..Default::default() }).map_err(|e| e.to_string())?;
+    }
+    eprintln!("activated {} readers in {:.1} s", users.len(), t.elapsed().as_secs_f64());
+
+    // -------------------------------------------------------------- posts
+    let weights: Vec<u64> = users.iter().map(|u| followers[u].max(1)).collect();
+    let dist = WeightedIndex::new(&weights).map_err(|e| e.to_string())?;
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let authors: Vec<u64> = (0..args.posts).map(|_| users[dist.sample(&mut rng)]).collect();
+    let rss_before = rss_bytes();
+    let t = Instant::now();
+    let mut posted = Vec::with_capacity(args.posts);
+    for &a in &authors {
+        let new = NewItem {
+            author: UserId(a),
+            kind: ItemKind::Post,
+            body: serde_json::Map::from_iter([("text".to_owned(), serde_json::Value::from("benchmark post"))]),
+            visibility: Visibility::Public,
+            tags: vec![],
+            mentions: vec![],
+            object: None,
+            repost_of: None,
+            reply_to: None,
+            created_at: None,
+            idempotency_key: None,
+        };
+        let (item, _) = svc.create_item(new).map_err(|e| e.to_string())?;
+        posted.push((item.item.id.0, a));
+    }
+    let post_s = t.elapsed().as_secs_f64();
+    report.row(
+        "item writes (durable before ack, one thread)",
+        format!("{:.0} items/s", args.posts as f64 / post_s),
+        String::new(),
+    );
+
+    let expected: u64 = authors.iter().map(|a| followers[a]).sum();
+    let t = Instant::now();
+    let delivered = worker.drain().map_err(|e| e.to_string())?;
+    let fan_s = t.elapsed().as_secs_f64();
+    let rss_after = rss_bytes();
+    let our_rate = delivered as f64 / fan_s;
+    eprintln!("delivered {delivered} of {expected} planned in {fan_s:.2} s");
+
+    // -------------------------------------------------------------- memory
+    let ib = backend.inbox_stats();
+    let per_entry = ib.bytes as f64 / ib.entries.max(1) as f64;
+    let rss_per = (rss_after.saturating_sub(rss_before)) as f64 / ib.entries.max(1) as f64;
+
+    // -------------------------------------------------------------- redis baseline
+    let redis = if args.redis.is_empty() { None } else { redis_baseline(&args, &posted, &svc).ok() };
+    match &redis {
+        Some(r) => report.row(
+            "fan-out deliveries/s (one thread)",
+            format!("{our_rate:.0} ({delivered} deliveries in {fan_s:.2} s)"),
+            format!("Redis ZADD+trim pipelined: {:.0}/s → ×{:.1}", r.rate, our_rate / r.rate),
+        ),
+        None => {
+            report.row("fan-out deliveries/s (one thread)", format!("{our_rate:.0}"), "Redis baseline skipped".into())
+        }
+    }
+    let redis_bytes = redis.as_ref().map(|r| r.bytes_per_entry);
+    report.row(
+        "memory per inbox entry (deque bytes / entries)",
+        format!("{per_entry:.1} B ({} entries in {} inboxes)", ib.entries, ib.inboxes),
+        redis_bytes.map_or(String::new(), |b| format!("Redis sorted set: {b:.0} B → ×{:.1} smaller", b / per_entry)),
+    );
+    report.row(
+        "process RSS growth during posts+fan-out / inbox entry",
+        format!("{rss_per:.1} B (includes items, outboxes, jobs)"),
+        String::new(),
+    );
+
+    // -------------------------------------------------------------- reads in-process
+    let readers: Vec<u64> = users.iter().copied().filter(|u| by_follower.contains_key(u)).collect();
+    let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut entries_seen = 0usize;
+    for _ in 0..args.reads {
+        let u = readers[rng.random_range(0..readers.len())];
+        let t = Instant::now();
+        let page = svc.home(UserId(u), &PageRequest { limit: 20, ..Default::default() }).map_err(|e| e.to_string())?;
+        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        entries_seen += page.entries.len();
+    }
+    let (p50, p99, p999) = percentiles(&h);
+    report.row(
+        "home first page (20), in-process",
+        format!(
+            "p50 {p50:.1} µs, p99 {p99:.1} µs, p99.9 {p999:.1} µs (avg {:.1} entries)",
+            entries_seen as f64 / args.reads as f64
+        ),
+        String::new(),
+    );
+    // Past the cap: page 41 (entries 801–820) comes from the outboxes.
+    let mut hdeep = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+    let heavy: Vec<u64> = readers.iter().copied().filter(|u| by_follower[u].len() >= 200).take(200).collect();
+    for &u in &heavy {
+        let first =
+            svc.home(UserId(u), &PageRequest { limit: 100, ..Default::default() }).map_err(|e| e.to_string())?;
+        let mut cursor = first.next_cursor;
+        for _ in 0..7 {
+            let Some(c) = cursor else { break };
+            cursor = svc
+                .home(UserId(u), &PageRequest { limit: 100, before: Some(c), after: None })
+                .map_err(|e| e.to_string())?
+                .next_cursor;
+        }
+        if let Some(c) = cursor {
+            let t = Instant::now();
+            svc.home(UserId(u), &PageRequest { limit: 20, before: Some(c), after: None }).map_err(|e| e.to_string())?;
+            hdeep.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+    }
+    if !hdeep.is_empty() {
+        let (p50, p99, _) = percentiles(&hdeep);
+        report.row(
+            "home page past the cap (entries 801–820, pulled), in-process",
+            format!("p50 {p50:.1} µs, p99 {p99:.1} µs ({} readers following ≥200)", hdeep.len()),
+            String::new(),
+        );
+    }
+
+    // -------------------------------------------------------------- reads over HTTP
+    let (hp50, hp99, rps) = rt.block_on(http_reads(&args, svc.clone(), &readers))?;
+    report.row(
+        "home first page (20) over HTTP, loopback",
+        format!(
+            "p50 {hp50:.0} µs, p99 {hp99:.0} µs at {rps:.0} req/s ({} in flight, client on the same 2 cores)",
+            args.http_concurrency
+        ),
+        String::new(),
+    );
+
+    // -------------------------------------------------------------- table
+    println!(
+        "## tideway-bench: Twitter follow graph ({} users, {} follows), {} posts, backend {}",
+        users.len(),
+        edges.len(),
+        args.posts,
+        args.backend
+    );
+    println!();
+    println!("| measure | tideway | baseline (same run) |");
+    println!("|---|---|---|");
+    for (a, b, c) in &report.rows {
+        println!("| {a} | {b} | {c} |");
+    }
+    Ok(())
+}
+
+struct RedisFigures {
+    rate: f64,
+    bytes_per_entry: f64,
+}
+
+/// The seeds' push design on the local Redis: for each item, for each follower,
+/// `ZADD timeline:<f> <id> <id>` and `ZREMRANGEBYRANK timeline:<f> 0 -801`,
+/// pipelined 1000 deliveries at a time. Replays the same items in the same
+/// order to the same followers, up to `--redis-deliveries`.
+fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Result<RedisFigures, String> {
+    let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| {
+        eprintln!("Redis baseline skipped: {e}");
+        e.to_string()
+    })?;
+    let prefix = format!("tideway-bench:{}:", std::process::id());
+    let used = |con: &mut redis::Connection| -> u64 {
+        let info: String = redis::cmd("INFO").arg("memory").query(con).unwrap_or_default();
+        info.lines().find_map(|l| l.strip_prefix("used_memory:")).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    };
+    let mem_before = used(&mut con);
+    let mut touched: std::collections::HashSet<u64> = std::collections::HashSet::new();
+    let mut pipe = redis::pipe();
+    let mut in_pipe = 0usize;
+    let mut done = 0usize;
+    let t = Instant::now();
+    'items: for &(id, author) in posted {
+        let mut after = None;
+        loop {
+            let chunk = svc.backend().followers_chunk(UserId(author), after, 1000).map_err(|e| e.to_string())?;
+            for f in &chunk {
+                let key = format!("{prefix}{}", f.0);
+                pipe.cmd("ZADD").arg(&key).arg(id).arg(id).ignore();
+                pipe.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
+                touched.insert(f.0);
+                in_pipe += 1;
+                done += 1;
+                if in_pipe == 1000 {
+                    pipe.query::<()>(&mut con).map_err(|e| e.to_string())?;
+                    pipe = redis::pipe();
+                    in_pipe = 0;
+                }
+                if done >= args.redis_deliveries {
+                    break 'items;
+                }
+            }
+            if chunk.len() < 1000 {
+                break;
+            }
+            after = chunk.last().copied();
+        }
+    }
+    if in_pipe > 0 {
+        pipe.query::<()>(&mut con).map_err(|e| e.to_string())?;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let mem_after = used(&mut con);
+    let mut entries = 0u64;
+    let keys: Vec<String> = touched.iter().map(|f| format!("{prefix}{f}")).collect();
+    for chunk in keys.chunks(1000) {
+        let mut p = redis::pipe();
+        for k in chunk {
+            p.cmd("ZCARD").arg(k);
+        }
+        let counts: Vec<u64> = p.query(&mut con).map_err(|e| e.to_string())?;
+        entries += counts.iter().sum::<u64>();
+        let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
+    }
+    eprintln!(
+        "Redis: {done} deliveries in {secs:.2} s, {entries} entries, {} bytes",
+        mem_after.saturating_sub(mem_before)
+    );
+    Ok(RedisFigures {
+        rate: done as f64 / secs,
+        bytes_per_entry: mem_after.saturating_sub(mem_before) as f64 / entries.max(1) as f64,
+    })
+}
+
+/// Closed-loop HTTP reads of home first pages against the real router on
+/// loopback: `--http-concurrency` requests in flight.
+async fn http_reads(args: &Args, svc: Arc<FeedService>, readers: &[u64]) -> Result<(f64, f64, f64), String> {
+    let auth = Arc::new(tideway_http::Authenticator::new(&Default::default()));
+    let app = tideway_http::router(tideway_http::AppState { svc, auth, metrics: None }, Duration::from_secs(10));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::new();
+    let per_task = args.http_reads / args.http_concurrency.max(1);
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..args.http_concurrency {
+        let client = client.clone();
+        let mut rng = StdRng::seed_from_u64(1000 + t as u64);
+        let picks: Vec<u64> = (0..per_task).map(|_| readers[rng.random_range(0..readers.len())]).collect();
+        tasks.push(tokio::spawn(async move {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+            for u in picks {
+                let t = Instant::now();
+                let r = client
+                    .get(format!("http://{addr}/v1/users/{u}/home?limit=20"))
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ok = r.status().is_success();
+                let _ = r.bytes().await.map_err(|e| e.to_string())?;
+                if !ok {
+                    return Err("HTTP read failed".to_owned());
+                }
+                h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>(h)
+        }));
+    }
+    let mut all = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+    for t in tasks {
+        let h = t.await.map_err(|e| e.to_string())??;
+        all.add(&h).map_err(|e| e.to_string())?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    server.abort();
+    let (p50, p99, _) = percentiles(&all);
+    Ok((p50, p99, all.len() as f64 / secs))
+}

@@ -497,7 +497,13 @@ impl FeedService {
         {
             let range = KeyRange { above: Some(floor), below: None };
             let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len)?;
-            self.backend.merge_inbox(user, &keys);
+            // Cut short at max_len keys, the backfill is complete only down to
+            // its oldest key: below that, pages pull from the outboxes.
+            let complete_above = match keys.last() {
+                Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
+                _ => floor,
+            };
+            self.backend.merge_inbox(user, &keys, complete_above);
         }
         Ok(targets.iter().copied().zip(statuses).collect())
     }

@@ -283,7 +283,9 @@ fn check_all(h: &Harness, m: &Model, ctx: &str) {
 
 fn run(seed: u64, kind: Kind, ops: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
-    let opts = ServiceOptions { max_len: 3, max_following: 4, chunk_size: 2, ..ServiceOptions::default() };
+    // Caps of 2 to 4 entries: pages cross the push/pull seam constantly.
+    let max_len = 2 + (seed % 3) as usize;
+    let opts = ServiceOptions { max_len, max_following: 4, chunk_size: 2, ..ServiceOptions::default() };
     let restartable = matches!(kind, Kind::Fjall(_));
     let mut h = Harness::new(kind, opts);
     let mut m = Model { max_following: 4, ..Model::default() };
@@ -548,14 +550,14 @@ fn run(seed: u64, kind: Kind, ops: usize) {
 
 #[test]
 fn pushed_pages_equal_the_pull_definition_in_memory() {
-    for seed in 0..60 {
+    for seed in 0..120 {
         run(seed, Kind::Memory, 240);
     }
 }
 
 #[test]
 fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
-    for seed in 1000..1012 {
+    for seed in 1000..1020 {
         run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir")), 200);
     }
 }

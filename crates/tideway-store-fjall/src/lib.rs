@@ -194,7 +194,7 @@ pub fn open(dir: &Path, sync: SyncMode, inbox_cap: usize) -> Result<Store<FjallJ
 mod tests {
     use super::*;
     use tideway_core::{ItemKind, Visibility};
-    use tideway_store::{FollowStatus, Graph, Items, Jobs};
+    use tideway_store::{FollowStatus, Graph, Items, JobProgress, Jobs};
 
     fn post(id: u64, author: u64) -> Item {
         Item {
@@ -227,8 +227,7 @@ mod tests {
             s.unfollow(UserId(3), UserId(2)).expect("unfollow");
             s.set_block(UserId(4), UserId(1), true, Millis(6)).expect("block");
             s.insert_home(UserId(3), ItemId(100), 200).expect("insert");
-            s.checkpoint(100, UserId(3)).expect("checkpoint");
-            s.complete(101).expect("complete");
+            s.advance(&[JobProgress::Checkpoint(100, UserId(3)), JobProgress::Complete(101)]).expect("advance");
         }
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
         let st = s.state();

@@ -7,7 +7,8 @@
 //! key (unfollowed author, deleted item) costs a skip, never a wrong page.
 
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use rustc_hash::FxHashMap;
+use std::collections::VecDeque;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Key, UserId};
 
@@ -52,6 +53,16 @@ impl Inbox {
         added
     }
 
+    /// Everything at or below `floor` is now read from the outboxes.
+    fn raise_floor(&mut self, floor: Key) {
+        if floor > self.floor {
+            self.floor = floor;
+            while self.keys.front().is_some_and(|&k| k <= floor) {
+                self.keys.pop_front();
+            }
+        }
+    }
+
     fn trim(&mut self, cap: usize) {
         while self.keys.len() > cap {
             if let Some(k) = self.keys.pop_front() {
@@ -80,13 +91,13 @@ pub struct InboxStats {
 /// All inboxes, sharded by user id.
 #[derive(Debug)]
 pub struct InboxSet {
-    shards: Vec<Mutex<HashMap<UserId, Inbox>>>,
+    shards: Vec<Mutex<FxHashMap<UserId, Inbox>>>,
     cap: usize,
 }
 
 impl InboxSet {
     pub fn new(cap: usize) -> Self {
-        Self { shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(), cap: cap.max(1) }
+        Self { shards: (0..SHARDS).map(|_| Mutex::new(FxHashMap::default())).collect(), cap: cap.max(1) }
     }
 
     fn shard(&self, u: UserId) -> usize {
@@ -141,18 +152,17 @@ impl InboxSet {
     pub fn finish_rebuild(&self, u: UserId, keys: &[Key], floor: Key) {
         let mut shard = self.shards[self.shard(u)].lock();
         let ib = shard.entry(u).or_default();
-        ib.floor = ib.floor.max(floor);
-        let f = ib.floor;
-        ib.keys.retain(|&k| k > f);
+        ib.raise_floor(floor);
         for &k in keys {
             ib.add(k, self.cap);
         }
         ib.building = false;
     }
 
-    pub fn merge(&self, u: UserId, keys: &[Key]) {
+    pub fn merge(&self, u: UserId, keys: &[Key], floor: Key) {
         let mut shard = self.shards[self.shard(u)].lock();
         if let Some(ib) = shard.get_mut(&u) {
+            ib.raise_floor(floor);
             for &k in keys {
                 ib.add(k, self.cap);
             }
@@ -212,5 +222,18 @@ mod tests {
         set.deliver(99, &[u]);
         set.finish_rebuild(u, &[50, 40], 0);
         assert_eq!(set.read(u, KeyRange::ALL, Direction::Older, 10).expect("present").keys, vec![99, 50, 40]);
+    }
+
+    #[test]
+    fn a_truncated_merge_raises_the_floor() {
+        let set = InboxSet::new(3);
+        let u = UserId(3);
+        set.begin_rebuild(u);
+        set.finish_rebuild(u, &[10], 0);
+        // A backfill that took only the newest keys of a longer outbox is
+        // complete only above its last key: the floor must follow.
+        set.merge(u, &[50, 40, 30], 29);
+        let r = set.read(u, KeyRange::ALL, Direction::Older, 10).expect("present");
+        assert_eq!(r, InboxRead { keys: vec![50, 40, 30], floor: 29 });
     }
 }

@@ -3,21 +3,22 @@
 //! start-up (replaying what the journal holds) and on every write.
 
 use crate::change::{Change, EdgeKind, Job, Record};
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
 /// Everything known about one user.
 #[derive(Debug, Default)]
 pub struct UserState {
-    pub following: HashMap<UserId, Millis>,
+    pub following: FxHashMap<UserId, Millis>,
     /// Followers in id order: fan-out chunks walk it with a resumable cursor.
     pub followers: BTreeMap<UserId, Millis>,
     pub following_by_time: BTreeSet<(Millis, UserId)>,
     pub followers_by_time: BTreeSet<(Millis, UserId)>,
-    pub blocking: HashSet<UserId>,
-    pub blocked_by: HashSet<UserId>,
-    pub muting: HashSet<UserId>,
+    pub blocking: FxHashSet<UserId>,
+    pub blocked_by: FxHashSet<UserId>,
+    pub muting: FxHashSet<UserId>,
     /// Keys of the items this user authored (reposts included), ascending.
     pub outbox: Vec<Key>,
     /// Insertion keys into this user's home, ascending.
@@ -29,17 +30,17 @@ pub struct UserState {
 /// The whole in-memory index.
 #[derive(Debug, Default)]
 pub struct State {
-    pub records: HashMap<Key, Record>,
-    pub users: HashMap<UserId, UserState>,
+    pub records: FxHashMap<Key, Record>,
+    pub users: FxHashMap<UserId, UserState>,
     /// Non-deleted reposts of each original.
-    pub reposts: HashMap<ItemId, Vec<(UserId, ItemId)>>,
+    pub reposts: FxHashMap<ItemId, Vec<(UserId, ItemId)>>,
     /// The non-deleted repost of an original by a user.
-    pub repost_by: HashMap<(UserId, ItemId), ItemId>,
+    pub repost_by: FxHashMap<(UserId, ItemId), ItemId>,
     /// Non-deleted replies to each item.
-    pub replies: HashMap<ItemId, u64>,
-    pub idempotency: HashMap<(UserId, String), ItemId>,
+    pub replies: FxHashMap<ItemId, u64>,
+    pub idempotency: FxHashMap<(UserId, String), ItemId>,
     /// The earliest insertion key of an item into a user's home.
-    pub first_insert: HashMap<(UserId, ItemId), Key>,
+    pub first_insert: FxHashMap<(UserId, ItemId), Key>,
     pub jobs: BTreeMap<Key, Job>,
     pub items_live: u64,
     pub follows: u64,

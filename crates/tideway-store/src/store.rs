@@ -316,15 +316,19 @@ impl<J: Journal> Jobs for Store<J> {
         Ok(st.jobs.values().take(limit).cloned().collect())
     }
 
-    fn checkpoint(&self, key: Key, cursor: UserId) -> Result<()> {
-        self.commit(|st| match st.jobs.get(&key) {
-            Some(j) => Ok(((), vec![Change::PutJob(Job { cursor: Some(cursor), ..j.clone() })])),
-            None => Ok(((), vec![])),
+    fn advance(&self, progress: &[JobProgress]) -> Result<()> {
+        self.commit(|st| {
+            let changes = progress
+                .iter()
+                .filter_map(|p| match *p {
+                    JobProgress::Checkpoint(key, cursor) => {
+                        st.jobs.get(&key).map(|j| Change::PutJob(Job { cursor: Some(cursor), ..j.clone() }))
+                    }
+                    JobProgress::Complete(key) => st.jobs.contains_key(&key).then_some(Change::DelJob(key)),
+                })
+                .collect();
+            Ok(((), changes))
         })
-    }
-
-    fn complete(&self, key: Key) -> Result<()> {
-        self.commit(|st| Ok(((), if st.jobs.contains_key(&key) { vec![Change::DelJob(key)] } else { vec![] })))
     }
 }
 
@@ -341,8 +345,8 @@ impl<J: Journal> Inboxes for Store<J> {
     fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) {
         self.inboxes.finish_rebuild(user, keys, floor)
     }
-    fn merge_inbox(&self, user: UserId, keys: &[Key]) {
-        self.inboxes.merge(user, keys)
+    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) {
+        self.inboxes.merge(user, keys, floor)
     }
     fn inbox_floor(&self, user: UserId) -> Option<Key> {
         self.inboxes.floor(user)

@@ -122,13 +122,21 @@ pub trait Graph: Send + Sync {
     fn stats(&self) -> Result<StoreStats>;
 }
 
+/// How far a fan-out job got in one step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobProgress {
+    /// Every follower up to and including this one has the job's key.
+    Checkpoint(Key, UserId),
+    /// Every follower has it: the job is done.
+    Complete(Key),
+}
+
 /// Durable fan-out jobs.
 pub trait Jobs: Send + Sync {
     /// Up to `limit` pending jobs, oldest first.
     fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
-    /// Records that every follower up to `cursor` has the job's key.
-    fn checkpoint(&self, key: Key, cursor: UserId) -> Result<()>;
-    fn complete(&self, key: Key) -> Result<()>;
+    /// Records the progress of many jobs in one durable write.
+    fn advance(&self, progress: &[JobProgress]) -> Result<()>;
 }
 
 /// Materialised home inboxes (an optimisation: everything in them can be
@@ -144,8 +152,9 @@ pub trait Inboxes: Send + Sync {
     fn begin_rebuild(&self, user: UserId);
     /// Finishes a rebuild with the keys read (newest first) and their floor.
     fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key);
-    /// Merges keys (a follow's backfill) into a present inbox.
-    fn merge_inbox(&self, user: UserId, keys: &[Key]);
+    /// Merges keys (a follow's backfill) into a present inbox, first raising
+    /// its floor to at least `floor` (the backfill is complete only above it).
+    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key);
     /// The floor of a present inbox.
     fn inbox_floor(&self, user: UserId) -> Option<Key>;
     fn drop_inbox(&self, user: UserId);
