@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tideway_service::FeedService;
 use tower::ServiceBuilder;
+use tower_http::trace::TraceLayer;
 
 /// What every handler can reach.
 #[derive(Clone)]
@@ -54,6 +55,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .with_state(state);
     api.layer(
         ServiceBuilder::new()
+            // One span per request (debug level: free unless TIDEWAY_LOG asks).
+            .layer(TraceLayer::new_for_http())
             .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
                 ApiError::unavailable("the request took too long; retry later")
             }))

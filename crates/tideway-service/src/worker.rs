@@ -39,6 +39,7 @@ impl FanoutWorker {
     }
 
     /// Advances each of the oldest pending jobs by one chunk.
+    #[tracing::instrument(level = "debug", skip_all)]
     pub fn step(&self) -> Result<StepOutcome> {
         let b = &self.svc.backend;
         let jobs = b.pending_jobs(LANES)?;
