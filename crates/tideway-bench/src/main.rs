@@ -25,7 +25,7 @@ use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tideway_core::{ItemKind, NewItem, UserId, Visibility};
+use tideway_core::{ItemKind, NewItem, UserId};
 use tideway_service::{FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
 use tideway_store::{Backend, Store};
 
@@ -178,19 +178,8 @@ fn main() -> Result<(), String> {
     let t = Instant::now();
     let mut posted = Vec::with_capacity(args.posts);
     for &a in &authors {
-        let new = NewItem {
-            author: UserId(a),
-            kind: ItemKind::Post,
-            body: serde_json::Map::from_iter([("text".to_owned(), serde_json::Value::from("benchmark post"))]),
-            visibility: Visibility::Public,
-            tags: vec![],
-            mentions: vec![],
-            object: None,
-            repost_of: None,
-            reply_to: None,
-            created_at: None,
-            idempotency_key: None,
-        };
+        let mut new = NewItem::new(UserId(a), ItemKind::Post);
+        new.body.insert("text".to_owned(), serde_json::Value::from("benchmark post"));
         let (item, _) = svc.create_item(new).map_err(|e| e.to_string())?;
         posted.push((item.item.id.0, a));
     }

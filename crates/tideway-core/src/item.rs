@@ -211,6 +211,24 @@ pub fn parse_tag(t: &str) -> Result<String, DomainError> {
 }
 
 impl NewItem {
+    /// A request with the API's defaults: empty body, public, no tags,
+    /// mentions, object or links, created now, no idempotency key.
+    pub fn new(author: UserId, kind: ItemKind) -> Self {
+        NewItem {
+            author,
+            kind,
+            body: serde_json::Map::new(),
+            visibility: Visibility::Public,
+            tags: vec![],
+            mentions: vec![],
+            object: None,
+            repost_of: None,
+            reply_to: None,
+            created_at: None,
+            idempotency_key: None,
+        }
+    }
+
     /// Checks every limit and the consistency of kind with `repost_of` /
     /// `reply_to`; normalises tags (lowercase, deduplicated, in order) and
     /// mentions (deduplicated, in order).
@@ -274,19 +292,7 @@ mod tests {
     use super::*;
 
     fn base() -> NewItem {
-        NewItem {
-            author: UserId(1),
-            kind: ItemKind::Post,
-            body: serde_json::Map::new(),
-            visibility: Visibility::Public,
-            tags: vec![],
-            mentions: vec![],
-            object: None,
-            repost_of: None,
-            reply_to: None,
-            created_at: None,
-            idempotency_key: None,
-        }
+        NewItem::new(UserId(1), ItemKind::Post)
     }
 
     #[test]

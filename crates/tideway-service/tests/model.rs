@@ -230,17 +230,9 @@ impl Harness {
 
 fn post(author: u64, kind: ItemKind, vis: Visibility, mentions: Vec<u64>) -> NewItem {
     NewItem {
-        author: UserId(author),
-        kind,
-        body: serde_json::Map::new(),
         visibility: vis,
-        tags: vec![],
         mentions: mentions.into_iter().map(UserId).collect(),
-        object: None,
-        repost_of: None,
-        reply_to: None,
-        created_at: None,
-        idempotency_key: None,
+        ..NewItem::new(UserId(author), kind)
     }
 }
 
