@@ -16,11 +16,67 @@ pub struct ObjectJson {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CountsJson {
+    /// Reactions of kind `like`.
     pub likes: u64,
+    /// Non-deleted replies.
     pub replies: u64,
+    /// Non-deleted reposts.
     pub reposts: u64,
-    /// Counts per reaction kind (reactions are not recorded yet: see README).
+    /// Counts per reaction kind (kinds with a positive count).
     pub reactions: BTreeMap<String, u64>,
+}
+
+impl From<&tideway_service::ItemCounts> for CountsJson {
+    fn from(c: &tideway_service::ItemCounts) -> Self {
+        CountsJson {
+            likes: c.of_kind("like"),
+            replies: c.replies,
+            reposts: c.reposts,
+            reactions: c.reactions.iter().cloned().collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CountsEnvelope {
+    pub counts: CountsJson,
+}
+
+/// `POST /v1/promotions`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromotionBody {
+    pub item: String,
+    /// Inserted after every `every` organic entries (1..=1000).
+    pub every: u32,
+    pub starts_at: String,
+    pub ends_at: String,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PromotionJson {
+    pub id: String,
+    pub item: String,
+    pub every: u32,
+    pub starts_at: String,
+    pub ends_at: String,
+}
+
+impl From<&tideway_service::Promotion> for PromotionJson {
+    fn from(p: &tideway_service::Promotion) -> Self {
+        PromotionJson {
+            id: p.id.to_string(),
+            item: p.item.to_string(),
+            every: p.every,
+            starts_at: p.starts_at.to_rfc3339(),
+            ends_at: p.ends_at.to_rfc3339(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PromotionEnvelope {
+    pub promotion: PromotionJson,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
@@ -71,13 +127,8 @@ impl From<&ItemView> for ItemJson {
             repost_of: i.repost_of.map(|x| x.to_string()),
             reply_to: i.reply_to.map(|x| x.to_string()),
             created_at: i.created_at().to_rfc3339(),
-            counts: CountsJson {
-                likes: 0,
-                replies: v.counts.replies,
-                reposts: v.counts.reposts,
-                reactions: BTreeMap::new(),
-            },
-            viewer: v.viewer.as_ref().map(|s| ViewerJson { reactions: vec![], reposted: s.reposted }),
+            counts: CountsJson::from(&v.counts),
+            viewer: v.viewer.as_ref().map(|s| ViewerJson { reactions: s.reactions.clone(), reposted: s.reposted }),
         }
     }
 }
@@ -102,7 +153,8 @@ pub struct SourceJson {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct EntryJson {
     pub cursor: String,
-    /// `authored`, `repost` or `inserted`.
+    /// `authored`, `repost`, `inserted` or `promoted` (a promoted entry's
+    /// cursor is the one of the organic entry before it).
     pub reason: String,
     pub item: ItemJson,
     pub sources: Vec<SourceJson>,

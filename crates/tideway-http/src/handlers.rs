@@ -135,6 +135,53 @@ pub async fn delete_item(State(st): State<AppState>, actor: Actor, Path(id): Pat
     Ok(StatusCode::NO_CONTENT)
 }
 
+#[utoipa::path(put, path = "/v1/items/{id}/reactions/{kind}/{user}", tag = "items",
+    params(("id" = String, Path), ("kind" = String, Path, description = "like, or an app kind [a-z][a-z0-9_]{0,31}"), ("user" = String, Path)),
+    responses((status = 200, body = CountsEnvelope, description = "reacted (idempotent)"), (status = 400, body = ErrorBody),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn react(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((id, kind, user)): Path<(String, String, String)>,
+) -> ApiResult<axum::Json<CountsEnvelope>> {
+    let (id, user) = (extract::item("id", &id)?, extract::user("user", &user)?);
+    actor.act_as(user)?;
+    let counts = blocking(&st.svc, move |s| s.react(id, user, &kind, true)).await?;
+    Ok(axum::Json(CountsEnvelope { counts: CountsJson::from(&counts) }))
+}
+
+#[utoipa::path(delete, path = "/v1/items/{id}/reactions/{kind}/{user}", tag = "items",
+    params(("id" = String, Path), ("kind" = String, Path), ("user" = String, Path)),
+    responses((status = 204, description = "not reacting (idempotent)"), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn unreact(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((id, kind, user)): Path<(String, String, String)>,
+) -> ApiResult<StatusCode> {
+    let (id, user) = (extract::item("id", &id)?, extract::user("user", &user)?);
+    actor.act_as(user)?;
+    blocking(&st.svc, move |s| s.react(id, user, &kind, false)).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/promotions", tag = "feeds", request_body = PromotionBody,
+    responses((status = 201, body = PromotionEnvelope), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn create_promotion(
+    State(st): State<AppState>,
+    actor: Actor,
+    Json(b): Json<PromotionBody>,
+) -> ApiResult<(StatusCode, axum::Json<PromotionEnvelope>)> {
+    if actor != Actor::Server {
+        return Err(ApiError::forbidden("only a server key may register promotions"));
+    }
+    let item = extract::item("item", &b.item)?;
+    let starts_at = Millis::parse_rfc3339("starts_at", &b.starts_at)?;
+    let ends_at = Millis::parse_rfc3339("ends_at", &b.ends_at)?;
+    let every = b.every;
+    let p = blocking(&st.svc, move |s| s.create_promotion(item, every, starts_at, ends_at)).await?;
+    Ok((StatusCode::CREATED, axum::Json(PromotionEnvelope { promotion: PromotionJson::from(&p) })))
+}
+
 // ------------------------------------------------------------------ graph
 
 #[utoipa::path(put, path = "/v1/users/{u}/following/{t}", tag = "graph", params(("u" = String, Path), ("t" = String, Path)),
@@ -354,7 +401,7 @@ pub async fn insert_home(
     let (view, key) = blocking(&st.svc, move |s| s.insert_home(u, item)).await?;
     let entry = tideway_service::EntryView {
         cursor: tideway_core::Cursor::new(key).encode(&tideway_core::FeedScope::Home(u.0)),
-        reason: tideway_core::AppearanceKind::Inserted,
+        reason: tideway_service::Reason::Inserted,
         item: view,
         sources: vec![],
     };

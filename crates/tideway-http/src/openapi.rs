@@ -10,6 +10,7 @@ use utoipa::OpenApi;
     info(title = "tideway", description = "A self-hosted feed service: home, profile and more, over HTTP."),
     paths(
         handlers::create_item, handlers::get_item, handlers::get_items, handlers::patch_item, handlers::delete_item,
+        handlers::react, handlers::unreact, handlers::create_promotion,
         handlers::follow, handlers::unfollow, handlers::follow_many, handlers::following, handlers::followers,
         handlers::relationships, handlers::block, handlers::unblock, handlers::mute, handlers::unmute, handlers::user,
         handlers::home, handlers::profile, handlers::insert_home,
@@ -18,7 +19,7 @@ use utoipa::OpenApi;
     components(schemas(ErrorBody, ErrorDetail, ItemJson, ItemEnvelope, ItemsEnvelope, CountsJson, ViewerJson, ObjectJson,
         EntryJson, SourceJson, PageJson, CreateItemBody, PatchItemBody, FollowManyBody, FollowManyJson, FollowResultJson,
         FollowingJson, FlagJson, UserListJson, ListedUserJson, RelationshipsJson, RelationshipJson, UserJson, InsertBody,
-        InsertedJson, StatsJson, FanoutJson, InboxesJson)),
+        InsertedJson, StatsJson, FanoutJson, InboxesJson, CountsEnvelope, PromotionBody, PromotionJson, PromotionEnvelope)),
     modifiers(&Security),
 )]
 pub struct ApiDoc;

@@ -35,6 +35,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
     let api = Router::new()
         .route("/v1/items", post(h::create_item).get(h::get_items))
         .route("/v1/items/{id}", get(h::get_item).patch(h::patch_item).delete(h::delete_item))
+        .route("/v1/items/{id}/reactions/{kind}/{user}", put(h::react).delete(h::unreact))
+        .route("/v1/promotions", post(h::create_promotion))
         .route("/v1/users/{u}", get(h::user))
         .route("/v1/users/{u}/following", post(h::follow_many).get(h::following))
         .route("/v1/users/{u}/following/{t}", put(h::follow).delete(h::unfollow))

@@ -33,8 +33,6 @@ pub trait KeySource {
 pub struct Found {
     pub entry: Entry,
     pub item: Arc<Item>,
-    /// Whether the reader (or viewer) reposted the item.
-    pub viewer_reposted: bool,
 }
 
 /// Walks `source`, collecting up to `limit + 1` entries in walk order.
@@ -274,8 +272,7 @@ pub fn evaluate_home(
         if let Some(e) = home_entry(item, user, &in_f, &rel, &reposts[idx], inserted[idx])
             && e.key == *key
         {
-            let viewer_reposted = reposts[idx].iter().any(|(u, _)| *u == user);
-            out.push(Found { entry: e, item: item.clone(), viewer_reposted });
+            out.push(Found { entry: e, item: item.clone() });
         }
     }
     Ok(out)
@@ -289,13 +286,7 @@ pub fn evaluate_profile(
     keys: &[Key],
 ) -> Result<Vec<Found>> {
     let b = load_batch(backend, keys, None)?;
-    let mut who = vec![author];
-    if let Some(v) = viewer
-        && v != author
-    {
-        who.push(v);
-    }
-    let reposts = backend.reposts_by(&b.originals, &who)?;
+    let reposts = backend.reposts_by(&b.originals, &[author])?;
     let rels = match viewer {
         Some(v) => {
             let people: HashSet<UserId> =
@@ -313,8 +304,7 @@ pub fn evaluate_profile(
         if let Some(e) = profile_entry(item, author, viewer, &rel, &reposts[idx])
             && e.key == *key
         {
-            let viewer_reposted = viewer.is_some_and(|v| reposts[idx].iter().any(|(u, _)| *u == v));
-            out.push(Found { entry: e, item: item.clone(), viewer_reposted });
+            out.push(Found { entry: e, item: item.clone() });
         }
     }
     Ok(out)

@@ -13,7 +13,7 @@ use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::{DEFAULT_PAGE, MAX_BATCH_FOLLOW, MAX_BATCH_IDS, MAX_PAGE};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
-use tideway_store::{Backend, CreateOutcome, FollowStatus, ListKind, StoreError};
+use tideway_store::{Backend, CreateOutcome, FollowStatus, ItemCounts, ListKind, Promotion, StoreError};
 use tokio::sync::Notify;
 
 /// Settings the service needs (a subset of [`Config`]).
@@ -65,6 +65,16 @@ struct PageSpec {
     limit: usize,
     dir: Direction,
     cursor: Option<Key>,
+    /// The organic position (1 = top) of the cursor's entry, as the cursor
+    /// carries it: promotions are placed "after every N organic entries,
+    /// counted from the top" across pages. 0 without a cursor.
+    index: i64,
+}
+
+/// A cursor's key and organic position.
+fn cursor_of(s: &str, scope: &FeedScope<'_>) -> Result<(Option<Key>, i64)> {
+    let c = Cursor::decode(s, scope)?;
+    Ok((Some(c.key), c.aux as i64))
 }
 
 fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
@@ -72,13 +82,13 @@ fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
     if limit > MAX_PAGE {
         return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
     }
-    let spec = match (&req.before, &req.after) {
+    let (dir, (cursor, index)) = match (&req.before, &req.after) {
         (Some(_), Some(_)) => return Err(ServiceError::invalid("before", "give before or after, not both")),
-        (Some(b), None) => PageSpec { limit, dir: Direction::Older, cursor: Some(Cursor::decode(b, scope)?.key) },
-        (None, Some(a)) => PageSpec { limit, dir: Direction::Newer, cursor: Some(Cursor::decode(a, scope)?.key) },
-        (None, None) => PageSpec { limit, dir: Direction::Older, cursor: None },
+        (Some(b), None) => (Direction::Older, cursor_of(b, scope)?),
+        (None, Some(a)) => (Direction::Newer, cursor_of(a, scope)?),
+        (None, None) => (Direction::Older, (None, 0)),
     };
-    Ok(spec)
+    Ok(PageSpec { limit, dir, cursor, index })
 }
 
 impl FeedService {
@@ -320,79 +330,182 @@ impl FeedService {
             .ok_or_else(|| ServiceError::NotFound("item vanished while being read".into()))
     }
 
-    /// Counts and viewer state for many items in a constant number of calls.
+    /// Counts and viewer marks for many items in one storage call.
     fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
         let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
-        let counts = self.backend.item_counts(&ids)?;
-        let reposted: Vec<bool> = match viewer {
-            Some(v) => self.backend.reposts_by(&ids, &[v])?.into_iter().map(|r| !r.is_empty()).collect(),
-            None => vec![false; ids.len()],
-        };
-        Ok(items
-            .into_iter()
-            .zip(counts)
-            .zip(reposted)
-            .map(|((item, counts), reposted)| ItemView {
-                item,
-                counts,
-                viewer: viewer.map(|_| ViewerState { reposted }),
-            })
-            .collect())
+        let hydration = self.backend.hydration(&ids, viewer)?;
+        Ok(items.into_iter().zip(hydration).map(|(item, (counts, viewer))| ItemView { item, counts, viewer }).collect())
     }
 
-    fn hydrate_found(
-        &self,
-        found: Vec<Found>,
-        scope: &FeedScope<'_>,
-        viewer: Option<UserId>,
-    ) -> Result<Vec<EntryView>> {
-        let ids: Vec<ItemId> = found.iter().map(|f| f.item.id).collect();
-        let counts = self.backend.item_counts(&ids)?;
-        Ok(found
-            .into_iter()
-            .zip(counts)
-            .map(|(f, counts)| EntryView {
-                cursor: Cursor::new(f.entry.key).encode(scope),
-                reason: f.entry.reason,
-                item: ItemView {
-                    item: f.item,
-                    counts,
-                    viewer: viewer.map(|_| ViewerState { reposted: f.viewer_reposted }),
-                },
-                sources: f.entry.sources,
-            })
-            .collect())
-    }
-
-    /// Turns walked entries into a page with its cursors.
+    /// Turns walked entries into a page: positions, cursors, promotions (home
+    /// only: `promos` are the promoted items the viewer may see), hydration.
     fn finish_page(
         &self,
         spec: &PageSpec,
         (mut found, more): (Vec<Found>, bool),
         scope: &FeedScope<'_>,
         viewer: Option<UserId>,
+        promos: &[(Promotion, Arc<Item>)],
     ) -> Result<Page> {
-        let enc = |k: Key| Cursor::new(k).encode(scope);
+        let enc = |k: Key, index: i64| Cursor { key: k, aux: index as u64 }.encode(scope);
+        if spec.dir == Direction::Newer {
+            found.reverse();
+        }
+        // Organic positions from the top of the feed, newest first.
+        let m = found.len() as i64;
+        let index_at = |p: usize| match spec.dir {
+            Direction::Older => spec.index + 1 + p as i64,
+            Direction::Newer => spec.index - (m - p as i64),
+        };
+        // Weave promotions in: after organic entry k when k % every == 0,
+        // each promotion at most once per page, never with a cursor of its own.
+        let mut rows: Vec<(Option<Found>, usize, i64)> = Vec::with_capacity(found.len() + promos.len());
+        let mut used = vec![false; promos.len()];
+        for (p, f) in found.into_iter().enumerate() {
+            let k = index_at(p);
+            rows.push((Some(f), p, k));
+            for (i, (promo, _)) in promos.iter().enumerate() {
+                if !used[i] && k > 0 && k % i64::from(promo.every.max(1)) == 0 {
+                    used[i] = true;
+                    rows.push((None, i, k));
+                }
+            }
+        }
+        // `limit` counts every entry: cut the side away from the cursor.
+        let mut cut = false;
+        if rows.len() > spec.limit {
+            cut = true;
+            match spec.dir {
+                Direction::Older => rows.truncate(spec.limit),
+                Direction::Newer => {
+                    rows.drain(..rows.len() - spec.limit);
+                    while rows.first().is_some_and(|r| r.0.is_none()) {
+                        rows.remove(0);
+                    }
+                }
+            }
+        }
+        let organic: Vec<(Key, i64)> = rows.iter().filter_map(|r| r.0.as_ref().map(|f| (f.entry.key, r.2))).collect();
         let (next, prev) = match spec.dir {
             Direction::Older => {
-                let next = if more { found.last().map(|f| enc(f.entry.key)) } else { None };
-                let prev = match (found.first(), spec.cursor) {
-                    (Some(f), _) => Some(enc(f.entry.key)),
-                    (None, Some(c)) => Some(enc(c.saturating_sub(1))),
+                let next = if more || cut { organic.last().map(|&(k, i)| enc(k, i)) } else { None };
+                let prev = match (organic.first(), spec.cursor) {
+                    (Some(&(k, i)), _) => Some(enc(k, i)),
+                    (None, Some(c)) => Some(enc(c.saturating_sub(1), spec.index)),
                     (None, None) => None,
                 };
                 (next, prev)
             }
             Direction::Newer => {
-                found.reverse();
                 let c = spec.cursor.unwrap_or(0);
-                let prev = Some(found.first().map_or_else(|| enc(c), |f| enc(f.entry.key)));
-                let next = Some(found.last().map_or_else(|| enc(c.saturating_add(1)), |f| enc(f.entry.key)));
+                let prev = Some(organic.first().map_or_else(|| enc(c, spec.index), |&(k, i)| enc(k, i)));
+                let next =
+                    Some(organic.last().map_or_else(|| enc(c.saturating_add(1), spec.index), |&(k, i)| enc(k, i)));
                 (next, prev)
             }
         };
-        let entries = self.hydrate_found(found, scope, viewer)?;
+        // One hydration call for the organic items and the promoted ones.
+        let items: Vec<Arc<Item>> = rows
+            .iter()
+            .map(|(f, i, _)| match f {
+                Some(f) => f.item.clone(),
+                None => promos[*i].1.clone(),
+            })
+            .collect();
+        let views = self.hydrate(items, viewer)?;
+        let mut last_cursor = spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default();
+        let entries = rows
+            .into_iter()
+            .zip(views)
+            .map(|((f, _, k), item)| match f {
+                Some(f) => {
+                    last_cursor = enc(f.entry.key, k);
+                    EntryView {
+                        cursor: last_cursor.clone(),
+                        reason: f.entry.reason.into(),
+                        item,
+                        sources: f.entry.sources,
+                    }
+                }
+                None => EntryView { cursor: last_cursor.clone(), reason: Reason::Promoted, item, sources: vec![] },
+            })
+            .collect();
         Ok(Page { entries, next_cursor: next, prev_cursor: prev })
+    }
+
+    /// The running promotions whose items `user` may see in home.
+    fn promotions_for(&self, user: UserId) -> Result<Vec<(Promotion, Arc<Item>)>> {
+        let promos = self.backend.active_promotions(self.clock.now())?;
+        if promos.is_empty() {
+            return Ok(vec![]);
+        }
+        let keys: Vec<Key> = promos.iter().map(|p| p.item.0).collect();
+        let items: Vec<Option<Arc<Item>>> = self
+            .backend
+            .records(&keys)?
+            .into_iter()
+            .map(|r| match r {
+                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
+                _ => None,
+            })
+            .collect();
+        let authors: Vec<UserId> = items.iter().flatten().map(|i| i.author).collect();
+        let rels: HashMap<UserId, Relation> =
+            authors.iter().copied().zip(self.backend.relations(user, &authors)?).collect();
+        Ok(promos
+            .into_iter()
+            .zip(items)
+            .filter_map(|(p, i)| i.map(|i| (p, i)))
+            .filter(|(_, i)| {
+                let r = if i.author == user {
+                    Relation::default()
+                } else {
+                    rels.get(&i.author).copied().unwrap_or_default()
+                };
+                i.visible_to(Some(user), r.following) && !r.hidden(true)
+            })
+            .collect())
+    }
+
+    /// Registers a promoted item.
+    pub fn create_promotion(&self, item: ItemId, every: u32, starts_at: Millis, ends_at: Millis) -> Result<Promotion> {
+        if every == 0 || every > 1000 {
+            return Err(ServiceError::invalid("every", "must be 1..=1000 organic entries"));
+        }
+        if ends_at <= starts_at {
+            return Err(ServiceError::invalid("ends_at", "must be after starts_at"));
+        }
+        self.live_item(item)?;
+        let p = Promotion { id: self.ids.next(self.clock.now())?, item, every, starts_at, ends_at };
+        self.backend.create_promotion(p.clone())?;
+        Ok(p)
+    }
+
+    /// Sets (`on`) or clears one reaction of `user` to `item`; returns the
+    /// item's counts after the change.
+    pub fn react(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<ItemCounts> {
+        let valid = kind.len() <= 32
+            && kind.starts_with(|c: char| c.is_ascii_lowercase())
+            && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(ServiceError::invalid(
+                "kind",
+                format!("{kind:?} must match [a-z][a-z0-9_]{{0,31}} (like, or an app kind)"),
+            ));
+        }
+        let it = self.live_item(item)?;
+        let rel = self.relation(user, it.author)?;
+        if !it.visible_to(Some(user), rel.following) {
+            return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
+        }
+        if on && rel.blocked_either_way() {
+            return Err(ServiceError::Forbidden(format!(
+                "a block separates user {user} from the author of item {item}"
+            )));
+        }
+        self.backend.set_reaction(item, user, kind, on)?;
+        metrics::counter!("tideway_reactions_total").increment(1);
+        Ok(self.backend.hydration(&[item], None)?.pop().map(|(c, _)| c).unwrap_or_default())
     }
 
     // ---------------------------------------------------------------- feeds
@@ -436,7 +549,8 @@ impl FeedService {
         let mut source = HomeSource::new(backend, user, &f_list, spec.dir, spec.cursor);
         let mut eval = |keys: &[Key]| evaluate_home(backend, user, &f_list, &f_set, keys);
         let walked = walk(&mut source, &mut eval, spec.limit)?;
-        self.finish_page(&spec, walked, &scope, Some(user))
+        let promos = self.promotions_for(user)?;
+        self.finish_page(&spec, walked, &scope, Some(user), &promos)
     }
 
     /// A page of `profile(author)` seen by `viewer`.
@@ -446,7 +560,7 @@ impl FeedService {
         if let Some(v) = viewer
             && self.relation(v, author)?.blocked_either_way()
         {
-            return self.finish_page(&spec, (vec![], false), &scope, viewer);
+            return self.finish_page(&spec, (vec![], false), &scope, viewer, &[]);
         }
         let backend = self.backend.as_ref();
         let authors = [author];
@@ -460,7 +574,7 @@ impl FeedService {
         });
         let mut eval = |keys: &[Key]| evaluate_profile(backend, author, viewer, keys);
         let walked = walk(source.as_mut(), &mut eval, spec.limit)?;
-        self.finish_page(&spec, walked, &scope, viewer)
+        self.finish_page(&spec, walked, &scope, viewer, &[])
     }
 
     /// Inserts an item directly into `user`'s home (a card, a system message).

@@ -3,27 +3,52 @@
 use std::sync::Arc;
 use tideway_core::entry::Source;
 use tideway_core::{AppearanceKind, Item, Millis, UserId};
-use tideway_store::ItemCounts;
+pub use tideway_store::{ItemCounts, Promotion, ViewerMarks};
 
-/// The viewer's own state on an item.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ViewerState {
-    pub reposted: bool,
-}
-
-/// An item with its counts and, when there is a viewer, the viewer's state.
+/// An item with its counts and, when there is a viewer, the viewer's marks.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemView {
     pub item: Arc<Item>,
     pub counts: ItemCounts,
-    pub viewer: Option<ViewerState>,
+    pub viewer: Option<ViewerMarks>,
+}
+
+/// Why an entry is on a page.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    Authored,
+    Repost,
+    Inserted,
+    /// A promotion woven in at read time; takes no cursor position.
+    Promoted,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Authored => "authored",
+            Self::Repost => "repost",
+            Self::Inserted => "inserted",
+            Self::Promoted => "promoted",
+        }
+    }
+}
+
+impl From<AppearanceKind> for Reason {
+    fn from(k: AppearanceKind) -> Self {
+        match k {
+            AppearanceKind::Authored => Self::Authored,
+            AppearanceKind::Repost => Self::Repost,
+            AppearanceKind::Inserted => Self::Inserted,
+        }
+    }
 }
 
 /// One entry of a page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EntryView {
     pub cursor: String,
-    pub reason: AppearanceKind,
+    pub reason: Reason,
     pub item: ItemView,
     pub sources: Vec<Source>,
 }

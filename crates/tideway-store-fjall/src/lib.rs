@@ -14,13 +14,15 @@
 //! | `inserts` | insertion key (8)            | user (8) + item (8)    |
 //! | `edges`   | kind (1) + from (8) + to (8) | since, ms (8)          |
 //! | `jobs`    | job key (8)                  | job, JSON              |
+//! | `reactions` | item (8) + user (8) + kind | empty                  |
+//! | `promotions` | promotion id (8)          | promotion, JSON        |
 //! | `meta`    | `format`                     | format version         |
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use std::path::Path;
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Millis, UserId};
-use tideway_store::{Change, EdgeKind, Job, Journal, State, Store, StoreError};
+use tideway_store::{Change, EdgeKind, Job, Journal, Promotion, State, Store, StoreError};
 
 const FORMAT: &[u8] = b"tideway-1";
 
@@ -41,6 +43,8 @@ pub struct FjallJournal {
     inserts: Keyspace,
     edges: Keyspace,
     jobs: Keyspace,
+    reactions: Keyspace,
+    promotions: Keyspace,
     sync: SyncMode,
 }
 
@@ -98,6 +102,8 @@ impl FjallJournal {
             inserts: ks("inserts")?,
             edges: ks("edges")?,
             jobs: ks("jobs")?,
+            reactions: ks("reactions")?,
+            promotions: ks("promotions")?,
             db,
             sync,
         };
@@ -136,12 +142,27 @@ impl FjallJournal {
             let job: Job = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("job: {e}")))?;
             st.apply(Change::PutJob(job));
         }
+        for g in self.reactions.iter() {
+            let k = g.key().map_err(io)?;
+            let kind = std::str::from_utf8(k.get(16..).unwrap_or_default())
+                .map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?;
+            st.reactions.set(ItemId(u64_at(&k, 0)?), UserId(u64_at(&k, 8)?), kind, true);
+        }
+        for g in self.promotions.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            let p: Promotion =
+                serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("promotion: {e}")))?;
+            st.apply(Change::PutPromotion(p));
+        }
         Ok(st)
     }
 
     /// Bytes on disk.
     pub fn disk_space(&self) -> u64 {
-        self.items.disk_space() + self.inserts.disk_space() + self.edges.disk_space() + self.jobs.disk_space()
+        [&self.items, &self.inserts, &self.edges, &self.jobs, &self.reactions, &self.promotions]
+            .iter()
+            .map(|k| k.disk_space())
+            .sum()
     }
 }
 
@@ -170,6 +191,21 @@ impl Journal for FjallJournal {
                     b.insert(&self.jobs, job.key.to_be_bytes(), v);
                 }
                 Change::DelJob(key) => b.remove(&self.jobs, key.to_be_bytes()),
+                Change::SetReaction { item, user, kind, on } => {
+                    let mut k = Vec::with_capacity(16 + kind.len());
+                    k.extend_from_slice(&item.0.to_be_bytes());
+                    k.extend_from_slice(&user.0.to_be_bytes());
+                    k.extend_from_slice(kind.as_bytes());
+                    if *on {
+                        b.insert(&self.reactions, k, []);
+                    } else {
+                        b.remove(&self.reactions, k);
+                    }
+                }
+                Change::PutPromotion(p) => {
+                    let v = serde_json::to_vec(p).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                    b.insert(&self.promotions, p.id.to_be_bytes(), v);
+                }
             }
         }
         b.commit().map_err(io)
@@ -228,6 +264,12 @@ mod tests {
             s.set_block(UserId(4), UserId(1), true, Millis(6)).expect("block");
             s.insert_home(UserId(3), ItemId(100), 200).expect("insert");
             s.advance(&[JobProgress::Checkpoint(100, UserId(3)), JobProgress::Complete(101)]).expect("advance");
+            s.set_reaction(ItemId(100), UserId(5), "like", true).expect("react");
+            s.set_reaction(ItemId(100), UserId(6), "like", true).expect("react");
+            s.set_reaction(ItemId(100), UserId(6), "like", false).expect("unreact");
+            s.set_reaction(ItemId(100), UserId(6), "x_wow", true).expect("react");
+            let p = Promotion { id: 300, item: ItemId(100), every: 5, starts_at: Millis(1), ends_at: Millis(9) };
+            s.create_promotion(p).expect("promotion");
         }
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
         let st = s.state();
@@ -239,6 +281,9 @@ mod tests {
         assert_eq!(st.jobs.len(), 1);
         assert_eq!(st.jobs.get(&100).and_then(|j| j.cursor), Some(UserId(3)));
         assert_eq!(st.idempotency.get(&(UserId(1), "k1".into())), Some(&ItemId(100)));
+        assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 1), ("x_wow".into(), 1)]);
+        assert_eq!(st.reactions.of_user(ItemId(100), UserId(6)), vec!["x_wow".to_owned()]);
+        assert_eq!(st.promotions.get(&300).map(|p| p.every), Some(5));
     }
 
     #[test]

@@ -33,6 +33,17 @@ pub struct Job {
     pub created: Millis,
 }
 
+/// A promoted item: shown in home pages after every `every` organic entries
+/// while `starts_at <= now < ends_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Promotion {
+    pub id: Key,
+    pub item: ItemId,
+    pub every: u32,
+    pub starts_at: Millis,
+    pub ends_at: Millis,
+}
+
 /// One durable change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
@@ -56,4 +67,12 @@ pub enum Change {
     },
     PutJob(Job),
     DelJob(Key),
+    /// `user` reacted to `item` with `kind` (`on`), or took it back.
+    SetReaction {
+        item: ItemId,
+        user: UserId,
+        kind: String,
+        on: bool,
+    },
+    PutPromotion(Promotion),
 }

@@ -14,11 +14,12 @@
 pub mod change;
 pub mod error;
 pub mod inbox;
+pub mod reactions;
 pub mod state;
 pub mod store;
 pub mod traits;
 
-pub use change::{Change, EdgeKind, Job, Record};
+pub use change::{Change, EdgeKind, Job, Promotion, Record};
 pub use error::StoreError;
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use state::State;

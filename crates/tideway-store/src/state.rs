@@ -2,7 +2,8 @@
 //! of the feeds. It changes only through [`State::apply`], the same way at
 //! start-up (replaying what the journal holds) and on every write.
 
-use crate::change::{Change, EdgeKind, Job, Record};
+use crate::change::{Change, EdgeKind, Job, Promotion, Record};
+use crate::reactions::ReactionIndex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -46,6 +47,10 @@ pub struct State {
     pub follows: u64,
     /// The largest item or insertion key.
     pub max_key: Key,
+    /// Reactions, with their own sharded locks (changed under a read lock of
+    /// the state, so a hot item does not serialise on the state lock).
+    pub reactions: ReactionIndex,
+    pub promotions: BTreeMap<Key, Promotion>,
 }
 
 fn insert_sorted(v: &mut Vec<Key>, k: Key) {
@@ -120,6 +125,13 @@ impl State {
             }
             Change::DelJob(key) => {
                 self.jobs.remove(&key);
+            }
+            Change::SetReaction { item, user, kind, on } => {
+                self.reactions.set(item, user, &kind, on);
+            }
+            Change::PutPromotion(p) => {
+                self.max_key = self.max_key.max(p.id);
+                self.promotions.insert(p.id, p);
             }
         }
     }

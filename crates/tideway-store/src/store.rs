@@ -8,7 +8,7 @@
 //! synced to disk: concurrent writers share one fsync, and readers never
 //! wait behind a disk flush. A write is acknowledged only after that sync.
 
-use crate::change::{Change, EdgeKind, Job, Record};
+use crate::change::{Change, EdgeKind, Job, Promotion, Record};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
 use crate::state::State;
@@ -17,6 +17,7 @@ use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::HashSet;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
@@ -43,6 +44,8 @@ impl Journal for NoJournal {
 
 /// A backend: index + journal + inboxes.
 pub struct Store<J> {
+    /// Trait calls made (tests assert that a page costs a constant number).
+    calls: AtomicU64,
     /// One lock for the index: reads are short and parallel; writes are short
     /// (the fsync happens after it is released).
     state: RwLock<State>,
@@ -59,12 +62,21 @@ impl Store<NoJournal> {
 
 impl<J: Journal> Store<J> {
     pub fn new(journal: J, state: State, inbox_cap: usize) -> Self {
-        Self { state: RwLock::new(state), journal, inboxes: InboxSet::new(inbox_cap) }
+        Self { calls: AtomicU64::new(0), state: RwLock::new(state), journal, inboxes: InboxSet::new(inbox_cap) }
     }
 
     /// A read view of the index (benchmarks and tests).
     pub fn state(&self) -> RwLockReadGuard<'_, State> {
         self.state.read()
+    }
+
+    /// How many storage calls were made so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
+    fn tick(&self) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn journal(&self) -> &J {
@@ -89,6 +101,7 @@ impl<J: Journal> Store<J> {
 
 impl<J: Journal> Items for Store<J> {
     fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        self.tick();
         self.commit(|st| {
             if let Some(k) = &item.idempotency_key
                 && let Some(existing) = st.idempotency.get(&(item.author, k.clone())).and_then(|id| st.item(*id))
@@ -113,6 +126,7 @@ impl<J: Journal> Items for Store<J> {
     }
 
     fn replace_item(&self, id: ItemId, f: &dyn Fn(&Item) -> Item) -> Result<Option<Arc<Item>>> {
+        self.tick();
         self.commit(|st| match st.item(id) {
             Some(i) if !i.deleted => {
                 let new = Arc::new(f(i));
@@ -123,17 +137,20 @@ impl<J: Journal> Items for Store<J> {
     }
 
     fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+        self.tick();
         let st = self.state.read();
         Ok(keys.iter().map(|k| st.records.get(k).cloned()).collect())
     }
 
     fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        self.tick();
         let st = self.state.read();
         let lists: Vec<&[Key]> = authors.iter().filter_map(|a| st.user(*a)).map(|u| u.outbox.as_slice()).collect();
         Ok(merge_sorted(&lists, range, dir, limit))
     }
 
     fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
+        self.tick();
         let st = self.state.read();
         let mut set: Option<HashSet<UserId>> = None;
         Ok(originals
@@ -150,27 +167,68 @@ impl<J: Journal> Items for Store<J> {
             .collect())
     }
 
-    fn item_counts(&self, ids: &[ItemId]) -> Result<Vec<ItemCounts>> {
+    fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
+        self.tick();
         let st = self.state.read();
         Ok(ids
             .iter()
-            .map(|id| ItemCounts {
-                replies: st.replies.get(id).copied().unwrap_or(0),
-                reposts: st.reposts.get(id).map_or(0, |v| v.len() as u64),
+            .map(|id| {
+                let counts = ItemCounts {
+                    replies: st.replies.get(id).copied().unwrap_or(0),
+                    reposts: st.reposts.get(id).map_or(0, |v| v.len() as u64),
+                    reactions: st.reactions.counts(*id),
+                };
+                let marks = viewer.map(|v| ViewerMarks {
+                    reposted: st.repost_by.contains_key(&(v, *id)),
+                    reactions: st.reactions.of_user(*id, v),
+                });
+                (counts, marks)
             })
             .collect())
     }
 
+    fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+        self.tick();
+        // A read lock of the state: reactions to one item from many users
+        // proceed in parallel; only the pair (item, user) is locked while its
+        // change is journaled and applied.
+        let st = self.state.read();
+        let mut pair = st.reactions.lock(item, user);
+        if pair.has(kind) == on {
+            return Ok(false);
+        }
+        self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
+        st.reactions.set_locked(&mut pair, kind, on);
+        drop(pair);
+        drop(st);
+        self.journal.sync()?;
+        Ok(true)
+    }
+
+    fn create_promotion(&self, p: Promotion) -> Result<()> {
+        self.tick();
+        self.commit(|_| Ok(((), vec![Change::PutPromotion(p)])))
+    }
+
+    fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
+        self.tick();
+        let st = self.state.read();
+        Ok(st.promotions.values().filter(|p| p.starts_at <= now && now < p.ends_at).cloned().collect())
+    }
+
     fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
+        self.tick();
         self.commit(|_| Ok(((), vec![Change::PutInsert { key, user, item }])))
     }
 
     fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        self.tick();
         let st = self.state.read();
         Ok(st.user(user).map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit)).unwrap_or_default())
     }
 
     fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
+        self.tick();
         let st = self.state.read();
         Ok(items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect())
     }
@@ -184,6 +242,7 @@ impl<J: Journal> Graph for Store<J> {
         at: Millis,
         max_following: usize,
     ) -> Result<Vec<FollowStatus>> {
+        self.tick();
         self.commit(|st| {
             let mut count = st.user(user).map_or(0, |u| u.following.len());
             let mut changes = Vec::new();
@@ -211,6 +270,7 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+        self.tick();
         self.commit(|st| {
             if st.has_edge(EdgeKind::Follow, user, target) {
                 Ok((true, vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target }]))
@@ -221,6 +281,7 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        self.tick();
         self.commit(|st| {
             let mut changes = Vec::new();
             if on {
@@ -240,6 +301,7 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        self.tick();
         self.commit(|st| {
             let has = st.has_edge(EdgeKind::Mute, user, target);
             let changes = match (on, has) {
@@ -252,6 +314,7 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
+        self.tick();
         let st = self.state.read();
         Ok(st.user(user).map(|u| u.following.keys().copied().collect()).unwrap_or_default())
     }
@@ -263,6 +326,7 @@ impl<J: Journal> Graph for Store<J> {
         after: Option<(Millis, UserId)>,
         limit: usize,
     ) -> Result<Vec<(UserId, Millis)>> {
+        self.tick();
         let st = self.state.read();
         let Some(u) = st.user(user) else { return Ok(vec![]) };
         let set = match which {
@@ -274,6 +338,7 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn followers_chunk(&self, user: UserId, after: Option<UserId>, limit: usize) -> Result<Vec<UserId>> {
+        self.tick();
         let st = self.state.read();
         let Some(u) = st.user(user) else { return Ok(vec![]) };
         let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
@@ -281,11 +346,13 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+        self.tick();
         let st = self.state.read();
         Ok(others.iter().map(|o| st.relation(user, *o)).collect())
     }
 
     fn counts(&self, user: UserId) -> Result<UserCounts> {
+        self.tick();
         let st = self.state.read();
         Ok(st
             .user(user)
@@ -298,6 +365,7 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     fn stats(&self) -> Result<StoreStats> {
+        self.tick();
         let st = self.state.read();
         Ok(StoreStats {
             users: st.users.len() as u64,
@@ -312,11 +380,13 @@ impl<J: Journal> Graph for Store<J> {
 
 impl<J: Journal> Jobs for Store<J> {
     fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
+        self.tick();
         let st = self.state.read();
         Ok(st.jobs.values().take(limit).cloned().collect())
     }
 
     fn advance(&self, progress: &[JobProgress]) -> Result<()> {
+        self.tick();
         self.commit(|st| {
             let changes = progress
                 .iter()
@@ -334,27 +404,35 @@ impl<J: Journal> Jobs for Store<J> {
 
 impl<J: Journal> Inboxes for Store<J> {
     fn deliver(&self, key: Key, users: &[UserId]) -> usize {
+        self.tick();
         self.inboxes.deliver(key, users)
     }
     fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Option<InboxRead> {
+        self.tick();
         self.inboxes.read(user, range, dir, limit)
     }
     fn begin_rebuild(&self, user: UserId) {
+        self.tick();
         self.inboxes.begin_rebuild(user)
     }
     fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) {
+        self.tick();
         self.inboxes.finish_rebuild(user, keys, floor)
     }
     fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) {
+        self.tick();
         self.inboxes.merge(user, keys, floor)
     }
     fn inbox_floor(&self, user: UserId) -> Option<Key> {
+        self.tick();
         self.inboxes.floor(user)
     }
     fn drop_inbox(&self, user: UserId) {
+        self.tick();
         self.inboxes.drop_inbox(user)
     }
     fn inbox_stats(&self) -> InboxStats {
+        self.tick();
         self.inboxes.stats()
     }
 }

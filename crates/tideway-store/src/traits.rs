@@ -1,7 +1,7 @@
 //! The traits the service uses. Each is batch-shaped: one call serves a page
 //! or a fan-out chunk.
 
-use crate::change::{Job, Record};
+use crate::change::{Job, Promotion, Record};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxStats};
 use std::sync::Arc;
@@ -59,10 +59,26 @@ pub struct StoreStats {
 }
 
 /// Per-item counts kept by the store.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ItemCounts {
     pub replies: u64,
     pub reposts: u64,
+    /// Reactions per kind (positive counts only, sorted by kind).
+    pub reactions: Vec<(String, u64)>,
+}
+
+impl ItemCounts {
+    pub fn of_kind(&self, kind: &str) -> u64 {
+        self.reactions.iter().find(|(k, _)| k == kind).map_or(0, |(_, n)| *n)
+    }
+}
+
+/// The viewer's own marks on an item.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewerMarks {
+    pub reposted: bool,
+    /// Kinds the viewer reacted with, sorted.
+    pub reactions: Vec<String>,
 }
 
 /// Items, their outboxes, reposts and home insertions.
@@ -79,8 +95,15 @@ pub trait Items: Send + Sync {
     fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
     /// For each original, its non-deleted reposts by any of `reposters`.
     fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>>;
-    /// For each item, its reply and repost counts.
-    fn item_counts(&self, ids: &[ItemId]) -> Result<Vec<ItemCounts>>;
+    /// Everything a page shows beside the items, in one call: for each item
+    /// its counts and, with a viewer, the viewer's own marks.
+    fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>>;
+    /// Sets or clears one reaction; returns whether anything changed.
+    fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool>;
+    /// Stores a promotion.
+    fn create_promotion(&self, p: Promotion) -> Result<()>;
+    /// Promotions running at `now`.
+    fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>>;
     /// Records an insertion of `item` into `user`'s home at `key`.
     fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()>;
     /// Insertion keys of `user`'s home in `range`.

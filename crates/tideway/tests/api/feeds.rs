@@ -130,9 +130,16 @@ async fn profile_and_direct_inserts() {
     assert_eq!(v["entry"]["reason"], json!("inserted"));
     let (ids, page) = s.home_ids(1, "").await;
     assert_eq!(ids, vec![card.clone()]);
-    assert_eq!(page["entries"][0]["cursor"], v["entry"]["cursor"]);
+    // Both cursors name the same position (the page's also knows its rank).
+    let other = s.post_item(7, json!({"kind": "user"})).await;
+    s.post("/v1/users/1/home/entries", json!({"item": other})).await;
+    for c in [&v["entry"]["cursor"], &page["entries"][0]["cursor"]] {
+        let (after, _) = s.home_ids(1, &format!("after={}", c.as_str().expect("cursor"))).await;
+        assert_eq!(after, vec![other.clone()]);
+    }
     assert_error(&s.post("/v1/users/1/home/entries", json!({"item": "424242"})).await, 404, "not_found");
     s.delete(&format!("/v1/items/{card}")).await;
+    s.delete(&format!("/v1/items/{other}")).await;
     assert!(s.home_ids(1, "").await.0.is_empty());
     assert_error(&s.post("/v1/users/1/home/entries", json!({"item": card})).await, 404, "not_found");
     s.stop().await;
