@@ -9,3 +9,5 @@ mod feeds;
 mod graph;
 mod helpers;
 mod items;
+mod promotions;
+mod reactions;
