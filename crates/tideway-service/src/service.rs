@@ -372,15 +372,18 @@ impl FeedService {
             }
         }
         // `limit` counts every entry: cut the side away from the cursor.
+        // `cut`: an organic entry was left for the next page (dropping only
+        // promotions must not announce a page that would be empty).
+        // Newer pages keep the organic entries nearest the cursor: promotions
+        // give way first, then the newest organic entries (the next poll).
         let mut cut = false;
         if rows.len() > spec.limit {
-            cut = true;
             match spec.dir {
-                Direction::Older => rows.truncate(spec.limit),
+                Direction::Older => cut = rows.drain(spec.limit..).any(|r| r.0.is_some()),
                 Direction::Newer => {
-                    rows.drain(..rows.len() - spec.limit);
-                    while rows.first().is_some_and(|r| r.0.is_none()) {
-                        rows.remove(0);
+                    while rows.len() > spec.limit {
+                        let at = rows.iter().position(|r| r.0.is_none()).unwrap_or(0);
+                        rows.remove(at);
                     }
                 }
             }

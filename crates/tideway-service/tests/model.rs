@@ -24,6 +24,7 @@ struct MItem {
     vis: Visibility,
     mentions: Vec<u64>,
     repost_of: Option<u64>,
+    reply_to: Option<u64>,
     reply_to_author: Option<u64>,
     deleted: bool,
 }
@@ -38,6 +39,10 @@ struct Model {
     /// (user, key, item)
     inserts: Vec<(u64, u64, u64)>,
     max_following: usize,
+    /// (item, user, kind)
+    reactions: HashSet<(u64, u64, &'static str)>,
+    /// (id, item, every, starts_at, ends_at)
+    promotions: Vec<(u64, u64, u32, i64, i64)>,
 }
 
 type Row = (u64, &'static str, Vec<(u64, u64)>);
@@ -74,6 +79,37 @@ impl Model {
         apps.sort();
         sources.sort_by_key(|s| s.1);
         apps.first().map(|&(k, why)| (k, (o, why, sources)))
+    }
+
+    /// (reactions per kind, the viewer's kinds, replies, reposts) of an item.
+    fn hydration(&self, o: u64, viewer: u64) -> (Vec<(String, u64)>, Vec<String>, u64, u64) {
+        let mut per: BTreeMap<String, u64> = BTreeMap::new();
+        let mut mine = Vec::new();
+        for &(i, u, k) in &self.reactions {
+            if i == o {
+                *per.entry(k.to_owned()).or_default() += 1;
+                if u == viewer {
+                    mine.push(k.to_owned());
+                }
+            }
+        }
+        mine.sort();
+        let replies = self.items.values().filter(|r| r.reply_to == Some(o) && !r.deleted).count() as u64;
+        let reposts = self.live_reposts(o).len() as u64;
+        (per.into_iter().collect(), mine, replies, reposts)
+    }
+
+    /// Promoted items `u` may see at `now`, in promotion order: (item, every).
+    fn promos_for(&self, u: u64, now: i64) -> Vec<(u64, u32)> {
+        let mut ps: Vec<&(u64, u64, u32, i64, i64)> = self.promotions.iter().collect();
+        ps.sort();
+        ps.into_iter()
+            .filter(|(_, item, _, start, end)| {
+                let o = &self.items[item];
+                *start <= now && now < *end && self.visible(o, Some(u)) && !self.hidden(o.author, u, true)
+            })
+            .map(|&(_, item, every, _, _)| (item, every))
+            .collect()
     }
 
     fn home(&self, u: u64) -> Vec<Row> {
@@ -131,6 +167,36 @@ impl Model {
     }
 }
 
+/// The pages of a walk from the top with promotions woven in: after organic
+/// entry k (1-based from the top) when k % every == 0, each promotion at most
+/// once per page, `limit` rows a page, an organic row cut off going to the
+/// next page.
+fn expected_pages(organic: &[Row], promos: &[(u64, u32)], limit: usize) -> Vec<Vec<Row>> {
+    let mut pages = Vec::new();
+    let mut s = 0;
+    loop {
+        let mut rows: Vec<Row> = Vec::new();
+        let mut used = vec![false; promos.len()];
+        for (off, row) in organic[s..organic.len().min(s + limit)].iter().enumerate() {
+            let k = s + off + 1;
+            rows.push(row.clone());
+            for (i, &(item, every)) in promos.iter().enumerate() {
+                if !used[i] && k % every as usize == 0 {
+                    used[i] = true;
+                    rows.push((item, "promoted", vec![]));
+                }
+            }
+        }
+        rows.truncate(limit);
+        let taken = rows.iter().filter(|r| r.1 != "promoted").count();
+        pages.push(rows);
+        s += taken;
+        if s >= organic.len() {
+            return pages;
+        }
+    }
+}
+
 fn rows_of(p: &Page) -> Vec<Row> {
     p.entries
         .iter()
@@ -141,9 +207,11 @@ fn rows_of(p: &Page) -> Vec<Row> {
 }
 
 /// Walks a feed older to the end, then newer back to the top, checking both
-/// against `want` and that `limit` is honoured.
-fn check_feed(what: &str, want: &[Row], limit: usize, read: &dyn Fn(&PageRequest) -> Page) {
-    let mut got: Vec<Row> = Vec::new();
+/// against `want` (organic) and the older walk page by page against `pages`
+/// (with promotions), and that `limit` is honoured.
+fn check_feed(what: &str, want: &[Row], pages: &[Vec<Row>], limit: usize, read: &dyn Fn(&PageRequest) -> Page) {
+    let organic = |rows: Vec<Row>| -> Vec<Row> { rows.into_iter().filter(|r| r.1 != "promoted").collect() };
+    let mut got_pages: Vec<Vec<Row>> = Vec::new();
     let mut req = PageRequest { limit, ..Default::default() };
     let mut last_cursor = None;
     loop {
@@ -153,17 +221,19 @@ fn check_feed(what: &str, want: &[Row], limit: usize, read: &dyn Fn(&PageRequest
         if page.next_cursor.is_some() {
             assert_eq!(rows.len(), limit, "{what}: short page with a next cursor");
         }
-        if let Some(e) = page.entries.last() {
+        if let Some(e) = page.entries.iter().rev().find(|e| e.reason.as_str() != "promoted") {
             last_cursor = Some(e.cursor.clone());
         }
-        got.extend(rows);
+        got_pages.push(rows);
         match page.next_cursor {
             Some(c) => req = PageRequest { limit, before: Some(c), after: None },
             None => break,
         }
-        assert!(got.len() <= want.len() + limit, "{what}: runaway paging");
+        assert!(got_pages.len() <= want.len() + 2, "{what}: runaway paging");
     }
+    let got: Vec<Row> = organic(got_pages.iter().flatten().cloned().collect());
     assert_eq!(got, want, "{what}: walking older with limit {limit}");
+    assert_eq!(got_pages, pages, "{what}: pages with promotions, limit {limit}");
     // Newer, from the bottom entry back up to the top.
     let Some(bottom) = last_cursor else { return };
     let mut up: Vec<Row> = vec![want[want.len() - 1].clone()];
@@ -172,6 +242,7 @@ fn check_feed(what: &str, want: &[Row], limit: usize, read: &dyn Fn(&PageRequest
         let page = read(&PageRequest { limit, before: None, after: Some(after.clone()) });
         let rows = rows_of(&page);
         assert!(rows.len() <= limit, "{what}: newer page over limit");
+        let rows = organic(rows);
         if rows.is_empty() {
             break;
         }
@@ -182,6 +253,19 @@ fn check_feed(what: &str, want: &[Row], limit: usize, read: &dyn Fn(&PageRequest
         assert!(up.len() <= want.len() + 1, "{what}: runaway newer paging");
     }
     assert_eq!(up, want, "{what}: walking newer with limit {limit}");
+}
+
+/// Every entry's counts and viewer marks equal the model's.
+fn check_hydration(what: &str, m: &Model, viewer: u64, page: &Page) {
+    for e in &page.entries {
+        let o = e.item.item.id.0;
+        let (per, mine, replies, reposts) = m.hydration(o, viewer);
+        let c = &e.item.counts;
+        assert_eq!((&c.reactions, c.replies, c.reposts), (&per, replies, reposts), "{what}: counts of {o}");
+        let marks = e.item.viewer.as_ref().expect("a home page has a viewer");
+        assert_eq!(marks.reactions, mine, "{what}: viewer reactions on {o}");
+        assert_eq!(marks.reposted, m.live_reposts(o).iter().any(|r| r.author == viewer), "{what}: reposted {o}");
+    }
 }
 
 enum Kind {
@@ -257,15 +341,23 @@ fn kind_of(e: &ServiceError) -> &'static str {
 
 fn check_all(h: &Harness, m: &Model, ctx: &str) {
     h.worker().drain().expect("drain");
+    let now = h.svc().now().0;
     for u in 1..=USERS {
         let want = m.home(u);
+        let promos = m.promos_for(u, now);
         for limit in [1, 2, 3, 7] {
-            check_feed(&format!("{ctx} home({u})"), &want, limit, &|r| h.svc().home(UserId(u), r).expect("home"));
+            let pages = expected_pages(&want, &promos, limit);
+            check_feed(&format!("{ctx} home({u})"), &want, &pages, limit, &|r| {
+                h.svc().home(UserId(u), r).expect("home")
+            });
         }
+        let all = h.svc().home(UserId(u), &PageRequest { limit: 100, ..Default::default() }).expect("home");
+        check_hydration(&format!("{ctx} home({u})"), m, u, &all);
         for v in [None, Some(1), Some(u % USERS + 1)] {
             let want = m.profile(u, v);
             for limit in [2, 5] {
-                check_feed(&format!("{ctx} profile({u}) by {v:?}"), &want, limit, &|r| {
+                let pages = expected_pages(&want, &[], limit);
+                check_feed(&format!("{ctx} profile({u}) by {v:?}"), &want, &pages, limit, &|r| {
                     h.svc().profile(UserId(u), v.map(UserId), r).expect("profile")
                 });
             }
@@ -293,7 +385,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             Some(ids[rng.random_range(0..ids.len())])
         };
         let ctx = format!("seed {seed} step {step}");
-        match rng.random_range(0..100) {
+        match rng.random_range(0..112) {
             0..=14 => {
                 // follow
                 if a == b {
@@ -362,6 +454,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                         vis,
                         mentions,
                         repost_of: None,
+                        reply_to: None,
                         reply_to_author: None,
                         deleted: false,
                     },
@@ -408,6 +501,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                                         vis: Visibility::Public,
                                         mentions: vec![],
                                         repost_of: Some(orig.id),
+                                        reply_to: None,
                                         reply_to_author: None,
                                         deleted: false,
                                     },
@@ -447,6 +541,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                                 vis,
                                 mentions: vec![],
                                 repost_of: None,
+                                reply_to: Some(t),
                                 reply_to_author: Some(parent.author),
                                 deleted: false,
                             },
@@ -527,9 +622,48 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let _ = h.worker().step().expect("step");
             }
             97 => h.svc().backend().drop_inbox(UserId(a)),
-            _ => {
+            98 => {
                 if restartable {
                     h.restart();
+                }
+            }
+            99..=107 => {
+                // react / take back
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                let kind: &'static str = if rng.random_bool(0.7) { "like" } else { "wow" };
+                let on = rng.random_bool(0.7);
+                let it = m.items[&t].clone();
+                let want = if it.deleted || !m.visible(&it, Some(a)) {
+                    Err("not_found")
+                } else if on && a != it.author && m.blocked(a, it.author) {
+                    Err("forbidden")
+                } else {
+                    Ok(())
+                };
+                let got = h.svc().react(ItemId(t), UserId(a), kind, on).map_err(|e| kind_of(&e));
+                assert_eq!(got.as_ref().map(|_| ()).map_err(|e| *e), want, "{ctx}: react {a} {kind} {on} on {t}");
+                if got.is_ok() {
+                    if on {
+                        m.reactions.insert((t, a, kind));
+                    } else {
+                        m.reactions.remove(&(t, a, kind));
+                    }
+                    let n = m.reactions.iter().filter(|r| r.0 == t && r.2 == kind).count() as u64;
+                    assert_eq!(got.map(|c| c.of_kind(kind)), Ok(n), "{ctx}: counts after react");
+                }
+            }
+            _ => {
+                // promote an item for a while
+                let Some(t) = any_item(&mut rng, &m) else { continue };
+                let now = h.svc().now().0;
+                let (every, start, end) =
+                    (rng.random_range(1..=3u32), now - rng.random_range(0..5), now + rng.random_range(1..150));
+                let got = h.svc().create_promotion(ItemId(t), every, Millis(start), Millis(end));
+                if m.items[&t].deleted {
+                    assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("not_found"));
+                } else {
+                    let p = got.expect("promotion");
+                    m.promotions.push((p.id, t, every, start, end));
                 }
             }
         }
