@@ -19,10 +19,11 @@
 //! | `meta`    | `format`                     | format version         |
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use parking_lot::{Condvar, Mutex};
 use std::path::Path;
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Millis, UserId};
-use tideway_store::{Change, EdgeKind, Job, Journal, Promotion, State, Store, StoreError};
+use tideway_store::{Change, EdgeKind, Job, Journal, Promotion, State, Store, StoreError, Ticket};
 
 const FORMAT: &[u8] = b"tideway-1";
 
@@ -46,6 +47,28 @@ pub struct FjallJournal {
     reactions: Keyspace,
     promotions: Keyspace,
     sync: SyncMode,
+    /// Batches written but not yet committed, and the last ticket handed out.
+    pending: Mutex<(Vec<Op>, Ticket)>,
+    /// Group commit: (highest ticket known durable, a flush is running).
+    synced: Mutex<(Ticket, bool)>,
+    /// Wakes writers waiting for the running flush.
+    sync_done: Condvar,
+}
+
+/// One encoded write, queued until the next group commit.
+enum Op {
+    Put(Space, Vec<u8>, Vec<u8>),
+    Del(Space, Vec<u8>),
+}
+
+#[derive(Clone, Copy)]
+enum Space {
+    Items,
+    Inserts,
+    Edges,
+    Jobs,
+    Reactions,
+    Promotions,
 }
 
 fn io(e: fjall::Error) -> StoreError {
@@ -106,6 +129,9 @@ impl FjallJournal {
             promotions: ks("promotions")?,
             db,
             sync,
+            pending: Mutex::new((Vec::new(), 0)),
+            synced: Mutex::new((0, false)),
+            sync_done: Condvar::new(),
         };
         let state = j.load()?;
         Ok((j, state))
@@ -167,55 +193,117 @@ impl FjallJournal {
 }
 
 impl Journal for FjallJournal {
-    fn write(&self, changes: &[Change]) -> Result<(), StoreError> {
-        let mut b = self.db.batch();
+    /// Encodes the batch and queues it; the caller's `sync` commits it.
+    fn write(&self, changes: &[Change]) -> Result<Ticket, StoreError> {
+        let mut ops = Vec::with_capacity(changes.len());
         for c in changes {
             match c {
                 Change::PutItem(item) => {
                     let v = serde_json::to_vec(&**item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    b.insert(&self.items, item.id.0.to_be_bytes(), v);
+                    ops.push(Op::Put(Space::Items, item.id.0.to_be_bytes().to_vec(), v));
                 }
                 Change::PutInsert { key, user, item } => {
                     let mut v = Vec::with_capacity(16);
                     v.extend_from_slice(&user.0.to_be_bytes());
                     v.extend_from_slice(&item.0.to_be_bytes());
-                    b.insert(&self.inserts, key.to_be_bytes(), v);
+                    ops.push(Op::Put(Space::Inserts, key.to_be_bytes().to_vec(), v));
                 }
                 Change::PutEdge { kind, from, to, since } => {
                     let since = u64::try_from(since.0.max(0)).unwrap_or(0);
-                    b.insert(&self.edges, edge_key(*kind, *from, *to), since.to_be_bytes());
+                    ops.push(Op::Put(Space::Edges, edge_key(*kind, *from, *to), since.to_be_bytes().to_vec()));
                 }
-                Change::DelEdge { kind, from, to } => b.remove(&self.edges, edge_key(*kind, *from, *to)),
+                Change::DelEdge { kind, from, to } => ops.push(Op::Del(Space::Edges, edge_key(*kind, *from, *to))),
                 Change::PutJob(job) => {
                     let v = serde_json::to_vec(job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    b.insert(&self.jobs, job.key.to_be_bytes(), v);
+                    ops.push(Op::Put(Space::Jobs, job.key.to_be_bytes().to_vec(), v));
                 }
-                Change::DelJob(key) => b.remove(&self.jobs, key.to_be_bytes()),
+                Change::DelJob(key) => ops.push(Op::Del(Space::Jobs, key.to_be_bytes().to_vec())),
                 Change::SetReaction { item, user, kind, on } => {
                     let mut k = Vec::with_capacity(16 + kind.len());
                     k.extend_from_slice(&item.0.to_be_bytes());
                     k.extend_from_slice(&user.0.to_be_bytes());
                     k.extend_from_slice(kind.as_bytes());
-                    if *on {
-                        b.insert(&self.reactions, k, []);
-                    } else {
-                        b.remove(&self.reactions, k);
-                    }
+                    ops.push(if *on { Op::Put(Space::Reactions, k, Vec::new()) } else { Op::Del(Space::Reactions, k) });
                 }
                 Change::PutPromotion(p) => {
                     let v = serde_json::to_vec(p).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    b.insert(&self.promotions, p.id.to_be_bytes(), v);
+                    ops.push(Op::Put(Space::Promotions, p.id.to_be_bytes().to_vec(), v));
                 }
             }
         }
-        b.commit().map_err(io)
+        let mut pending = self.pending.lock();
+        pending.0.extend(ops);
+        pending.1 += 1;
+        Ok(pending.1)
     }
 
-    fn sync(&self) -> Result<(), StoreError> {
+    fn health(&self) -> Result<(), StoreError> {
+        // A no-op flush to the OS: fails once fjall has poisoned itself.
+        self.db.persist(PersistMode::Buffer).map_err(io)
+    }
+
+    /// Group commit. The first caller to find no flush running becomes the
+    /// leader: it takes every queued batch, commits them as one atomic fjall
+    /// batch and persists once; callers arriving meanwhile wait and are
+    /// covered by the next leader's flush. (fjall holds its journal lock
+    /// during an fsync, so batching must happen here to share fsyncs.)
+    /// On an I/O error fjall poisons the database: every later write fails
+    /// and `/readyz` answers 503 until a restart reloads from disk.
+    fn sync(&self, ticket: Ticket) -> Result<(), StoreError> {
         let mode = match self.sync {
             SyncMode::Fsync => PersistMode::SyncData,
             SyncMode::Buffer => PersistMode::Buffer,
         };
+        let mut g = self.synced.lock();
+        loop {
+            if g.0 >= ticket {
+                return Ok(());
+            }
+            if g.1 {
+                self.sync_done.wait(&mut g);
+                continue;
+            }
+            g.1 = true;
+            drop(g);
+            let (ops, upto) = {
+                let mut p = self.pending.lock();
+                (std::mem::take(&mut p.0), p.1)
+            };
+            let res = self.flush(ops, mode);
+            g = self.synced.lock();
+            g.1 = false;
+            if res.is_ok() {
+                g.0 = g.0.max(upto);
+            }
+            self.sync_done.notify_all();
+            res?;
+        }
+    }
+}
+
+impl FjallJournal {
+    fn space(&self, s: Space) -> &Keyspace {
+        match s {
+            Space::Items => &self.items,
+            Space::Inserts => &self.inserts,
+            Space::Edges => &self.edges,
+            Space::Jobs => &self.jobs,
+            Space::Reactions => &self.reactions,
+            Space::Promotions => &self.promotions,
+        }
+    }
+
+    fn flush(&self, ops: Vec<Op>, mode: PersistMode) -> Result<(), StoreError> {
+        if !ops.is_empty() {
+            let mut b = self.db.batch();
+            for op in ops {
+                match op {
+                    Op::Put(s, k, v) => b.insert(self.space(s), k, v),
+                    Op::Del(s, k) => b.remove(self.space(s), k),
+                }
+            }
+            b.commit().map_err(io)?;
+        }
         self.db.persist(mode).map_err(io)
     }
 }
@@ -284,6 +372,33 @@ mod tests {
         assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 1), ("x_wow".into(), 1)]);
         assert_eq!(st.reactions.of_user(ItemId(100), UserId(6)), vec!["x_wow".to_owned()]);
         assert_eq!(st.promotions.get(&300).map(|p| p.every), Some(5));
+    }
+
+    #[test]
+    fn concurrent_writers_share_syncs_and_lose_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let s = std::sync::Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("open"));
+            s.create_item(post(100, 1), false, Millis(1)).expect("create");
+            let threads: Vec<_> = (0..8u64)
+                .map(|t| {
+                    let s = s.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..100u64 {
+                            s.set_reaction(ItemId(100), UserId(1000 * (t + 1) + i), "like", true).expect("react");
+                            s.follow_many(UserId(1000 * (t + 1) + i), &[UserId(1)], Millis(2), 10).expect("follow");
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().expect("thread");
+            }
+        }
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+        let st = s.state();
+        assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 800)]);
+        assert_eq!(st.user(UserId(1)).map(|u| u.followers.len()), Some(800));
     }
 
     #[test]

@@ -23,5 +23,5 @@ pub use change::{Change, EdgeKind, Job, Promotion, Record};
 pub use error::StoreError;
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use state::State;
-pub use store::{Journal, NoJournal, Store};
+pub use store::{Journal, NoJournal, Store, Ticket};
 pub use traits::*;

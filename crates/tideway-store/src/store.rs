@@ -6,7 +6,8 @@
 //! concurrent writers), writes them to the journal, applies them to the
 //! index, releases the lock, and only then waits for the journal to be
 //! synced to disk: concurrent writers share one fsync, and readers never
-//! wait behind a disk flush. A write is acknowledged only after that sync.
+//! wait behind a disk flush. A write is acknowledged only after that sync;
+//! writers arriving while a sync runs are all covered by the next one.
 
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
 use crate::error::StoreError;
@@ -21,12 +22,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
+/// A position in the journal: what a write must wait for to be durable.
+pub type Ticket = u64;
+
 /// Where changes go to become durable.
 pub trait Journal: Send + Sync + 'static {
-    /// Writes one atomic batch (all of it or none).
-    fn write(&self, changes: &[Change]) -> Result<()>;
-    /// Makes every batch written so far durable.
-    fn sync(&self) -> Result<()>;
+    /// Writes one atomic batch (all of it or none); returns its ticket.
+    fn write(&self, changes: &[Change]) -> Result<Ticket>;
+    /// Returns once every batch up to `ticket` is durable. Concurrent callers
+    /// share one sync (group commit).
+    fn sync(&self, ticket: Ticket) -> Result<()>;
+    /// Fails when the journal can no longer take writes.
+    fn health(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// The journal of the in-memory backend: nothing is durable.
@@ -34,10 +43,10 @@ pub trait Journal: Send + Sync + 'static {
 pub struct NoJournal;
 
 impl Journal for NoJournal {
-    fn write(&self, _: &[Change]) -> Result<()> {
-        Ok(())
+    fn write(&self, _: &[Change]) -> Result<Ticket> {
+        Ok(0)
     }
-    fn sync(&self) -> Result<()> {
+    fn sync(&self, _: Ticket) -> Result<()> {
         Ok(())
     }
 }
@@ -89,12 +98,12 @@ impl<J: Journal> Store<J> {
         if changes.is_empty() {
             return Ok(out);
         }
-        self.journal.write(&changes)?;
+        let ticket = self.journal.write(&changes)?;
         for c in changes {
             st.apply(c);
         }
         drop(st);
-        self.journal.sync()?;
+        self.journal.sync(ticket)?;
         Ok(out)
     }
 }
@@ -197,11 +206,11 @@ impl<J: Journal> Items for Store<J> {
         if pair.has(kind) == on {
             return Ok(false);
         }
-        self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
+        let ticket = self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
         st.reactions.set_locked(&mut pair, kind, on);
         drop(pair);
         drop(st);
-        self.journal.sync()?;
+        self.journal.sync(ticket)?;
         Ok(true)
     }
 
@@ -366,6 +375,7 @@ impl<J: Journal> Graph for Store<J> {
 
     fn stats(&self) -> Result<StoreStats> {
         self.tick();
+        self.journal.health()?;
         let st = self.state.read();
         Ok(StoreStats {
             users: st.users.len() as u64,

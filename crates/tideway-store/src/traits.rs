@@ -142,6 +142,7 @@ pub trait Graph: Send + Sync {
     /// The relation of `user` to each of `others`.
     fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>>;
     fn counts(&self, user: UserId) -> Result<UserCounts>;
+    /// Store-wide counters; fails when storage cannot take writes (readiness).
     fn stats(&self) -> Result<StoreStats>;
 }
 
