@@ -102,11 +102,26 @@ impl KeySource for PullSource<'_> {
     }
 }
 
-/// Home's source: the inbox above its floor, the outboxes at or below it.
+/// Merges two key lists given in walk order, without duplicates, up to `n`.
+fn merge_walk(a: Vec<Key>, b: Vec<Key>, dir: Direction, n: usize) -> Vec<Key> {
+    if b.is_empty() {
+        return a;
+    }
+    let (mut a, mut b) = (a, b);
+    a.sort_unstable();
+    b.sort_unstable();
+    merge_sorted(&[&a, &b], KeyRange::ALL, dir, n)
+}
+
+/// Home's source: the inbox above its floor, merged with the outboxes of the
+/// followed authors whose items were not pushed (hot authors); the outboxes
+/// of everyone in `F(u)` at or below the floor.
 pub struct HomeSource<'a> {
     pub backend: &'a dyn Backend,
     pub user: UserId,
     pub authors: &'a [UserId],
+    /// Followed authors with unpushed items above the floor: pulled on read.
+    pub pulled: &'a [UserId],
     pub dir: Direction,
     pub bound: Option<Key>,
     /// The inbox is absent or done with: only the outboxes remain.
@@ -118,10 +133,20 @@ impl<'a> HomeSource<'a> {
         backend: &'a dyn Backend,
         user: UserId,
         authors: &'a [UserId],
+        pulled: &'a [UserId],
         dir: Direction,
         bound: Option<Key>,
     ) -> Self {
-        Self { backend, user, authors, dir, bound, pull_only: false }
+        Self { backend, user, authors, pulled, dir, bound, pull_only: false }
+    }
+
+    /// Keys of the pulled authors in `range` above `floor`.
+    fn pulled_above(&self, floor: Key, range: KeyRange, n: usize) -> Result<Vec<Key>> {
+        if self.pulled.is_empty() {
+            return Ok(vec![]);
+        }
+        let range = KeyRange { above: Some(range.above.map_or(floor, |a| a.max(floor))), below: range.below };
+        Ok(self.backend.outbox_merge(self.pulled, range, self.dir, n)?)
     }
 
     fn pull(&mut self, stop: Option<Key>, n: usize) -> Result<Vec<Key>> {
@@ -149,9 +174,16 @@ impl KeySource for HomeSource<'_> {
                     }
                     let range = KeyRange { above: None, below: self.bound };
                     match self.backend.read_inbox(self.user, range, Direction::Older, n) {
-                        Some(r) if !r.keys.is_empty() => {
-                            self.bound = r.keys.last().copied();
-                            return Ok(r.keys);
+                        Some(r) if !r.keys.is_empty() || !self.pulled.is_empty() => {
+                            let extra = self.pulled_above(r.floor, range, n)?;
+                            let keys = merge_walk(r.keys, extra, Direction::Older, n);
+                            if let Some(&last) = keys.last() {
+                                self.bound = Some(last);
+                                return Ok(keys);
+                            }
+                            let below = r.floor.saturating_add(1);
+                            self.bound = Some(self.bound.map_or(below, |b| b.min(below)));
+                            self.pull_only = true;
                         }
                         Some(r) => {
                             // Nothing left above the floor: continue below it.
@@ -182,10 +214,12 @@ impl KeySource for HomeSource<'_> {
                         // The floor rose since it was read: pull up to it first.
                         Some(r) if r.floor > self.bound.unwrap_or(0) => continue,
                         Some(r) => {
-                            if let Some(&last) = r.keys.last() {
+                            let extra = self.pulled_above(r.floor, range, n)?;
+                            let keys = merge_walk(r.keys, extra, Direction::Newer, n);
+                            if let Some(&last) = keys.last() {
                                 self.bound = Some(last);
                             }
-                            return Ok(r.keys);
+                            return Ok(keys);
                         }
                     }
                 }

@@ -58,6 +58,11 @@ pub struct FeedService {
     /// When each user last read their home. In memory: after a restart every
     /// inbox is rebuilt on first read anyway.
     last_active: Mutex<HashMap<UserId, Millis>>,
+    /// Authors whose items were not pushed (they were hot), with the newest
+    /// such key: readers whose inbox floor is below it merge that author's
+    /// outbox into their inbox on read. In memory: inboxes do not survive a
+    /// restart, and rebuilt ones read every outbox.
+    unpushed: Mutex<HashMap<UserId, Key>>,
 }
 
 /// The parsed direction and bound of a page request.
@@ -103,6 +108,7 @@ impl FeedService {
             work: Notify::new(),
             delivered_total: AtomicU64::new(0),
             last_active: Mutex::new(HashMap::new()),
+            unpushed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -180,7 +186,9 @@ impl FeedService {
             reply_to_author = Some(parent.author);
         }
         let now = self.clock.now();
-        let fan_out = !new.kind.is_card();
+        // Hot authors are not pushed: their followers pull them on read.
+        let hot = !new.kind.is_card() && self.backend.counts(author)?.followers >= self.opts.hot_followers;
+        let fan_out = !new.kind.is_card() && !hot;
         let mut attempt = 0;
         let outcome = loop {
             let id = match new.created_at {
@@ -209,11 +217,19 @@ impl FeedService {
         };
         match outcome {
             CreateOutcome::Created(item) => {
-                if fan_out {
+                if fan_out || hot {
                     // The author's own home sees the item at once; followers
-                    // get it from the worker.
+                    // get it from the worker, or pull it if the author is hot.
                     self.backend.deliver(item.id.0, &[author]);
+                }
+                if fan_out {
                     self.work.notify_one();
+                }
+                if hot {
+                    let mut u = self.unpushed.lock();
+                    let k = u.entry(author).or_default();
+                    *k = (*k).max(item.id.0);
+                    metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
                 metrics::counter!("tideway_items_created_total").increment(1);
                 Ok((self.hydrate_one(item, Some(author))?, true))
@@ -548,8 +564,11 @@ impl FeedService {
         let f_list = self.sources_of(user)?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         self.ensure_inbox(user, &f_list)?;
+        let floor = self.backend.inbox_floor(user).unwrap_or(0);
+        let pulled: Vec<UserId> =
+            self.unpushed.lock().iter().filter(|(a, k)| **k > floor && f_set.contains(a)).map(|(a, _)| *a).collect();
         let backend = self.backend.as_ref();
-        let mut source = HomeSource::new(backend, user, &f_list, spec.dir, spec.cursor);
+        let mut source = HomeSource::new(backend, user, &f_list, &pulled, spec.dir, spec.cursor);
         let mut eval = |keys: &[Key]| evaluate_home(backend, user, &f_list, &f_set, keys);
         let walked = walk(&mut source, &mut eval, spec.limit)?;
         let promos = self.promotions_for(user)?;
@@ -700,6 +719,31 @@ impl FeedService {
             return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_IDS} targets")));
         }
         Ok(self.backend.relations(user, targets)?)
+    }
+
+    /// Drops the inboxes of readers inactive for longer than
+    /// `fanout.active_window`: they stop receiving pushes, and their next read
+    /// rebuilds the inbox. Returns how many were dropped.
+    pub fn sweep_inactive(&self) -> usize {
+        let now = self.clock.now();
+        let stale: Vec<UserId> = self
+            .last_active
+            .lock()
+            .iter()
+            .filter(|(_, t)| now.0 - t.0 > self.opts.active_window_ms)
+            .map(|(u, _)| *u)
+            .collect();
+        let mut dropped = 0;
+        for u in stale {
+            if self.backend.inbox_floor(u).is_some() {
+                self.backend.drop_inbox(u);
+                dropped += 1;
+            }
+        }
+        if dropped > 0 {
+            metrics::counter!("tideway_inboxes_dropped_total").increment(dropped as u64);
+        }
+        dropped
     }
 
     pub fn user(&self, user: UserId) -> Result<UserView> {

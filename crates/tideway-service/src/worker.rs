@@ -80,7 +80,18 @@ impl FanoutWorker {
     /// Runs until cancelled: steps on a blocking thread while there is work,
     /// sleeps until notified (or a second passes) when there is none.
     pub async fn run(self, cancel: CancellationToken) {
+        let mut last_sweep = std::time::Instant::now();
         loop {
+            // Once a minute, drop the inboxes of readers who went inactive.
+            if last_sweep.elapsed() >= Duration::from_secs(60) {
+                last_sweep = std::time::Instant::now();
+                let svc = self.svc.clone();
+                if let Ok(n) = tokio::task::spawn_blocking(move || svc.sweep_inactive()).await
+                    && n > 0
+                {
+                    tracing::info!(dropped = n, "dropped the inboxes of inactive readers");
+                }
+            }
             let w = self.clone();
             let outcome = tokio::task::spawn_blocking(move || w.step()).await;
             let idle = match outcome {

@@ -1,5 +1,6 @@
 //! Model-based test: random sequences of every write the API offers, over a
-//! few users with a tiny inbox cap, against the in-memory and the embedded
+//! few users with a tiny inbox cap, hot-author thresholds crossed both ways
+//! and readers going inactive, against the in-memory and the embedded
 //! backends (with restarts). After the fan-out queue drains, every page of
 //! every home and profile — walked older and newer, at several page sizes —
 //! must equal the SPEC's pull definition computed by the plain reference
@@ -369,7 +370,19 @@ fn run(seed: u64, kind: Kind, ops: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     // Caps of 2 to 4 entries: pages cross the push/pull seam constantly.
     let max_len = 2 + (seed % 3) as usize;
-    let opts = ServiceOptions { max_len, max_following: 4, chunk_size: 2, ..ServiceOptions::default() };
+    // Half the seeds: authors with 2+ followers are hot (pulled, not pushed),
+    // so authors cross the threshold both ways all the time. A third: readers
+    // go inactive after 30 ms of the test clock and sweeps drop their inboxes.
+    let hot_followers = if seed.is_multiple_of(2) { 2 } else { u64::MAX };
+    let active_window_ms = if seed.is_multiple_of(3) { 30 } else { i64::MAX };
+    let opts = ServiceOptions {
+        max_len,
+        max_following: 4,
+        chunk_size: 2,
+        hot_followers,
+        active_window_ms,
+        ..ServiceOptions::default()
+    };
     let restartable = matches!(kind, Kind::Fjall(_));
     let mut h = Harness::new(kind, opts);
     let mut m = Model { max_following: 4, ..Model::default() };
@@ -621,7 +634,13 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             94..=96 => {
                 let _ = h.worker().step().expect("step");
             }
-            97 => h.svc().backend().drop_inbox(UserId(a)),
+            97 => {
+                if rng.random_bool(0.5) {
+                    h.svc().backend().drop_inbox(UserId(a));
+                } else {
+                    h.svc().sweep_inactive();
+                }
+            }
             98 => {
                 if restartable {
                     h.restart();

@@ -189,3 +189,37 @@ async fn operations_endpoints() {
     }
     s.stop().await;
 }
+
+#[tokio::test]
+async fn hot_authors_are_pulled_at_once_and_activity_is_reported() {
+    let s = spawn_with(|c| {
+        c.fanout.hot_followers = 2;
+        c.fanout.active_window = tideway_service::config::HumanDuration(std::time::Duration::from_millis(300));
+    })
+    .await;
+    for f in [1, 3] {
+        s.follow(f, 2).await;
+        s.home_ids(f, "").await; // both readers have inboxes
+    }
+    let (_, u) = s.get("/v1/users/2").await;
+    assert_eq!(u["hot"], json!(true));
+    let id = s.post_item(2, json!({"body": {"t": "celebrity"}})).await;
+    // No fan-out job: the followers' pages merge the author's outbox on read.
+    let (_, stats) = s.get("/v1/stats").await;
+    assert_eq!(stats["fanout"]["pending"], json!(0));
+    assert_eq!(stats["fanout"]["delivered_total"], json!(0));
+    for f in [1, 3] {
+        assert_eq!(s.home_ids(f, "").await.0, vec![id.clone()]);
+    }
+    // Below the threshold again: pushed as usual, and the earlier post stays.
+    s.delete("/v1/users/3/following/2").await;
+    let id2 = s.post_item(2, json!({})).await;
+    s.drained().await;
+    assert_eq!(s.home_ids(1, "").await.0, vec![id2, id]);
+    let (_, u1) = s.get("/v1/users/1").await;
+    assert_eq!(u1["active"], json!(true));
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    let (_, u1) = s.get("/v1/users/1").await;
+    assert_eq!(u1["active"], json!(false), "{u1}");
+    s.stop().await;
+}
