@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod feed;
 pub mod service;
+pub mod snapshot;
 pub mod view;
 pub mod worker;
 
@@ -20,5 +21,6 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
 pub use error::ServiceError;
 pub use service::{FeedService, ServiceOptions};
+pub use snapshot::SnapshotStats;
 pub use view::*;
 pub use worker::{FanoutWorker, StepOutcome};

@@ -721,6 +721,24 @@ impl FeedService {
         Ok(self.backend.relations(user, targets)?)
     }
 
+    /// Hot authors' newest unpushed keys (for the snapshot).
+    pub fn unpushed_snapshot(&self) -> Vec<(UserId, Key)> {
+        let mut v: Vec<(UserId, Key)> = self.unpushed.lock().iter().map(|(u, k)| (*u, *k)).collect();
+        v.sort();
+        v
+    }
+
+    /// Readers' last activity (for the snapshot).
+    pub fn activity_snapshot(&self) -> Vec<(UserId, Millis)> {
+        self.last_active.lock().iter().map(|(u, t)| (*u, *t)).collect()
+    }
+
+    /// Restores the in-memory state a snapshot carried.
+    pub(crate) fn restore_memory(&self, unpushed: Vec<(UserId, Key)>, active: Vec<(UserId, Millis)>) {
+        self.unpushed.lock().extend(unpushed);
+        self.last_active.lock().extend(active);
+    }
+
     /// Drops the inboxes of readers inactive for longer than
     /// `fanout.active_window`: they stop receiving pushes, and their next read
     /// rebuilds the inbox. Returns how many were dropped.

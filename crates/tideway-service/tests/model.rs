@@ -300,10 +300,21 @@ impl Harness {
         self.worker = Some(FanoutWorker::new(svc.clone()));
         self.svc = Some(svc);
     }
-    fn restart(&mut self) {
+    /// A restart: `clean` ones go through the inbox snapshot (warm inboxes,
+    /// hot authors' unpushed keys); the others lose every inbox.
+    fn restart(&mut self, clean: bool) {
+        let snap = match &self.kind {
+            Kind::Fjall(dir) => dir.path().join("inboxes.snapshot"),
+            Kind::Memory => return,
+        };
+        if clean {
+            self.svc().save_snapshot(&snap).expect("snapshot");
+        }
         self.svc = None;
         self.worker = None;
         self.start();
+        let loaded = self.svc().load_snapshot(&snap).expect("load snapshot");
+        assert_eq!(loaded.is_some(), clean);
     }
     fn svc(&self) -> &FeedService {
         self.svc.as_deref().expect("running")
@@ -643,7 +654,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             }
             98 => {
                 if restartable {
-                    h.restart();
+                    h.restart(rng.random_bool(0.5));
                 }
             }
             99..=107 => {

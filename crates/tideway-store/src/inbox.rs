@@ -178,6 +178,29 @@ impl InboxSet {
         self.shards[self.shard(u)].lock().remove(&u);
     }
 
+    /// Every present inbox: (user, floor, keys ascending).
+    pub fn export(&self) -> Vec<(UserId, Key, Vec<Key>)> {
+        let mut out = Vec::new();
+        for shard in &self.shards {
+            let shard = shard.lock();
+            out.extend(
+                shard
+                    .iter()
+                    .filter(|(_, ib)| !ib.building)
+                    .map(|(u, ib)| (*u, ib.floor, ib.keys.iter().copied().collect())),
+            );
+        }
+        out
+    }
+
+    /// Installs an inbox (from a snapshot), trimmed to the cap.
+    pub fn import(&self, u: UserId, floor: Key, keys: &[Key]) {
+        let mut ib = Inbox { keys: keys.iter().copied().filter(|&k| k > floor).collect(), floor, building: false };
+        ib.keys.make_contiguous().sort_unstable();
+        ib.trim(self.cap);
+        self.shards[self.shard(u)].lock().insert(u, ib);
+    }
+
     pub fn stats(&self) -> InboxStats {
         let mut s = InboxStats::default();
         for shard in &self.shards {

@@ -445,4 +445,12 @@ impl<J: Journal> Inboxes for Store<J> {
         self.tick();
         self.inboxes.stats()
     }
+    fn export_inboxes(&self) -> Vec<(UserId, Key, Vec<Key>)> {
+        self.tick();
+        self.inboxes.export()
+    }
+    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) {
+        self.tick();
+        self.inboxes.import(user, floor, keys)
+    }
 }

@@ -183,6 +183,10 @@ pub trait Inboxes: Send + Sync {
     fn inbox_floor(&self, user: UserId) -> Option<Key>;
     fn drop_inbox(&self, user: UserId);
     fn inbox_stats(&self) -> InboxStats;
+    /// Every present inbox as (user, floor, keys ascending): for a snapshot.
+    fn export_inboxes(&self) -> Vec<(UserId, Key, Vec<Key>)>;
+    /// Installs an inbox from a snapshot.
+    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]);
 }
 
 /// Everything a backend provides.

@@ -92,6 +92,22 @@ pub async fn serve(
         FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock))
             .map_err(|e| e.to_string())?,
     );
+    // Warm inboxes after a clean restart (the snapshot is used once).
+    let snapshot =
+        (cfg.storage.backend == BackendKind::Embedded).then(|| cfg.storage.data_dir.join("inboxes.snapshot"));
+    if let Some(path) = &snapshot {
+        let t = std::time::Instant::now();
+        match svc.load_snapshot(path) {
+            Ok(Some(s)) => tracing::info!(
+                inboxes = s.inboxes,
+                entries = s.entries,
+                elapsed_ms = t.elapsed().as_millis() as u64,
+                "inboxes restored from the clean-shutdown snapshot"
+            ),
+            Ok(None) => tracing::info!("no inbox snapshot (first start or after a crash): inboxes rebuild on read"),
+            Err(e) => tracing::warn!(error = %e, "inbox snapshot ignored: inboxes rebuild on read"),
+        }
+    }
     let auth = Arc::new(Authenticator::new(&cfg.auth));
     if auth.is_open() {
         tracing::warn!(
@@ -115,8 +131,19 @@ pub async fn serve(
     };
     axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(|e| format!("server: {e}"))?;
     cancel.cancel();
-    if tokio::time::timeout(cfg.server.shutdown_grace.0, worker).await.is_err() {
+    let worker_stopped = tokio::time::timeout(cfg.server.shutdown_grace.0, worker).await.is_ok();
+    if !worker_stopped {
         tracing::warn!("fan-out worker did not stop in time; pending jobs resume at the next start");
+    }
+    // Only a quiet service may be snapshotted: no request and no delivery runs.
+    if let (Some(path), true) = (&snapshot, worker_stopped) {
+        let svc = svc.clone();
+        let path = path.clone();
+        match tokio::task::spawn_blocking(move || svc.save_snapshot(&path)).await {
+            Ok(Ok(s)) => tracing::info!(inboxes = s.inboxes, entries = s.entries, "inbox snapshot written"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "inbox snapshot not written: inboxes rebuild on read"),
+            Err(e) => tracing::warn!(error = %e, "inbox snapshot task failed"),
+        }
     }
     drop(svc); // closes the store; fjall persists its journal on drop
     tracing::info!("stopped");

@@ -223,3 +223,26 @@ async fn hot_authors_are_pulled_at_once_and_activity_is_reported() {
     assert_eq!(u1["active"], json!(false), "{u1}");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_clean_restart_restores_inboxes_from_the_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().to_path_buf();
+    let d1 = data.clone();
+    let s = spawn_with(move |c| c.storage.data_dir = d1).await;
+    s.follow(1, 2).await;
+    s.home_ids(1, "").await;
+    let id = s.post_item(2, json!({})).await;
+    s.drained().await;
+    s.stop().await;
+    assert!(data.join("inboxes.snapshot").exists(), "written at the clean shutdown");
+    let d2 = data.clone();
+    let s = spawn_with(move |c| c.storage.data_dir = d2).await;
+    // The first answer comes after start-up, which loaded the snapshot.
+    let (_, stats) = s.get("/v1/stats").await;
+    assert!(!data.join("inboxes.snapshot").exists(), "used once");
+    assert_eq!(stats["inboxes"]["count"], json!(1), "restored before any read: {stats}");
+    assert_eq!(stats["inboxes"]["entries"], json!(1));
+    assert_eq!(s.home_ids(1, "").await.0, vec![id]);
+    s.stop().await;
+}
