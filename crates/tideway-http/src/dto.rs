@@ -350,8 +350,12 @@ pub struct InsertedJson {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FanoutJson {
+    /// Fan-out jobs not finished: 0 once every accepted write reached every inbox it goes to.
     pub pending: u64,
     pub delivered_total: u64,
+    /// Deliveries per second over the last 10 seconds.
+    pub deliveries_per_sec: u64,
+    /// Age of the oldest pending job: the delivery lag.
     pub oldest_pending_ms: u64,
 }
 
@@ -380,6 +384,7 @@ impl From<&StatsView> for StatsJson {
             fanout: FanoutJson {
                 pending: s.pending,
                 delivered_total: s.delivered_total,
+                deliveries_per_sec: s.deliveries_per_sec,
                 oldest_pending_ms: s.oldest_pending_ms,
             },
             inboxes: InboxesJson { count: s.inboxes, entries: s.inbox_entries, bytes: s.inbox_bytes },

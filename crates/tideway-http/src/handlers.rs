@@ -431,6 +431,7 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     if let Ok(s) = st.svc.stats() {
         metrics::gauge!("tideway_fanout_pending").set(s.pending as f64);
         metrics::gauge!("tideway_fanout_oldest_pending_ms").set(s.oldest_pending_ms as f64);
+        metrics::gauge!("tideway_fanout_deliveries_per_sec").set(s.deliveries_per_sec as f64);
         metrics::gauge!("tideway_inbox_entries").set(s.inbox_entries as f64);
         metrics::gauge!("tideway_inbox_bytes").set(s.inbox_bytes as f64);
         metrics::gauge!("tideway_items").set(s.items as f64);

@@ -55,6 +55,8 @@ pub struct FeedService {
     /// Wakes the fan-out worker when a job is enqueued.
     pub(crate) work: Notify,
     pub(crate) delivered_total: AtomicU64,
+    /// Deliveries per wall-clock second, the last 16 seconds (second, count).
+    delivery_rate: Mutex<[(u64, u64); 16]>,
     /// When each user last read their home. In memory: after a restart every
     /// inbox is rebuilt on first read anyway.
     last_active: Mutex<HashMap<UserId, Millis>>,
@@ -107,6 +109,7 @@ impl FeedService {
             ids,
             work: Notify::new(),
             delivered_total: AtomicU64::new(0),
+            delivery_rate: Mutex::new([(0, 0); 16]),
             last_active: Mutex::new(HashMap::new()),
             unpushed: Mutex::new(HashMap::new()),
         })
@@ -721,6 +724,25 @@ impl FeedService {
         Ok(self.backend.relations(user, targets)?)
     }
 
+    /// Counts deliveries for the rate shown in `/v1/stats`.
+    pub(crate) fn record_deliveries(&self, n: usize) {
+        self.delivered_total.fetch_add(n as u64, Ordering::Relaxed);
+        let sec = (Millis::now().0 / 1000) as u64;
+        let mut r = self.delivery_rate.lock();
+        let slot = &mut r[(sec % 16) as usize];
+        if slot.0 != sec {
+            *slot = (sec, 0);
+        }
+        slot.1 += n as u64;
+    }
+
+    /// Deliveries per second over the last 10 full seconds.
+    fn deliveries_per_sec(&self) -> u64 {
+        let sec = (Millis::now().0 / 1000) as u64;
+        let r = self.delivery_rate.lock();
+        r.iter().filter(|(s, _)| *s < sec && *s + 10 >= sec).map(|(_, n)| n).sum::<u64>() / 10
+    }
+
     /// Hot authors' newest unpushed keys (for the snapshot).
     pub fn unpushed_snapshot(&self) -> Vec<(UserId, Key)> {
         let mut v: Vec<(UserId, Key)> = self.unpushed.lock().iter().map(|(u, k)| (*u, *k)).collect();
@@ -789,10 +811,30 @@ impl FeedService {
             follows: s.follows,
             pending: s.pending_jobs,
             delivered_total: self.delivered_total.load(Ordering::Relaxed),
+            deliveries_per_sec: self.deliveries_per_sec(),
             oldest_pending_ms: s.oldest_job.map_or(0, |t| u64::try_from(now.0 - t.0).unwrap_or(0)),
             inboxes: ib.inboxes,
             inbox_entries: ib.entries,
             inbox_bytes: ib.bytes,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use tideway_store::Store;
+
+    #[test]
+    fn the_delivery_rate_counts_the_last_ten_full_seconds() {
+        let svc = FeedService::new(Arc::new(Store::in_memory(10)), ServiceOptions::default(), Arc::new(SystemClock))
+            .expect("service");
+        svc.record_deliveries(1000);
+        svc.record_deliveries(500);
+        // The current second is not full yet: it counts once it has passed.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(svc.deliveries_per_sec(), 150);
+        assert_eq!(svc.stats().expect("stats").delivered_total, 1500);
     }
 }

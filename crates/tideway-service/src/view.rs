@@ -96,6 +96,8 @@ pub struct StatsView {
     pub follows: u64,
     pub pending: u64,
     pub delivered_total: u64,
+    /// Deliveries per second over the last 10 seconds.
+    pub deliveries_per_sec: u64,
     pub oldest_pending_ms: u64,
     pub inboxes: u64,
     pub inbox_entries: u64,

@@ -10,7 +10,6 @@
 use crate::error::Result;
 use crate::service::FeedService;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tideway_store::JobProgress;
 use tokio_util::sync::CancellationToken;
@@ -63,7 +62,7 @@ impl FanoutWorker {
         // One durable write for the whole step: a crash before it re-delivers
         // these chunks, which inboxes ignore.
         b.advance(&progress)?;
-        self.svc.delivered_total.fetch_add(deliveries as u64, Ordering::Relaxed);
+        self.svc.record_deliveries(deliveries);
         metrics::counter!("tideway_fanout_delivered_total").increment(deliveries as u64);
         Ok(StepOutcome::Progress { deliveries, completed })
     }
