@@ -136,6 +136,20 @@ impl FeedService {
         })
     }
 
+    /// The items named by `ids`, in order; `None` for unknown or deleted ones.
+    fn live_items(&self, ids: &[ItemId]) -> Result<Vec<Option<Arc<Item>>>> {
+        let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
+        Ok(self
+            .backend
+            .records(&keys)?
+            .into_iter()
+            .map(|r| match r {
+                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
+                _ => None,
+            })
+            .collect())
+    }
+
     fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
         match self.load_item(id)? {
             Some(i) if !i.deleted => Ok(i),
@@ -275,16 +289,7 @@ impl FeedService {
         if ids.len() > MAX_BATCH_IDS {
             return Err(ServiceError::invalid("ids", format!("at most {MAX_BATCH_IDS} ids")));
         }
-        let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
-        let items: Vec<Arc<Item>> = self
-            .backend
-            .records(&keys)?
-            .into_iter()
-            .filter_map(|r| match r {
-                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
-                _ => None,
-            })
-            .collect();
+        let items: Vec<Arc<Item>> = self.live_items(ids)?.into_iter().flatten().collect();
         let visible: Vec<Arc<Item>> = match viewer {
             None => items.into_iter().filter(|i| i.visible_to(None, false)).collect(),
             Some(v) => {
@@ -461,16 +466,8 @@ impl FeedService {
         if promos.is_empty() {
             return Ok(vec![]);
         }
-        let keys: Vec<Key> = promos.iter().map(|p| p.item.0).collect();
-        let items: Vec<Option<Arc<Item>>> = self
-            .backend
-            .records(&keys)?
-            .into_iter()
-            .map(|r| match r {
-                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
-                _ => None,
-            })
-            .collect();
+        let ids: Vec<ItemId> = promos.iter().map(|p| p.item).collect();
+        let items = self.live_items(&ids)?;
         let authors: Vec<UserId> = items.iter().flatten().map(|i| i.author).collect();
         let rels: HashMap<UserId, Relation> =
             authors.iter().copied().zip(self.backend.relations(user, &authors)?).collect();

@@ -170,8 +170,12 @@ impl FjallJournal {
         }
         for g in self.reactions.iter() {
             let k = g.key().map_err(io)?;
-            let kind = std::str::from_utf8(k.get(16..).unwrap_or_default())
-                .map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?;
+            let kind = match k.get(16..) {
+                Some(rest) if !rest.is_empty() => {
+                    std::str::from_utf8(rest).map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?
+                }
+                _ => return Err(StoreError::Corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
+            };
             st.reactions.set(ItemId(u64_at(&k, 0)?), UserId(u64_at(&k, 8)?), kind, true);
         }
         for g in self.promotions.iter() {
