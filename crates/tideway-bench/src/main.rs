@@ -15,6 +15,9 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command whose output is its report
 
+mod report;
+mod sql;
+
 use clap::Parser;
 use flate2::read::GzDecoder;
 use hdrhistogram::Histogram;
@@ -68,6 +71,28 @@ struct Args {
     redis_deliveries: usize,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// PostgreSQL for the SQL pull baseline ("" to skip).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1/test")]
+    postgres: String,
+    /// MariaDB / MySQL for the SQL pull baseline ("" to skip).
+    #[arg(long, default_value = "mysql://root@127.0.0.1:3306/test")]
+    mariadb: String,
+    /// Returning readers, each following `--returning-follows` accounts.
+    #[arg(long, default_value_t = 20)]
+    returning: usize,
+    #[arg(long, default_value_t = 2000)]
+    returning_follows: usize,
+    /// Followers of the big synthetic celebrity (time until readable).
+    #[arg(long, default_value_t = 1_000_000)]
+    celebrity: u64,
+    /// Home reads per second over HTTP, open loop (latency from the intended start).
+    #[arg(long, default_value_t = 20_000)]
+    http_rate: u64,
+    #[arg(long, default_value_t = 5)]
+    http_seconds: u64,
+    /// Directory of the HTML report.
+    #[arg(long, default_value = "bench-report")]
+    report: PathBuf,
 }
 
 fn rss_bytes() -> u64 {
@@ -199,8 +224,17 @@ fn main() -> Result<(), String> {
 
     let expected: u64 = authors.iter().map(|a| followers[a]).sum();
     let t = Instant::now();
-    let delivered = worker.drain().map_err(|e| e.to_string())?;
+    let mut delivered = 0usize;
+    let mut fan_series: Vec<(f64, f64)> = vec![(0.0, 0.0)];
+    while let tideway_service::StepOutcome::Progress { deliveries, .. } = worker.step().map_err(|e| e.to_string())? {
+        delivered += deliveries;
+        let now = t.elapsed().as_secs_f64();
+        if now - fan_series.last().map_or(0.0, |p| p.0) >= 0.05 {
+            fan_series.push((now, delivered as f64));
+        }
+    }
     let fan_s = t.elapsed().as_secs_f64();
+    fan_series.push((fan_s, delivered as f64));
     let rss_after = rss_bytes();
     let our_rate = delivered as f64 / fan_s;
     eprintln!("delivered {delivered} of {expected} planned in {fan_s:.2} s");
@@ -294,6 +328,70 @@ fn main() -> Result<(), String> {
         String::new(),
     );
 
+    // -------------------------------------------------------------- pages of 50 (as the SQL baseline)
+    let mut rng50 = StdRng::seed_from_u64(args.seed + 50);
+    let sample: Vec<u64> = (0..2000).map(|_| readers[rng50.random_range(0..readers.len())]).collect();
+    let mut h50 = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    for &u in &sample {
+        let t = Instant::now();
+        svc.home(UserId(u), &PageRequest { limit: 50, ..Default::default() }).map_err(|e| e.to_string())?;
+        h50.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+    }
+
+    // -------------------------------------------------------------- returning readers
+    let with_posts: Vec<u64> = {
+        let mut v: Vec<u64> = posted.iter().map(|(_, a)| *a).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    };
+    let mut returning: Vec<(u64, Vec<u64>)> = Vec::new();
+    for r in 0..args.returning as u64 {
+        let mut pick: Vec<u64> = Vec::with_capacity(args.returning_follows);
+        let mut seen = std::collections::HashSet::new();
+        while pick.len() < args.returning_follows.min(with_posts.len()) {
+            let a = with_posts[rng50.random_range(0..with_posts.len())];
+            if seen.insert(a) {
+                pick.push(a);
+            }
+        }
+        returning.push((8_000_000_000_000 + r, pick));
+    }
+    let mut hret = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    for (r, targets) in &returning {
+        let ids: Vec<UserId> = targets.iter().map(|t| UserId(*t)).collect();
+        for chunk in ids.chunks(1000) {
+            svc.follow_many(UserId(*r), chunk).map_err(|e| e.to_string())?;
+        }
+        let t = Instant::now();
+        let page = svc.home(UserId(*r), &PageRequest { limit: 50, ..Default::default() }).map_err(|e| e.to_string())?;
+        hret.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        if page.entries.len() != 50 {
+            return Err(format!("returning reader {r}: {} entries", page.entries.len()));
+        }
+    }
+
+    // -------------------------------------------------------------- SQL pull baselines
+    let item_rows: Vec<(u64, u64, i64)> =
+        posted.iter().map(|(id, a)| (*id, *a, tideway_core::ids::key_time(*id).0)).collect();
+    let mut sqls = Vec::new();
+    for (db, url) in [(sql::Db::Postgres, &args.postgres), (sql::Db::MariaDb, &args.mariadb)] {
+        if url.is_empty() {
+            continue;
+        }
+        match rt.block_on(sql::run(db, url, &edges, &item_rows, &sample, &returning)) {
+            Ok(f) => sqls.push(f),
+            Err(e) => eprintln!("{} baseline skipped: {e}", db.name()),
+        }
+    }
+
+    // -------------------------------------------------------------- celebrities
+    let celeb = celebrities(&args, &svc, &users)?;
+    let redis_celeb = if args.redis.is_empty() { None } else { redis_celebrities(&args).ok() };
+
+    // -------------------------------------------------------------- HTTP at a fixed rate
+    let fixed = rt.block_on(http_fixed_rate(&args, svc.clone(), &readers))?;
+
     // -------------------------------------------------------------- likes
     let item_ids: Vec<tideway_core::ItemId> = posted.iter().map(|(id, _)| tideway_core::ItemId(*id)).collect();
     let threads = args.like_threads.max(1);
@@ -324,7 +422,103 @@ fn main() -> Result<(), String> {
         ratio(many_rate, redis_likes, false),
     );
 
+    // -------------------------------------------------------------- comparison rows
+    let us = |h: &Histogram<u64>, q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    let vs = |ours: f64, name: &str, theirs: f64| format!("{name}: {theirs:.0} µs → ×{:.1}", theirs / ours);
+    let mut cmp50 = Vec::new();
+    let mut cmp_ret = Vec::new();
+    for f in &sqls {
+        cmp50.push(format!(
+            "{}; {}",
+            vs(us(&h50, 0.5), &format!("{} p50", f.db.name()), us(&f.read, 0.5)),
+            vs(us(&h50, 0.99), "p99", us(&f.read, 0.99))
+        ));
+        cmp_ret.push(format!(
+            "{}; {}",
+            vs(us(&hret, 0.5), &format!("{} p50", f.db.name()), us(&f.returning, 0.5)),
+            vs(us(&hret, 0.99), "p99", us(&f.returning, 0.99))
+        ));
+    }
+    report.row(
+        "home page of 50, in-process (same readers as SQL)",
+        format!("p50 {:.1} µs, p99 {:.1} µs", us(&h50, 0.5), us(&h50, 0.99)),
+        cmp50.join("<br>"),
+    );
+    report.row(
+        &format!("returning reader's first page of 50 (follows {}, inbox rebuilt)", args.returning_follows),
+        format!("p50 {:.0} µs, p99 {:.0} µs ({} readers)", us(&hret, 0.5), us(&hret, 0.99), args.returning),
+        cmp_ret.join("<br>"),
+    );
+    for f in &sqls {
+        report.row(
+            &format!("{}: storage per item (table + covering index)", f.db.name()),
+            format!("{:.0} B per item; load {:.1} s; insert p50 {:.2} ms", f.bytes_per_item, f.load_s, f.insert_ms_p50),
+            "pull model: nothing materialised per reader".into(),
+        );
+    }
+    let sql_readable: Vec<String> = sqls
+        .iter()
+        .map(|f| format!("{}: readable at commit, insert p50 {:.2} ms", f.db.name(), f.insert_ms_p50))
+        .collect();
+    for (label, ours, theirs) in [
+        (
+            "time until a 10,000-follower post is readable by all (hot: pulled)".to_owned(),
+            celeb.hot10k_ms,
+            redis_celeb.map(|r| r.0),
+        ),
+        (
+            format!("time until a {}-follower post is readable by all (hot: pulled)", args.celebrity),
+            celeb.hot1m_ms,
+            redis_celeb.map(|r| r.1),
+        ),
+    ] {
+        let mut base = theirs.map_or(String::new(), |t| format!("Redis push: {t:.0} ms → ×{:.0}", t / ours.max(0.001)));
+        if !sql_readable.is_empty() {
+            base = format!("{base}<br>{}", sql_readable.join("<br>"));
+        }
+        report.row(&label, format!("{ours:.2} ms (post acknowledged; confirmed on sampled followers)"), base);
+    }
+    report.row(
+        "time until a 9,999-follower post reaches every inbox (push path)",
+        format!("{:.1} ms", celeb.push10k_ms),
+        String::new(),
+    );
+    report.row(
+        &format!("home first page (20) over HTTP at a fixed {} req/s", args.http_rate),
+        format!(
+            "p50 {:.0} µs, p99 {:.0} µs, achieved {:.0} req/s; schedule lag p99 {:.0} µs (client timer ticks are 1 ms)",
+            us(&fixed.0, 0.5),
+            us(&fixed.0, 0.99),
+            fixed.1,
+            us(&fixed.2, 0.99)
+        ),
+        String::new(),
+    );
+
     // -------------------------------------------------------------- table
+    let mut series = vec![
+        ("tideway in-process, page of 50".to_owned(), h50.clone()),
+        ("tideway over HTTP, fixed rate".to_owned(), fixed.0.clone()),
+    ];
+    for f in &sqls {
+        series.push((format!("{} pull, page of 50", f.db.name()), f.read.clone()));
+    }
+    let title = format!(
+        "Twitter follow graph ({} users, {} follows), {} posts, backend {}",
+        users.len(),
+        edges.len(),
+        args.posts,
+        args.backend
+    );
+    let path = report::write(
+        &args.report,
+        &title,
+        &report.rows,
+        &series,
+        &fan_series,
+        redis.as_ref().map(|r| r.series.as_slice()),
+    )?;
+    eprintln!("report: {}", path.display());
     println!(
         "## tideway-bench: Twitter follow graph ({} users, {} follows), {} posts, backend {}",
         users.len(),
@@ -436,6 +630,8 @@ fn redis_likes(args: &Args, items: &[tideway_core::ItemId]) -> Result<(f64, f64)
 struct RedisFigures {
     rate: f64,
     bytes_per_entry: f64,
+    /// (seconds, deliveries so far) during the replay.
+    series: Vec<(f64, f64)>,
 }
 
 /// The seeds' push design on the local Redis: for each item, for each follower,
@@ -458,6 +654,7 @@ fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Resu
     let mut pipe = redis::pipe();
     let mut in_pipe = 0usize;
     let mut done = 0usize;
+    let mut series: Vec<(f64, f64)> = vec![(0.0, 0.0)];
     let t = Instant::now();
     'items: for &(id, author) in posted {
         let mut after = None;
@@ -474,6 +671,10 @@ fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Resu
                     pipe.query::<()>(&mut con).map_err(|e| e.to_string())?;
                     pipe = redis::pipe();
                     in_pipe = 0;
+                    let now = t.elapsed().as_secs_f64();
+                    if now - series.last().map_or(0.0, |p: &(f64, f64)| p.0) >= 0.05 {
+                        series.push((now, done as f64));
+                    }
                 }
                 if done >= args.redis_deliveries {
                     break 'items;
@@ -505,9 +706,11 @@ fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Resu
         "Redis: {done} deliveries in {secs:.2} s, {entries} entries, {} bytes",
         mem_after.saturating_sub(mem_before)
     );
+    series.push((secs, done as f64));
     Ok(RedisFigures {
         rate: done as f64 / secs,
         bytes_per_entry: mem_after.saturating_sub(mem_before) as f64 / entries.max(1) as f64,
+        series,
     })
 }
 
@@ -555,4 +758,171 @@ async fn http_reads(args: &Args, svc: Arc<FeedService>, readers: &[u64]) -> Resu
     server.abort();
     let (p50, p99, _) = percentiles(&all);
     Ok((p50, p99, all.len() as f64 / secs))
+}
+
+/// Times until posts of very followed accounts are readable.
+struct Celebrity {
+    hot10k_ms: f64,
+    hot1m_ms: f64,
+    push10k_ms: f64,
+}
+
+/// Follows `target` by every user of `followers`, from 16 threads (the
+/// durable writes share fsyncs).
+fn follow_from_many(svc: &Arc<FeedService>, followers: &[u64], target: UserId) -> Result<(), String> {
+    std::thread::scope(|scope| {
+        let hs: Vec<_> = followers
+            .chunks(followers.len().div_ceil(16).max(1))
+            .map(|chunk| {
+                scope.spawn(move || -> Result<(), String> {
+                    for &f in chunk {
+                        svc.follow_many(UserId(f), &[target]).map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        hs.into_iter().try_for_each(|h| h.join().map_err(|_| "follow thread panicked".to_owned())?)
+    })
+}
+
+/// Posts by a 10k-follower and a `--celebrity`-follower account (hot, so
+/// pulled on read) and by a 9,999-follower account (pushed); confirms the
+/// posts on sampled followers' first pages.
+fn celebrities(args: &Args, svc: &Arc<FeedService>, users: &[u64]) -> Result<Celebrity, String> {
+    let hot = svc.options().hot_followers;
+    let post = |author: UserId| -> Result<(f64, u64), String> {
+        let t = Instant::now();
+        let (v, _) = svc.create_item(NewItem::new(author, ItemKind::Post)).map_err(|e| e.to_string())?;
+        Ok((t.elapsed().as_secs_f64() * 1000.0, v.item.id.0))
+    };
+    let confirm = |followers: &[u64], id: u64| -> Result<(), String> {
+        for &f in followers.iter().step_by((followers.len() / 200).max(1)) {
+            let page =
+                svc.home(UserId(f), &PageRequest { limit: 5, ..Default::default() }).map_err(|e| e.to_string())?;
+            if page.entries.first().map(|e| e.item.item.id.0) != Some(id) {
+                return Err(format!("follower {f} does not see the celebrity's post first"));
+            }
+        }
+        Ok(())
+    };
+    // 10k followers from the graph (active readers with inboxes).
+    let c10 = UserId(7_000_000_000_000);
+    let f10: Vec<u64> = users.iter().copied().take(hot as usize).collect();
+    follow_from_many(svc, &f10, c10)?;
+    let (hot10k_ms, id10) = post(c10)?;
+    confirm(&f10, id10)?;
+    // Just below the threshold: pushed; time until every inbox has it.
+    let c9 = UserId(7_000_000_000_001);
+    let f9: Vec<u64> = users.iter().copied().skip(20_000).take(hot as usize - 1).collect();
+    follow_from_many(svc, &f9, c9)?;
+    let worker = FanoutWorker::new(svc.clone());
+    worker.drain().map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let (_, id9) = post(c9)?;
+    worker.drain().map_err(|e| e.to_string())?;
+    let push10k_ms = t.elapsed().as_secs_f64() * 1000.0;
+    confirm(&f9, id9)?;
+    // A million synthetic followers.
+    let c1m = UserId(6_000_000_000_000);
+    let f1m: Vec<u64> = (0..args.celebrity).map(|i| 5_000_000_000_000 + i).collect();
+    let t = Instant::now();
+    follow_from_many(svc, &f1m, c1m)?;
+    eprintln!("{} followers of the celebrity in {:.1} s", args.celebrity, t.elapsed().as_secs_f64());
+    let (hot1m_ms, id1m) = post(c1m)?;
+    confirm(&f1m, id1m)?;
+    Ok(Celebrity { hot10k_ms, hot1m_ms, push10k_ms })
+}
+
+/// The push model's time until a 10k- and a `--celebrity`-follower post is
+/// in every follower's timeline: pipelined ZADD + trim per follower.
+fn redis_celebrities(args: &Args) -> Result<(f64, f64), String> {
+    let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    let prefix = format!("tideway-bench:{}:celeb:", std::process::id());
+    let mut push = |n: u64, id: u64| -> Result<f64, String> {
+        let t = Instant::now();
+        let mut i = 0;
+        while i < n {
+            let mut p = redis::pipe();
+            for f in i..(i + 1000).min(n) {
+                let key = format!("{prefix}{f}");
+                p.cmd("ZADD").arg(&key).arg(id).arg(id).ignore();
+                p.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
+            }
+            p.query::<()>(&mut con).map_err(|e| e.to_string())?;
+            i += 1000;
+        }
+        Ok(t.elapsed().as_secs_f64() * 1000.0)
+    };
+    let ms10k = push(10_000, 1)?;
+    let ms1m = push(args.celebrity, 2)?;
+    let keys: Vec<String> = (0..args.celebrity).map(|f| format!("{prefix}{f}")).collect();
+    for chunk in keys.chunks(1000) {
+        let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
+    }
+    eprintln!("Redis celebrity push: 10k in {ms10k:.0} ms, {} in {ms1m:.0} ms", args.celebrity);
+    Ok((ms10k, ms1m))
+}
+
+/// Open-loop HTTP reads at `--http-rate` for `--http-seconds`: requests are
+/// scheduled at fixed times whatever the answers do. Latency counts from the
+/// actual send; the lag of each send behind its schedule is kept apart (it
+/// grows without bound when the server cannot keep up, and includes the
+/// client timer's 1 ms ticks). Returns (latency, achieved rate, lag).
+async fn http_fixed_rate(
+    args: &Args,
+    svc: Arc<FeedService>,
+    readers: &[u64],
+) -> Result<(Histogram<u64>, f64, Histogram<u64>), String> {
+    let auth = Arc::new(tideway_http::Authenticator::new(&Default::default()));
+    let app = tideway_http::router(tideway_http::AppState { svc, auth, metrics: None }, Duration::from_secs(10));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().map_err(|e| e.to_string())?;
+    let lanes = 64u64;
+    let total = args.http_rate * args.http_seconds;
+    let interval = Duration::from_nanos(1_000_000_000 * lanes / args.http_rate.max(1));
+    let start = tokio::time::Instant::now() + Duration::from_millis(50);
+    let mut tasks = Vec::new();
+    for lane in 0..lanes {
+        let client = client.clone();
+        let mut rng = StdRng::seed_from_u64(5000 + lane);
+        let picks: Vec<u64> = (0..total / lanes).map(|_| readers[rng.random_range(0..readers.len())]).collect();
+        let offset = Duration::from_nanos(interval.as_nanos() as u64 * lane / lanes);
+        tasks.push(tokio::spawn(async move {
+            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+            let mut lag = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+            for (i, u) in picks.into_iter().enumerate() {
+                let intended = start + offset + interval * i as u32;
+                tokio::time::sleep_until(intended).await;
+                let sent = tokio::time::Instant::now();
+                lag.record((sent - intended).as_nanos().max(1) as u64).map_err(|e| e.to_string())?;
+                let r = client
+                    .get(format!("http://{addr}/v1/users/{u}/home?limit=20"))
+                    .send()
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let ok = r.status().is_success();
+                let _ = r.bytes().await.map_err(|e| e.to_string())?;
+                if !ok {
+                    return Err("HTTP read failed".to_owned());
+                }
+                h.record(sent.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+            }
+            Ok::<_, String>((h, lag))
+        }));
+    }
+    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut lags = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    for t in tasks {
+        let (h, lag) = t.await.map_err(|e| e.to_string())??;
+        all.add(&h).map_err(|e| e.to_string())?;
+        lags.add(&lag).map_err(|e| e.to_string())?;
+    }
+    let secs = (tokio::time::Instant::now() - start).as_secs_f64();
+    server.abort();
+    let rate = all.len() as f64 / secs;
+    Ok((all, rate, lags))
 }

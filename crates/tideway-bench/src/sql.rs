@@ -1,0 +1,239 @@
+//! The seeds' SQL pull model as a baseline: a follow table joined to an item
+//! table, ordered by time, `LIMIT 50`, with the covering index
+//! `(poster_id, created_at DESC)` (PostgreSQL: `INCLUDE (id)`; MariaDB, which
+//! has no INCLUDE: `(poster_id, created_at DESC, id)`), on the local servers.
+
+use hdrhistogram::Histogram;
+use sqlx::{Connection, Executor, MySqlConnection, PgConnection};
+use std::time::Instant;
+
+/// Which server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Postgres,
+    MariaDb,
+}
+
+impl Db {
+    pub fn name(self) -> &'static str {
+        match self {
+            Db::Postgres => "PostgreSQL",
+            Db::MariaDb => "MariaDB",
+        }
+    }
+}
+
+/// A connection to either server.
+pub enum Conn {
+    Pg(PgConnection),
+    My(MySqlConnection),
+}
+
+/// What the baseline measured.
+pub struct SqlFigures {
+    pub db: Db,
+    pub load_s: f64,
+    pub insert_ms_p50: f64,
+    pub read: Histogram<u64>,
+    pub returning: Histogram<u64>,
+    pub bytes_per_item: f64,
+}
+
+fn e(x: sqlx::Error) -> String {
+    x.to_string()
+}
+
+impl Conn {
+    pub async fn open(db: Db, url: &str) -> Result<Self, String> {
+        Ok(match db {
+            Db::Postgres => Conn::Pg(PgConnection::connect(url).await.map_err(e)?),
+            Db::MariaDb => Conn::My(MySqlConnection::connect(url).await.map_err(e)?),
+        })
+    }
+
+    async fn exec(&mut self, sql: &str) -> Result<(), String> {
+        match self {
+            Conn::Pg(c) => c.execute(sql).await.map(|_| ()).map_err(e),
+            Conn::My(c) => c.execute(sql).await.map(|_| ()).map_err(e),
+        }
+    }
+
+    /// Bulk-loads rows of integers: COPY on PostgreSQL, multi-row INSERTs on MariaDB.
+    async fn load(&mut self, table: &str, cols: &str, rows: &[Vec<String>]) -> Result<(), String> {
+        match self {
+            Conn::Pg(c) => {
+                let mut copy = c.copy_in_raw(&format!("COPY {table} ({cols}) FROM STDIN")).await.map_err(e)?;
+                for chunk in rows.chunks(50_000) {
+                    let mut buf = String::with_capacity(chunk.len() * 40);
+                    for r in chunk {
+                        buf.push_str(&r.join("\t"));
+                        buf.push('\n');
+                    }
+                    copy.send(buf.into_bytes()).await.map_err(e)?;
+                }
+                copy.finish().await.map_err(e)?;
+            }
+            Conn::My(c) => {
+                for chunk in rows.chunks(5_000) {
+                    let values: Vec<String> = chunk.iter().map(|r| format!("({})", r.join(","))).collect();
+                    c.execute(format!("INSERT INTO {table} ({cols}) VALUES {}", values.join(",")).as_str())
+                        .await
+                        .map_err(e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The home page of the pull model; returns the number of rows.
+    async fn home(&mut self, user: u64) -> Result<usize, String> {
+        let q = "SELECT i.id FROM tw_follows f JOIN tw_items i ON i.poster_id = f.followee \
+                 WHERE f.follower = ? ORDER BY i.created_at DESC LIMIT 50";
+        Ok(match self {
+            Conn::Pg(c) => {
+                sqlx::query(&q.replace('?', "$1")).bind(user as i64).fetch_all(&mut *c).await.map_err(e)?.len()
+            }
+            Conn::My(c) => sqlx::query(q).bind(user as i64).fetch_all(&mut *c).await.map_err(e)?.len(),
+        })
+    }
+
+    async fn insert_item(&mut self, db: Db, id: u64, poster: u64, ms: i64) -> Result<(), String> {
+        match self {
+            Conn::Pg(c) => {
+                sqlx::query(
+                    "INSERT INTO tw_items (id, poster_id, created_at) VALUES ($1, $2, to_timestamp($3::float8 / 1000))",
+                )
+                .bind(id as i64)
+                .bind(poster as i64)
+                .bind(ms)
+                .execute(&mut *c)
+                .await
+                .map_err(e)?;
+            }
+            Conn::My(c) => {
+                let _ = db;
+                sqlx::query("INSERT INTO tw_items (id, poster_id, created_at) VALUES (?, ?, FROM_UNIXTIME(? / 1000))")
+                    .bind(id as i64)
+                    .bind(poster as i64)
+                    .bind(ms)
+                    .execute(&mut *c)
+                    .await
+                    .map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn size_bytes(&mut self, db: Db) -> Result<f64, String> {
+        Ok(match self {
+            Conn::Pg(c) => {
+                let (n,): (i64,) =
+                    sqlx::query_as("SELECT pg_total_relation_size('tw_items')").fetch_one(&mut *c).await.map_err(e)?;
+                n as f64
+            }
+            Conn::My(c) => {
+                let _ = db;
+                c.execute("ANALYZE TABLE tw_items").await.map_err(e)?;
+                let (n,): (i64,) = sqlx::query_as(
+                    "SELECT CAST(data_length + index_length AS SIGNED) FROM information_schema.tables \
+                     WHERE table_schema = DATABASE() AND table_name = 'tw_items'",
+                )
+                .fetch_one(&mut *c)
+                .await
+                .map_err(e)?;
+                n as f64
+            }
+        })
+    }
+}
+
+/// Loads the graph and the items, then measures inserts, home reads of
+/// `readers`, and first pages of `returning` readers (who follow many).
+pub async fn run(
+    db: Db,
+    url: &str,
+    follows: &[(u64, u64)],
+    items: &[(u64, u64, i64)],
+    readers: &[u64],
+    returning: &[(u64, Vec<u64>)],
+) -> Result<SqlFigures, String> {
+    let mut c = Conn::open(db, url).await?;
+    let ts = match db {
+        Db::Postgres => "TIMESTAMPTZ",
+        Db::MariaDb => "DATETIME(3)",
+    };
+    c.exec("DROP TABLE IF EXISTS tw_follows").await?;
+    c.exec("DROP TABLE IF EXISTS tw_items").await?;
+    c.exec("CREATE TABLE tw_follows (follower BIGINT NOT NULL, followee BIGINT NOT NULL, PRIMARY KEY (follower, followee))").await?;
+    c.exec(&format!(
+        "CREATE TABLE tw_items (id BIGINT PRIMARY KEY, poster_id BIGINT NOT NULL, created_at {ts} NOT NULL)"
+    ))
+    .await?;
+    let t = Instant::now();
+    let mut rows: Vec<Vec<String>> = follows.iter().map(|(a, b)| vec![a.to_string(), b.to_string()]).collect();
+    for (r, targets) in returning {
+        rows.extend(targets.iter().map(|t| vec![r.to_string(), t.to_string()]));
+    }
+    c.load("tw_follows", "follower, followee", &rows).await?;
+    let item_rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|(id, p, ms)| {
+            let t = match db {
+                Db::Postgres => tideway_core::Millis(*ms).to_rfc3339(),
+                Db::MariaDb => {
+                    format!("'{}'", tideway_core::Millis(*ms).to_rfc3339().replace('T', " ").trim_end_matches('Z'))
+                }
+            };
+            vec![id.to_string(), p.to_string(), t]
+        })
+        .collect();
+    c.load("tw_items", "id, poster_id, created_at", &item_rows).await?;
+    match db {
+        Db::Postgres => {
+            c.exec("CREATE INDEX tw_items_poster ON tw_items (poster_id, created_at DESC) INCLUDE (id)").await?;
+            c.exec("ANALYZE tw_follows").await?;
+            c.exec("ANALYZE tw_items").await?;
+        }
+        Db::MariaDb => {
+            c.exec("CREATE INDEX tw_items_poster ON tw_items (poster_id, created_at DESC, id)").await?;
+            c.exec("ANALYZE TABLE tw_follows, tw_items").await?;
+        }
+    }
+    let load_s = t.elapsed().as_secs_f64();
+    eprintln!("{}: loaded {} follows and {} items in {load_s:.1} s", db.name(), rows.len(), items.len());
+
+    let mut read = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+    for &u in readers {
+        let t = Instant::now();
+        c.home(u).await?;
+        read.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
+    }
+    let mut ret = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+    for (r, _) in returning {
+        let t = Instant::now();
+        let n = c.home(*r).await?;
+        ret.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
+        if n == 0 {
+            return Err(format!("{}: returning reader {r} got an empty page", db.name()));
+        }
+    }
+    let mut ins = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+    let base = items.iter().map(|i| i.0).max().unwrap_or(0) + 1;
+    let ms = items.iter().map(|i| i.2).max().unwrap_or(0);
+    for i in 0..500u64 {
+        let t = Instant::now();
+        c.insert_item(db, base + i, readers[i as usize % readers.len().max(1)], ms + 1).await?;
+        ins.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
+    }
+    let bytes_per_item = c.size_bytes(db).await? / (items.len() + 500) as f64;
+    c.exec("DROP TABLE IF EXISTS tw_follows").await?;
+    c.exec("DROP TABLE IF EXISTS tw_items").await?;
+    Ok(SqlFigures {
+        db,
+        load_s,
+        insert_ms_p50: ins.value_at_quantile(0.5) as f64 / 1e6,
+        read,
+        returning: ret,
+        bytes_per_item,
+    })
+}
