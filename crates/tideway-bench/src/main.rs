@@ -17,14 +17,13 @@
 
 mod report;
 mod sql;
+mod workload;
 
 use clap::Parser;
-use flate2::read::GzDecoder;
 use hdrhistogram::Histogram;
 use rand::distr::{Distribution, weighted::WeightedIndex};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -35,10 +34,15 @@ use tideway_store::{Backend, Store};
 #[derive(Parser, Debug)]
 #[command(about = "tideway benchmark on the real Twitter follow graph")]
 struct Args {
-    /// The follow graph: `follower followee` per line, gzip.
-    #[arg(long, default_value = "../shared/data/twitter-follow.txt.gz")]
-    graph: PathBuf,
-    /// Items to post.
+    /// The workload: `twitter` (the real follow graph; posts by authors drawn
+    /// by follower count), `synthetic:USERS:FOLLOWS` (seeded power-law graph),
+    /// `higgs` (the Higgs activity trace replayed), or a gzip edge file.
+    #[arg(long, default_value = "twitter")]
+    graph: String,
+    /// The shared data directory (Higgs files).
+    #[arg(long, default_value = "../shared/data")]
+    data: PathBuf,
+    /// Items to post (for `higgs`: trace events to replay).
     #[arg(long, default_value_t = 100_000)]
     posts: usize,
     /// `embedded` (fjall, the default backend) or `memory`.
@@ -85,14 +89,17 @@ struct Args {
     /// Followers of the big synthetic celebrity (time until readable).
     #[arg(long, default_value_t = 1_000_000)]
     celebrity: u64,
-    /// Home reads per second over HTTP, open loop (latency from the intended start).
-    #[arg(long, default_value_t = 20_000)]
-    http_rate: u64,
+    /// Home reads per second over HTTP, open loop; a comma-separated list runs each.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![10_000u64, 20_000])]
+    http_rate: Vec<u64>,
     #[arg(long, default_value_t = 5)]
     http_seconds: u64,
     /// Directory of the HTML report.
     #[arg(long, default_value = "bench-report")]
     report: PathBuf,
+    /// Operations per read:write mix (100:1 and 1:1).
+    #[arg(long, default_value_t = 20_000)]
+    mix_ops: usize,
 }
 
 fn rss_bytes() -> u64 {
@@ -104,22 +111,6 @@ fn rss_bytes() -> u64 {
                 .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).map(|kb| kb * 1024))
         })
         .unwrap_or(0)
-}
-
-fn load_graph(path: &PathBuf) -> Result<Vec<(u64, u64)>, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut edges = Vec::with_capacity(1_800_000);
-    for line in BufReader::new(GzDecoder::new(f)).lines() {
-        let line = line.map_err(|e| e.to_string())?;
-        let mut it = line.split_whitespace();
-        if let (Some(a), Some(b)) = (it.next(), it.next())
-            && let (Ok(a), Ok(b)) = (a.parse::<u64>(), b.parse::<u64>())
-            && a != b
-        {
-            edges.push((a, b));
-        }
-    }
-    Ok(edges)
 }
 
 fn percentiles(h: &Histogram<u64>) -> (f64, f64, f64) {
@@ -148,8 +139,9 @@ fn main() -> Result<(), String> {
         .map_err(|e| e.to_string())?;
 
     // -------------------------------------------------------------- graph
-    eprintln!("loading {} …", args.graph.display());
-    let edges = load_graph(&args.graph)?;
+    let graph = workload::Graph::parse(&args.graph)?;
+    eprintln!("loading {} …", graph.describe());
+    let edges = workload::edges(&graph, &args.data, args.seed, 5000)?;
     let mut by_follower: HashMap<u64, Vec<UserId>> = HashMap::new();
     let mut followers: HashMap<u64, u64> = HashMap::new();
     for &(a, b) in &edges {
@@ -205,24 +197,45 @@ fn main() -> Result<(), String> {
     let weights: Vec<u64> = users.iter().map(|u| followers[u].max(1)).collect();
     let dist = WeightedIndex::new(&weights).map_err(|e| e.to_string())?;
     let mut rng = StdRng::seed_from_u64(args.seed);
-    let authors: Vec<u64> = (0..args.posts).map(|_| users[dist.sample(&mut rng)]).collect();
     let rss_before = rss_bytes();
     let t = Instant::now();
-    let mut posted = Vec::with_capacity(args.posts);
-    for &a in &authors {
-        let mut new = NewItem::new(UserId(a), ItemKind::Post);
-        new.body.insert("text".to_owned(), serde_json::Value::from("benchmark post"));
-        let (item, _) = svc.create_item(new).map_err(|e| e.to_string())?;
-        posted.push((item.item.id.0, a));
+    let mut posted: Vec<(u64, u64)> = Vec::with_capacity(args.posts);
+    if matches!(graph, workload::Graph::Higgs) {
+        let events = workload::higgs_events(&args.data, args.posts)?;
+        let (first, last) = (events.first().map_or(0, |e| e.0), events.last().map_or(0, |e| e.0));
+        let n = replay_higgs(&svc, &events, &mut posted)?;
+        let secs = t.elapsed().as_secs_f64();
+        // The trace's busiest hour: 45,861 events (shared/data/README.md).
+        let peak = 45_861.0 / 3600.0;
+        report.row(
+            "Higgs trace replay (RT → repost, MT → mention, RE → reply; durable, one thread)",
+            format!(
+                "{} events ({:.1} h of the trace) + {} originals in {secs:.1} s: {:.0} events/s",
+                events.len(),
+                (last - first) as f64 / 3600.0,
+                n - events.len(),
+                events.len() as f64 / secs
+            ),
+            format!("the trace's peak hour is {peak:.1} events/s → ×{:.0} headroom", events.len() as f64 / secs / peak),
+        );
+    } else {
+        for _ in 0..args.posts {
+            let a = users[dist.sample(&mut rng)];
+            let mut new = NewItem::new(UserId(a), ItemKind::Post);
+            new.body.insert("text".to_owned(), serde_json::Value::from("benchmark post"));
+            let (item, _) = svc.create_item(new).map_err(|e| e.to_string())?;
+            posted.push((item.item.id.0, a));
+        }
+        let post_s = t.elapsed().as_secs_f64();
+        report.row(
+            "item writes (durable before ack, one thread)",
+            format!("{:.0} items/s", args.posts as f64 / post_s),
+            String::new(),
+        );
     }
-    let post_s = t.elapsed().as_secs_f64();
-    report.row(
-        "item writes (durable before ack, one thread)",
-        format!("{:.0} items/s", args.posts as f64 / post_s),
-        String::new(),
-    );
+    let authors: Vec<u64> = posted.iter().map(|(_, a)| *a).collect();
 
-    let expected: u64 = authors.iter().map(|a| followers[a]).sum();
+    let expected: u64 = authors.iter().map(|a| followers.get(a).copied().unwrap_or(0)).sum();
     let t = Instant::now();
     let mut delivered = 0usize;
     let mut fan_series: Vec<(f64, f64)> = vec![(0.0, 0.0)];
@@ -379,7 +392,8 @@ fn main() -> Result<(), String> {
         if url.is_empty() {
             continue;
         }
-        match rt.block_on(sql::run(db, url, &edges, &item_rows, &sample, &returning)) {
+        let mix_spec = [(100u32, args.mix_ops), (1u32, args.mix_ops / 10)];
+        match rt.block_on(sql::run(db, url, &edges, &item_rows, &sample, &returning, &mix_spec)) {
             Ok(f) => sqls.push(f),
             Err(e) => eprintln!("{} baseline skipped: {e}", db.name()),
         }
@@ -389,8 +403,20 @@ fn main() -> Result<(), String> {
     let celeb = celebrities(&args, &svc, &users)?;
     let redis_celeb = if args.redis.is_empty() { None } else { redis_celebrities(&args).ok() };
 
+    // -------------------------------------------------------------- read:write mixes
+    let mut mix_rows = Vec::new();
+    for (ratio, n) in [(100u32, args.mix_ops), (1u32, args.mix_ops / 10)] {
+        let ours = mix_tideway(&svc, &readers, &users, &dist, ratio, n, args.seed)?;
+        let redis_mix =
+            if args.redis.is_empty() { None } else { mix_redis(&args, &svc, &readers, &users, &dist, ratio, n).ok() };
+        mix_rows.push((ratio, n, ours, redis_mix));
+    }
+
     // -------------------------------------------------------------- HTTP at a fixed rate
-    let fixed = rt.block_on(http_fixed_rate(&args, svc.clone(), &readers))?;
+    let mut fixed_runs = Vec::new();
+    for &rate in &args.http_rate {
+        fixed_runs.push((rate, rt.block_on(http_fixed_rate(&args, rate, svc.clone(), &readers))?));
+    }
 
     // -------------------------------------------------------------- likes
     let item_ids: Vec<tideway_core::ItemId> = posted.iter().map(|(id, _)| tideway_core::ItemId(*id)).collect();
@@ -483,28 +509,51 @@ fn main() -> Result<(), String> {
         format!("{:.1} ms", celeb.push10k_ms),
         String::new(),
     );
-    report.row(
-        &format!("home first page (20) over HTTP at a fixed {} req/s", args.http_rate),
-        format!(
-            "p50 {:.0} µs, p99 {:.0} µs, achieved {:.0} req/s; schedule lag p99 {:.0} µs (client timer ticks are 1 ms)",
-            us(&fixed.0, 0.5),
-            us(&fixed.0, 0.99),
-            fixed.1,
-            us(&fixed.2, 0.99)
-        ),
-        String::new(),
-    );
+    for (rate, fixed) in &fixed_runs {
+        report.row(
+            &format!("home first page (20) over HTTP at a fixed {rate} req/s (client on the same 2 cores)"),
+            format!(
+                "p50 {:.0} µs, p99 {:.0} µs, achieved {:.0} req/s; schedule lag p99 {:.0} µs (client timer ticks are 1 ms)",
+                us(&fixed.0, 0.5),
+                us(&fixed.0, 0.99),
+                fixed.1,
+                us(&fixed.2, 0.99)
+            ),
+            String::new(),
+        );
+    }
+
+    for (ratio, n, ours, redis_mix) in &mix_rows {
+        let mut base: Vec<String> = Vec::new();
+        if let Some((ops, p99)) = redis_mix {
+            base.push(format!(
+                "Redis push (fan-out in the write): {ops:.0} ops/s → ×{:.1}, read p99 {p99:.0} µs",
+                ours.0 / ops
+            ));
+        }
+        for f in &sqls {
+            if let Some((_, ops, p99)) = f.mixes.iter().find(|m| m.0 == *ratio) {
+                base.push(format!("{} pull: {ops:.0} ops/s → ×{:.1}, read p99 {p99:.0} µs", f.db.name(), ours.0 / ops));
+            }
+        }
+        report.row(
+            &format!("read:write {ratio}:1 mix ({n} ops, one client, durable writes, fan-out running)"),
+            format!("{:.0} ops/s, read p99 {:.0} µs", ours.0, ours.1),
+            base.join("<br>"),
+        );
+    }
 
     // -------------------------------------------------------------- table
-    let mut series = vec![
-        ("tideway in-process, page of 50".to_owned(), h50.clone()),
-        ("tideway over HTTP, fixed rate".to_owned(), fixed.0.clone()),
-    ];
+    let mut series = vec![("tideway in-process, page of 50".to_owned(), h50.clone())];
+    for (rate, fixed) in &fixed_runs {
+        series.push((format!("tideway over HTTP at {rate}/s"), fixed.0.clone()));
+    }
     for f in &sqls {
         series.push((format!("{} pull, page of 50", f.db.name()), f.read.clone()));
     }
     let title = format!(
-        "Twitter follow graph ({} users, {} follows), {} posts, backend {}",
+        "{} ({} users, {} follows), {} posts, backend {}",
+        graph.describe(),
         users.len(),
         edges.len(),
         args.posts,
@@ -520,7 +569,8 @@ fn main() -> Result<(), String> {
     )?;
     eprintln!("report: {}", path.display());
     println!(
-        "## tideway-bench: Twitter follow graph ({} users, {} follows), {} posts, backend {}",
+        "## tideway-bench: {} ({} users, {} follows), {} posts, backend {}",
+        graph.describe(),
         users.len(),
         edges.len(),
         args.posts,
@@ -872,6 +922,7 @@ fn redis_celebrities(args: &Args) -> Result<(f64, f64), String> {
 /// client timer's 1 ms ticks). Returns (latency, achieved rate, lag).
 async fn http_fixed_rate(
     args: &Args,
+    rate: u64,
     svc: Arc<FeedService>,
     readers: &[u64],
 ) -> Result<(Histogram<u64>, f64, Histogram<u64>), String> {
@@ -882,8 +933,8 @@ async fn http_fixed_rate(
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().map_err(|e| e.to_string())?;
     let lanes = 64u64;
-    let total = args.http_rate * args.http_seconds;
-    let interval = Duration::from_nanos(1_000_000_000 * lanes / args.http_rate.max(1));
+    let total = rate * args.http_seconds;
+    let interval = Duration::from_nanos(1_000_000_000 * lanes / rate.max(1));
     let start = tokio::time::Instant::now() + Duration::from_millis(50);
     let mut tasks = Vec::new();
     for lane in 0..lanes {
@@ -925,4 +976,156 @@ async fn http_fixed_rate(
     server.abort();
     let rate = all.len() as f64 / secs;
     Ok((all, rate, lags))
+}
+
+/// Writes one item; records it in `posted` when it is new.
+fn write_item(svc: &FeedService, new: NewItem, posted: &mut Vec<(u64, u64)>) -> Result<tideway_core::ItemId, String> {
+    let author = new.author.0;
+    let (v, created) = svc.create_item(new).map_err(|e| e.to_string())?;
+    if created {
+        posted.push((v.item.id.0, author));
+    }
+    Ok(v.item.id)
+}
+
+/// Replays Higgs events: a repost or reply needs the target's latest
+/// original, which is posted first when the target has none yet. Returns the
+/// number of items written; `posted` gets each new (id, author).
+fn replay_higgs(
+    svc: &FeedService,
+    events: &[(i64, workload::Event)],
+    posted: &mut Vec<(u64, u64)>,
+) -> Result<usize, String> {
+    let before = posted.len();
+    let mut latest: HashMap<u64, tideway_core::ItemId> = HashMap::new();
+    for &(_, ev) in events {
+        match ev {
+            workload::Event::Repost { user, target } | workload::Event::Reply { user, target } => {
+                let of = match latest.get(&target) {
+                    Some(id) => *id,
+                    None => {
+                        let id = write_item(svc, NewItem::new(UserId(target), ItemKind::Post), posted)?;
+                        latest.insert(target, id);
+                        id
+                    }
+                };
+                let n = if matches!(ev, workload::Event::Repost { .. }) {
+                    NewItem { repost_of: Some(of), ..NewItem::new(UserId(user), ItemKind::Repost) }
+                } else {
+                    NewItem { reply_to: Some(of), ..NewItem::new(UserId(user), ItemKind::Reply) }
+                };
+                write_item(svc, n, posted)?;
+            }
+            workload::Event::Mention { user, target } => {
+                let n = NewItem { mentions: vec![UserId(target)], ..NewItem::new(UserId(user), ItemKind::Post) };
+                let id = write_item(svc, n, posted)?;
+                latest.insert(user, id);
+            }
+        }
+    }
+    Ok(posted.len() - before)
+}
+
+/// A read:write mix against tideway: one client thread; writes are posts by
+/// authors drawn by follower count; a worker thread keeps fan-out running as
+/// the server does. Returns (ops/s, read p99 µs).
+fn mix_tideway(
+    svc: &Arc<FeedService>,
+    readers: &[u64],
+    users: &[u64],
+    dist: &WeightedIndex<u64>,
+    ratio: u32,
+    n: usize,
+    seed: u64,
+) -> Result<(f64, f64), String> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut rng = StdRng::seed_from_u64(seed + u64::from(ratio));
+    let mut reads = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    std::thread::scope(|scope| -> Result<(), String> {
+        let worker = FanoutWorker::new(svc.clone());
+        let stop = &stop;
+        scope.spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(tideway_service::StepOutcome::Idle) = worker.step() {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        let result = (|| {
+            for i in 0..n {
+                if i % (ratio as usize + 1) == ratio as usize {
+                    let a = users[dist.sample(&mut rng)];
+                    svc.create_item(NewItem::new(UserId(a), ItemKind::Post)).map_err(|e| e.to_string())?;
+                } else {
+                    let u = readers[rng.random_range(0..readers.len())];
+                    let s = Instant::now();
+                    svc.home(UserId(u), &PageRequest { limit: 20, ..Default::default() }).map_err(|e| e.to_string())?;
+                    reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+                }
+            }
+            Ok(())
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    })?;
+    Ok((n as f64 / t.elapsed().as_secs_f64(), reads.value_at_quantile(0.99) as f64 / 1000.0))
+}
+
+/// The same mix on the seeds' Redis push design: a write pushes the item to
+/// every follower's timeline (pipelined ZADD + trim) before it returns; a read
+/// is ZREVRANGE of 20. Returns (ops/s, read p99 µs).
+fn mix_redis(
+    args: &Args,
+    svc: &Arc<FeedService>,
+    readers: &[u64],
+    users: &[u64],
+    dist: &WeightedIndex<u64>,
+    ratio: u32,
+    n: usize,
+) -> Result<(f64, f64), String> {
+    let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    let prefix = format!("tideway-bench:{}:mix:", std::process::id());
+    let mut rng = StdRng::seed_from_u64(args.seed + 7 + u64::from(ratio));
+    let mut reads = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut touched = std::collections::HashSet::new();
+    let t = Instant::now();
+    for i in 0..n {
+        if i % (ratio as usize + 1) == ratio as usize {
+            let a = users[dist.sample(&mut rng)];
+            let mut after = None;
+            loop {
+                let chunk = svc.backend().followers_chunk(UserId(a), after, 1000).map_err(|e| e.to_string())?;
+                let mut p = redis::pipe();
+                for f in &chunk {
+                    let key = format!("{prefix}{}", f.0);
+                    p.cmd("ZADD").arg(&key).arg(i).arg(i).ignore();
+                    p.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
+                    touched.insert(f.0);
+                }
+                p.query::<()>(&mut con).map_err(|e| e.to_string())?;
+                if chunk.len() < 1000 {
+                    break;
+                }
+                after = chunk.last().copied();
+            }
+        } else {
+            let u = readers[rng.random_range(0..readers.len())];
+            let s = Instant::now();
+            let _: Vec<String> = redis::cmd("ZREVRANGE")
+                .arg(format!("{prefix}{u}"))
+                .arg(0)
+                .arg(19)
+                .query(&mut con)
+                .map_err(|e| e.to_string())?;
+            reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+    }
+    let ops = n as f64 / t.elapsed().as_secs_f64();
+    let keys: Vec<String> = touched.iter().map(|f| format!("{prefix}{f}")).collect();
+    for chunk in keys.chunks(1000) {
+        let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
+    }
+    Ok((ops, reads.value_at_quantile(0.99) as f64 / 1000.0))
 }

@@ -37,6 +37,8 @@ pub struct SqlFigures {
     pub read: Histogram<u64>,
     pub returning: Histogram<u64>,
     pub bytes_per_item: f64,
+    /// (reads per write, ops/s, read p99 µs) of each read:write mix.
+    pub mixes: Vec<(u32, f64, f64)>,
 }
 
 fn e(x: sqlx::Error) -> String {
@@ -87,13 +89,19 @@ impl Conn {
 
     /// The home page of the pull model; returns the number of rows.
     async fn home(&mut self, user: u64) -> Result<usize, String> {
-        let q = "SELECT i.id FROM tw_follows f JOIN tw_items i ON i.poster_id = f.followee \
-                 WHERE f.follower = ? ORDER BY i.created_at DESC LIMIT 50";
+        self.home_n(user, 50).await
+    }
+
+    async fn home_n(&mut self, user: u64, limit: u32) -> Result<usize, String> {
+        let q = format!(
+            "SELECT i.id FROM tw_follows f JOIN tw_items i ON i.poster_id = f.followee \
+             WHERE f.follower = ? ORDER BY i.created_at DESC LIMIT {limit}"
+        );
         Ok(match self {
             Conn::Pg(c) => {
                 sqlx::query(&q.replace('?', "$1")).bind(user as i64).fetch_all(&mut *c).await.map_err(e)?.len()
             }
-            Conn::My(c) => sqlx::query(q).bind(user as i64).fetch_all(&mut *c).await.map_err(e)?.len(),
+            Conn::My(c) => sqlx::query(&q).bind(user as i64).fetch_all(&mut *c).await.map_err(e)?.len(),
         })
     }
 
@@ -156,6 +164,7 @@ pub async fn run(
     items: &[(u64, u64, i64)],
     readers: &[u64],
     returning: &[(u64, Vec<u64>)],
+    mix_spec: &[(u32, usize)],
 ) -> Result<SqlFigures, String> {
     let mut c = Conn::open(db, url).await?;
     let ts = match db {
@@ -226,6 +235,25 @@ pub async fn run(
         ins.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
     }
     let bytes_per_item = c.size_bytes(db).await? / (items.len() + 500) as f64;
+    // Read:write mixes: reads are pages of 20, writes are inserts.
+    let mut mixes = Vec::new();
+    let mut next = base + 1000;
+    for &(ratio, n) in mix_spec {
+        let mut reads = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+        let t = Instant::now();
+        for i in 0..n {
+            let u = readers[i % readers.len()];
+            if i % (ratio as usize + 1) == ratio as usize {
+                c.insert_item(db, next, u, ms + 2).await?;
+                next += 1;
+            } else {
+                let s = Instant::now();
+                c.home_n(u, 20).await?;
+                reads.record(s.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
+            }
+        }
+        mixes.push((ratio, n as f64 / t.elapsed().as_secs_f64(), reads.value_at_quantile(0.99) as f64 / 1000.0));
+    }
     c.exec("DROP TABLE IF EXISTS tw_follows").await?;
     c.exec("DROP TABLE IF EXISTS tw_items").await?;
     Ok(SqlFigures {
@@ -235,5 +263,6 @@ pub async fn run(
         read,
         returning: ret,
         bytes_per_item,
+        mixes,
     })
 }
