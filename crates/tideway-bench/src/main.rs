@@ -258,7 +258,11 @@ fn main() -> Result<(), String> {
     let rss_per = (rss_after.saturating_sub(rss_before)) as f64 / ib.entries.max(1) as f64;
 
     // -------------------------------------------------------------- redis baseline
-    let redis = if args.redis.is_empty() { None } else { redis_baseline(&args, &posted, &svc).ok() };
+    let redis = if args.redis.is_empty() {
+        None
+    } else {
+        redis_baseline(&args, &posted, &svc).inspect_err(|e| eprintln!("Redis baseline skipped: {e}")).ok()
+    };
     match &redis {
         Some(r) => report.row(
             "fan-out deliveries/s (one thread)",
@@ -401,14 +405,23 @@ fn main() -> Result<(), String> {
 
     // -------------------------------------------------------------- celebrities
     let celeb = celebrities(&args, &svc, &users)?;
-    let redis_celeb = if args.redis.is_empty() { None } else { redis_celebrities(&args).ok() };
+    let redis_celeb = if args.redis.is_empty() {
+        None
+    } else {
+        redis_celebrities(&args).inspect_err(|e| eprintln!("Redis celebrity baseline skipped: {e}")).ok()
+    };
 
     // -------------------------------------------------------------- read:write mixes
     let mut mix_rows = Vec::new();
     for (ratio, n) in [(100u32, args.mix_ops), (1u32, args.mix_ops / 10)] {
         let ours = mix_tideway(&svc, &readers, &users, &dist, ratio, n, args.seed)?;
-        let redis_mix =
-            if args.redis.is_empty() { None } else { mix_redis(&args, &svc, &readers, &users, &dist, ratio, n).ok() };
+        let redis_mix = if args.redis.is_empty() {
+            None
+        } else {
+            mix_redis(&args, &svc, &readers, &users, &dist, ratio, n)
+                .inspect_err(|e| eprintln!("Redis mix baseline skipped: {e}"))
+                .ok()
+        };
         mix_rows.push((ratio, n, ours, redis_mix));
     }
 
@@ -879,7 +892,17 @@ fn celebrities(args: &Args, svc: &Arc<FeedService>, users: &[u64]) -> Result<Cel
     let t = Instant::now();
     follow_from_many(svc, &f1m, c1m)?;
     eprintln!("{} followers of the celebrity in {:.1} s", args.celebrity, t.elapsed().as_secs_f64());
-    let (hot1m_ms, id1m) = post(c1m)?;
+    // The median of five posts: one write can land on an engine pause.
+    let mut times = Vec::new();
+    let mut id1m = 0;
+    for _ in 0..5 {
+        let (ms, id) = post(c1m)?;
+        times.push(ms);
+        id1m = id;
+    }
+    times.sort_by(f64::total_cmp);
+    let hot1m_ms = times[2];
+    eprintln!("1M-follower posts: median {hot1m_ms:.2} ms, max {:.2} ms", times[4]);
     confirm(&f1m, id1m)?;
     Ok(Celebrity { hot10k_ms, hot1m_ms, push10k_ms })
 }
@@ -1104,7 +1127,9 @@ fn mix_redis(
                     p.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
                     touched.insert(f.0);
                 }
-                p.query::<()>(&mut con).map_err(|e| e.to_string())?;
+                if !chunk.is_empty() {
+                    p.query::<()>(&mut con).map_err(|e| e.to_string())?;
+                }
                 if chunk.len() < 1000 {
                     break;
                 }

@@ -29,11 +29,17 @@ fn free_port() -> u16 {
 
 /// Starts the binary; its stderr goes to `log` (printed if start-up fails).
 async fn start(dir: &std::path::Path, log: &std::path::Path) -> Proc {
+    start_with(dir, log, &[]).await
+}
+
+/// Starts the binary with extra environment (configuration) variables.
+async fn start_with(dir: &std::path::Path, log: &std::path::Path, env: &[(&str, &str)]) -> Proc {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_tideway"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
         .arg(dir)
         .env("TIDEWAY_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).map(Stdio::from).expect("log file"))
         .spawn()
@@ -163,4 +169,60 @@ async fn acknowledged_writes_survive_kill_9() {
     let (s, v) = get(&c, format!("{}/v1/users/100/home?limit=5&before={old_cursor}", p.base)).await;
     assert_eq!(s, StatusCode::OK, "a cursor survives the restart: {v}");
     assert_eq!(v["entries"].as_array().map(Vec::len), Some(5));
+}
+
+/// `kill -9` the real binary in the middle of a one-million-follower
+/// delivery; after a restart it completes from its durable checkpoint, and
+/// followers see the item exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_follower_delivery_survives_kill_9() {
+    use tideway_core::{ItemKind, Millis, NewItem, UserId};
+    use tideway_store::{Graph, Jobs};
+    const FOLLOWERS: u64 = 1_000_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let logs = tempfile::tempdir().expect("tempdir");
+    // Prepare the data directory with the library: 1M followers, one post.
+    let item = {
+        let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("open");
+        for f in 2..FOLLOWERS + 2 {
+            store.follow_many(UserId(f), &[UserId(1)], Millis(1), 10).expect("follow");
+        }
+        let backend: std::sync::Arc<dyn tideway_store::Backend> = std::sync::Arc::new(store);
+        let opts = tideway_service::ServiceOptions { hot_followers: u64::MAX, ..Default::default() };
+        let svc = tideway_service::FeedService::new(backend, opts, std::sync::Arc::new(tideway_service::SystemClock))
+            .expect("service");
+        let (v, _) = svc.create_item(NewItem::new(UserId(1), ItemKind::Post)).expect("post");
+        v.item.id.0.to_string()
+    };
+    // Deliver in chunks of 100 (10,000 durable steps), and kill -9 midway.
+    let env = [("TIDEWAY_FANOUT__CHUNK_SIZE", "100"), ("TIDEWAY_FANOUT__HOT_FOLLOWERS", "100000000")];
+    let p = start_with(dir.path(), &logs.path().join("first.log"), &env).await;
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    drop(p); // SIGKILL
+    let cursor = {
+        let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("reopen");
+        let jobs = store.pending_jobs(10).expect("jobs");
+        assert_eq!(jobs.len(), 1, "the delivery was still running when killed (raise the chunk count if not)");
+        jobs[0].cursor.map_or(0, |c| c.0)
+    };
+    assert!(cursor > 1 && cursor < FOLLOWERS, "killed midway with a checkpoint: cursor {cursor}");
+    // Restart: the delivery resumes and finishes; followers see the item once.
+    let p = start_with(dir.path(), &logs.path().join("second.log"), &env).await;
+    let c = reqwest::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (_, stats) = get(&c, format!("{}/v1/stats", p.base)).await;
+        if stats["fanout"]["pending"] == json!(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the delivery did not finish after the restart");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for f in [2, cursor - 1, cursor, cursor + 1, FOLLOWERS / 2, FOLLOWERS + 1] {
+        let (s, v) = get(&c, format!("{}/v1/users/{f}/home", p.base)).await;
+        assert_eq!(s, StatusCode::OK);
+        let ids: Vec<&str> =
+            v["entries"].as_array().expect("entries").iter().map(|e| e["item"]["id"].as_str().expect("id")).collect();
+        assert_eq!(ids, vec![item.as_str()], "follower {f}");
+    }
 }
