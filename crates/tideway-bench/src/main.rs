@@ -287,7 +287,7 @@ fn main() -> Result<(), String> {
 
     // -------------------------------------------------------------- reads in-process
     let readers: Vec<u64> = users.iter().copied().filter(|u| by_follower.contains_key(u)).collect();
-    let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut h = hist()?;
     let mut entries_seen = 0usize;
     for _ in 0..args.reads {
         let u = readers[rng.random_range(0..readers.len())];
@@ -306,7 +306,7 @@ fn main() -> Result<(), String> {
         String::new(),
     );
     // Past the cap: page 41 (entries 801–820) comes from the outboxes.
-    let mut hdeep = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut hdeep = hist()?;
     let heavy: Vec<u64> = readers.iter().copied().filter(|u| by_follower[u].len() >= 200).take(200).collect();
     for &u in &heavy {
         let first =
@@ -348,7 +348,7 @@ fn main() -> Result<(), String> {
     // -------------------------------------------------------------- pages of 50 (as the SQL baseline)
     let mut rng50 = StdRng::seed_from_u64(args.seed + 50);
     let sample: Vec<u64> = (0..2000).map(|_| readers[rng50.random_range(0..readers.len())]).collect();
-    let mut h50 = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut h50 = hist()?;
     for &u in &sample {
         let t = Instant::now();
         svc.home(UserId(u), &PageRequest { limit: 50, ..Default::default() }).map_err(|e| e.to_string())?;
@@ -374,7 +374,7 @@ fn main() -> Result<(), String> {
         }
         returning.push((8_000_000_000_000 + r, pick));
     }
-    let mut hret = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut hret = hist()?;
     for (r, targets) in &returning {
         let ids: Vec<UserId> = targets.iter().map(|t| UserId(*t)).collect();
         for chunk in ids.chunks(1000) {
@@ -780,11 +780,7 @@ fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Resu
 /// Closed-loop HTTP reads of home first pages against the real router on
 /// loopback: `--http-concurrency` requests in flight.
 async fn http_reads(args: &Args, svc: Arc<FeedService>, readers: &[u64]) -> Result<(f64, f64, f64), String> {
-    let auth = Arc::new(tideway_http::Authenticator::new(&Default::default()));
-    let app = tideway_http::router(tideway_http::AppState { svc, auth, metrics: None }, Duration::from_secs(10));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (addr, server) = start_http(svc).await?;
     let client = reqwest::Client::new();
     let per_task = args.http_reads / args.http_concurrency.max(1);
     let started = Instant::now();
@@ -794,25 +790,16 @@ async fn http_reads(args: &Args, svc: Arc<FeedService>, readers: &[u64]) -> Resu
         let mut rng = StdRng::seed_from_u64(1000 + t as u64);
         let picks: Vec<u64> = (0..per_task).map(|_| readers[rng.random_range(0..readers.len())]).collect();
         tasks.push(tokio::spawn(async move {
-            let mut h = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+            let mut h = hist()?;
             for u in picks {
                 let t = Instant::now();
-                let r = client
-                    .get(format!("http://{addr}/v1/users/{u}/home?limit=20"))
-                    .send()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let ok = r.status().is_success();
-                let _ = r.bytes().await.map_err(|e| e.to_string())?;
-                if !ok {
-                    return Err("HTTP read failed".to_owned());
-                }
+                get_home(&client, addr, u).await?;
                 h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
             }
             Ok::<_, String>(h)
         }));
     }
-    let mut all = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut all = hist()?;
     for t in tasks {
         let h = t.await.map_err(|e| e.to_string())??;
         all.add(&h).map_err(|e| e.to_string())?;
@@ -949,11 +936,7 @@ async fn http_fixed_rate(
     svc: Arc<FeedService>,
     readers: &[u64],
 ) -> Result<(Histogram<u64>, f64, Histogram<u64>), String> {
-    let auth = Arc::new(tideway_http::Authenticator::new(&Default::default()));
-    let app = tideway_http::router(tideway_http::AppState { svc, auth, metrics: None }, Duration::from_secs(10));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (addr, server) = start_http(svc).await?;
     let client = reqwest::Client::builder().pool_max_idle_per_host(256).build().map_err(|e| e.to_string())?;
     let lanes = 64u64;
     let total = rate * args.http_seconds;
@@ -966,30 +949,21 @@ async fn http_fixed_rate(
         let picks: Vec<u64> = (0..total / lanes).map(|_| readers[rng.random_range(0..readers.len())]).collect();
         let offset = Duration::from_nanos(interval.as_nanos() as u64 * lane / lanes);
         tasks.push(tokio::spawn(async move {
-            let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
-            let mut lag = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+            let mut h = hist()?;
+            let mut lag = hist()?;
             for (i, u) in picks.into_iter().enumerate() {
                 let intended = start + offset + interval * i as u32;
                 tokio::time::sleep_until(intended).await;
                 let sent = tokio::time::Instant::now();
                 lag.record((sent - intended).as_nanos().max(1) as u64).map_err(|e| e.to_string())?;
-                let r = client
-                    .get(format!("http://{addr}/v1/users/{u}/home?limit=20"))
-                    .send()
-                    .await
-                    .map_err(|e| e.to_string())?;
-                let ok = r.status().is_success();
-                let _ = r.bytes().await.map_err(|e| e.to_string())?;
-                if !ok {
-                    return Err("HTTP read failed".to_owned());
-                }
+                get_home(&client, addr, u).await?;
                 h.record(sent.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
             }
             Ok::<_, String>((h, lag))
         }));
     }
-    let mut all = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
-    let mut lags = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut all = hist()?;
+    let mut lags = hist()?;
     for t in tasks {
         let (h, lag) = t.await.map_err(|e| e.to_string())??;
         all.add(&h).map_err(|e| e.to_string())?;
@@ -1063,7 +1037,7 @@ fn mix_tideway(
 ) -> Result<(f64, f64), String> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut rng = StdRng::seed_from_u64(seed + u64::from(ratio));
-    let mut reads = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut reads = hist()?;
     let t = Instant::now();
     std::thread::scope(|scope| -> Result<(), String> {
         let worker = FanoutWorker::new(svc.clone());
@@ -1111,7 +1085,7 @@ fn mix_redis(
     let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
     let prefix = format!("tideway-bench:{}:mix:", std::process::id());
     let mut rng = StdRng::seed_from_u64(args.seed + 7 + u64::from(ratio));
-    let mut reads = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())?;
+    let mut reads = hist()?;
     let mut touched = std::collections::HashSet::new();
     let t = Instant::now();
     for i in 0..n {
@@ -1153,4 +1127,28 @@ fn mix_redis(
         let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
     }
     Ok((ops, reads.value_at_quantile(0.99) as f64 / 1000.0))
+}
+
+/// A latency histogram (1 ns .. 60 s, 3 significant digits).
+fn hist() -> Result<Histogram<u64>, String> {
+    Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())
+}
+
+/// Serves the real router (open, no metrics) on a loopback port.
+async fn start_http(
+    svc: Arc<FeedService>,
+) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>), String> {
+    let auth = Arc::new(tideway_http::Authenticator::new(&Default::default()));
+    let app = tideway_http::router(tideway_http::AppState { svc, auth, metrics: None }, Duration::from_secs(10));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    Ok((addr, tokio::spawn(async move { axum::serve(listener, app).await })))
+}
+
+/// Reads one home page of 20 over HTTP; a non-2xx answer is an error.
+async fn get_home(client: &reqwest::Client, addr: std::net::SocketAddr, u: u64) -> Result<(), String> {
+    let r = client.get(format!("http://{addr}/v1/users/{u}/home?limit=20")).send().await.map_err(|e| e.to_string())?;
+    let ok = r.status().is_success();
+    r.bytes().await.map_err(|e| e.to_string())?;
+    if ok { Ok(()) } else { Err("HTTP read failed".to_owned()) }
 }

@@ -211,13 +211,13 @@ pub async fn run(
     let load_s = t.elapsed().as_secs_f64();
     eprintln!("{}: loaded {} follows and {} items in {load_s:.1} s", db.name(), rows.len(), items.len());
 
-    let mut read = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+    let mut read = crate::hist()?;
     for &u in readers {
         let t = Instant::now();
         c.home(u).await?;
         read.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
     }
-    let mut ret = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+    let mut ret = crate::hist()?;
     for (r, _) in returning {
         let t = Instant::now();
         let n = c.home(*r).await?;
@@ -226,7 +226,7 @@ pub async fn run(
             return Err(format!("{}: returning reader {r} got an empty page", db.name()));
         }
     }
-    let mut ins = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+    let mut ins = crate::hist()?;
     let base = items.iter().map(|i| i.0).max().unwrap_or(0) + 1;
     let ms = items.iter().map(|i| i.2).max().unwrap_or(0);
     for i in 0..500u64 {
@@ -239,7 +239,7 @@ pub async fn run(
     let mut mixes = Vec::new();
     let mut next = base + 1000;
     for &(ratio, n) in mix_spec {
-        let mut reads = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).map_err(|x| x.to_string())?;
+        let mut reads = crate::hist()?;
         let t = Instant::now();
         for i in 0..n {
             let u = readers[i % readers.len()];
