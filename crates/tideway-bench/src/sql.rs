@@ -105,7 +105,7 @@ impl Conn {
         })
     }
 
-    async fn insert_item(&mut self, db: Db, id: u64, poster: u64, ms: i64) -> Result<(), String> {
+    async fn insert_item(&mut self, id: u64, poster: u64, ms: i64) -> Result<(), String> {
         match self {
             Conn::Pg(c) => {
                 sqlx::query(
@@ -119,7 +119,6 @@ impl Conn {
                 .map_err(e)?;
             }
             Conn::My(c) => {
-                let _ = db;
                 sqlx::query("INSERT INTO tw_items (id, poster_id, created_at) VALUES (?, ?, FROM_UNIXTIME(? / 1000))")
                     .bind(id as i64)
                     .bind(poster as i64)
@@ -132,7 +131,7 @@ impl Conn {
         Ok(())
     }
 
-    async fn size_bytes(&mut self, db: Db) -> Result<f64, String> {
+    async fn size_bytes(&mut self) -> Result<f64, String> {
         Ok(match self {
             Conn::Pg(c) => {
                 let (n,): (i64,) =
@@ -140,7 +139,6 @@ impl Conn {
                 n as f64
             }
             Conn::My(c) => {
-                let _ = db;
                 c.execute("ANALYZE TABLE tw_items").await.map_err(e)?;
                 let (n,): (i64,) = sqlx::query_as(
                     "SELECT CAST(data_length + index_length AS SIGNED) FROM information_schema.tables \
@@ -231,10 +229,10 @@ pub async fn run(
     let ms = items.iter().map(|i| i.2).max().unwrap_or(0);
     for i in 0..500u64 {
         let t = Instant::now();
-        c.insert_item(db, base + i, readers[i as usize % readers.len().max(1)], ms + 1).await?;
+        c.insert_item(base + i, readers[i as usize % readers.len().max(1)], ms + 1).await?;
         ins.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
     }
-    let bytes_per_item = c.size_bytes(db).await? / (items.len() + 500) as f64;
+    let bytes_per_item = c.size_bytes().await? / (items.len() + 500) as f64;
     // Read:write mixes: reads are pages of 20, writes are inserts.
     let mut mixes = Vec::new();
     let mut next = base + 1000;
@@ -244,7 +242,7 @@ pub async fn run(
         for i in 0..n {
             let u = readers[i % readers.len()];
             if i % (ratio as usize + 1) == ratio as usize {
-                c.insert_item(db, next, u, ms + 2).await?;
+                c.insert_item(next, u, ms + 2).await?;
                 next += 1;
             } else {
                 let s = Instant::now();
