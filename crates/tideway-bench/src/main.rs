@@ -724,10 +724,10 @@ fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Resu
         loop {
             let chunk = svc.backend().followers_chunk(UserId(author), after, 1000).map_err(|e| e.to_string())?;
             for f in &chunk {
-                let key = format!("{prefix}{}", f.0);
+                let key = format!("{prefix}{}", f.1.0);
                 pipe.cmd("ZADD").arg(&key).arg(id).arg(id).ignore();
                 pipe.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
-                touched.insert(f.0);
+                touched.insert(f.1.0);
                 in_pipe += 1;
                 done += 1;
                 if in_pipe == 1000 {
@@ -1096,10 +1096,10 @@ fn mix_redis(
                 let chunk = svc.backend().followers_chunk(UserId(a), after, 1000).map_err(|e| e.to_string())?;
                 let mut p = redis::pipe();
                 for f in &chunk {
-                    let key = format!("{prefix}{}", f.0);
+                    let key = format!("{prefix}{}", f.1.0);
                     p.cmd("ZADD").arg(&key).arg(i).arg(i).ignore();
                     p.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
-                    touched.insert(f.0);
+                    touched.insert(f.1.0);
                 }
                 if !chunk.is_empty() {
                     p.query::<()>(&mut con).map_err(|e| e.to_string())?;

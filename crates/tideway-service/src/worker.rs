@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::service::FeedService;
 use std::sync::Arc;
 use std::time::Duration;
+use tideway_core::UserId;
 use tideway_store::JobProgress;
 use tokio_util::sync::CancellationToken;
 
@@ -50,7 +51,8 @@ impl FanoutWorker {
         let mut progress = Vec::with_capacity(jobs.len());
         for job in jobs {
             let followers = b.followers_chunk(job.author, job.cursor, chunk)?;
-            deliveries += b.deliver(job.key, &followers);
+            let users: Vec<UserId> = followers.iter().map(|f| f.1).collect();
+            deliveries += b.deliver(job.key, &users);
             match followers.last() {
                 Some(&last) if followers.len() == chunk => progress.push(JobProgress::Checkpoint(job.key, last)),
                 _ => {

@@ -78,7 +78,7 @@ fn a_million_follower_delivery_resumes_from_its_checkpoint() {
     let (backend, svc) = open(dir.path(), &clock);
     let job = backend.pending_jobs(10).expect("jobs");
     assert_eq!(job.len(), 1, "the delivery is still pending after the restart");
-    assert_eq!(job[0].cursor, Some(UserId(400_001)), "checkpointed after the 400th chunk");
+    assert_eq!(job[0].cursor, Some((Millis(1), UserId(400_001))), "checkpointed after the 400th chunk");
     // Some readers come back (their inboxes are rebuilt), others stay away.
     let (back, away): (Vec<UserId>, Vec<UserId>) = sample.iter().partition(|u| u.0 % 2 == 0);
     for &u in &back {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use tideway_core::{Item, ItemId, Millis, UserId};
 use tideway_store::{Change, EdgeKind, Job, Journal, Promotion, State, Store, StoreError, Ticket};
 
-const FORMAT: &[u8] = b"tideway-1";
+const FORMAT: &[u8] = b"tideway-2";
 
 /// How hard an acknowledged write is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -355,7 +355,8 @@ mod tests {
             s.unfollow(UserId(3), UserId(2)).expect("unfollow");
             s.set_block(UserId(4), UserId(1), true, Millis(6)).expect("block");
             s.insert_home(UserId(3), ItemId(100), 200).expect("insert");
-            s.advance(&[JobProgress::Checkpoint(100, UserId(3)), JobProgress::Complete(101)]).expect("advance");
+            s.advance(&[JobProgress::Checkpoint(100, (Millis(5), UserId(3))), JobProgress::Complete(101)])
+                .expect("advance");
             s.set_reaction(ItemId(100), UserId(5), "like", true).expect("react");
             s.set_reaction(ItemId(100), UserId(6), "like", true).expect("react");
             s.set_reaction(ItemId(100), UserId(6), "like", false).expect("unreact");
@@ -371,7 +372,7 @@ mod tests {
         assert!(st.relation(UserId(4), UserId(1)).blocking);
         assert_eq!(st.first_insert.get(&(UserId(3), ItemId(100))), Some(&200));
         assert_eq!(st.jobs.len(), 1);
-        assert_eq!(st.jobs.get(&100).and_then(|j| j.cursor), Some(UserId(3)));
+        assert_eq!(st.jobs.get(&100).and_then(|j| j.cursor), Some((Millis(5), UserId(3))));
         assert_eq!(st.idempotency.get(&(UserId(1), "k1".into())), Some(&ItemId(100)));
         assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 1), ("x_wow".into(), 1)]);
         assert_eq!(st.reactions.of_user(ItemId(100), UserId(6)), vec!["x_wow".to_owned()]);

@@ -29,7 +29,8 @@ pub enum Record {
 pub struct Job {
     pub key: Key,
     pub author: UserId,
-    pub cursor: Option<UserId>,
+    /// The last follower delivered to (`[since, id]`), if any.
+    pub cursor: Option<crate::traits::FollowerPos>,
     pub created: Millis,
 }
 

@@ -11,6 +11,7 @@
 //! call per item), so that a Redis pipeline or one SQL statement can
 //! implement it in a remote backend.
 
+pub mod blocks;
 pub mod change;
 pub mod error;
 pub mod inbox;
@@ -19,6 +20,7 @@ pub mod state;
 pub mod store;
 pub mod traits;
 
+pub use blocks::SortedBlocks;
 pub use change::{Change, EdgeKind, Job, Promotion, Record};
 pub use error::StoreError;
 pub use inbox::{InboxRead, InboxSet, InboxStats};

@@ -2,21 +2,26 @@
 //! of the feeds. It changes only through [`State::apply`], the same way at
 //! start-up (replaying what the journal holds) and on every write.
 
+use crate::blocks::SortedBlocks;
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
 use crate::reactions::ReactionIndex;
 use rustc_hash::{FxHashMap, FxHashSet};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
 /// Everything known about one user.
 #[derive(Debug, Default)]
 pub struct UserState {
-    pub following: FxHashMap<UserId, Millis>,
-    /// Followers in id order: fan-out chunks walk it with a resumable cursor.
-    pub followers: BTreeMap<UserId, Millis>,
-    pub following_by_time: BTreeSet<(Millis, UserId)>,
-    pub followers_by_time: BTreeSet<(Millis, UserId)>,
+    /// Whom this user follows, by id, with the time of each follow.
+    pub following: SortedBlocks<(UserId, Millis)>,
+    /// The same follows ordered by time, for the following list.
+    pub following_by_time: SortedBlocks<(Millis, UserId)>,
+    /// Followers ordered by time of follow: the followers list pages it
+    /// newest first and fan-out chunks walk it oldest first with a
+    /// resumable `(since, id)` cursor. Whether `other` follows this user is
+    /// answered by `other`'s `following`, so no id-ordered copy is kept.
+    pub followers: SortedBlocks<(Millis, UserId)>,
     pub blocking: FxHashSet<UserId>,
     pub blocked_by: FxHashSet<UserId>,
     pub muting: FxHashSet<UserId>,
@@ -65,6 +70,25 @@ fn insert_sorted(v: &mut Vec<Key>, k: Key) {
     }
 }
 
+impl UserState {
+    /// When this user followed `other`, if they do.
+    pub fn follows(&self, other: UserId) -> Option<Millis> {
+        self.following.get_by(|e| e.0.cmp(&other)).map(|e| e.1)
+    }
+
+    /// Drops the follow of `other` from this user's side; its time if any.
+    fn unfollow(&mut self, other: UserId) -> Option<Millis> {
+        let (_, since) = self.following.remove_by(|e| e.0.cmp(&other))?;
+        self.following_by_time.remove(&(since, other));
+        Some(since)
+    }
+
+    /// Heap bytes of this user's follow edges (both directions).
+    pub fn graph_bytes(&self) -> usize {
+        self.following.heap_bytes() + self.following_by_time.heap_bytes() + self.followers.heap_bytes()
+    }
+}
+
 impl State {
     pub fn user(&self, u: UserId) -> Option<&UserState> {
         self.users.get(&u)
@@ -83,22 +107,22 @@ impl State {
 
     pub fn has_edge(&self, kind: EdgeKind, from: UserId, to: UserId) -> bool {
         self.users.get(&from).is_some_and(|s| match kind {
-            EdgeKind::Follow => s.following.contains_key(&to),
+            EdgeKind::Follow => s.follows(to).is_some(),
             EdgeKind::Block => s.blocking.contains(&to),
             EdgeKind::Mute => s.muting.contains(&to),
         })
     }
 
     pub fn follow_since(&self, from: UserId, to: UserId) -> Option<Millis> {
-        self.users.get(&from).and_then(|s| s.following.get(&to).copied())
+        self.users.get(&from).and_then(|s| s.follows(to))
     }
 
     pub fn relation(&self, u: UserId, other: UserId) -> Relation {
         match self.users.get(&u) {
             None => Relation::default(),
             Some(s) => Relation {
-                following: s.following.contains_key(&other),
-                followed_by: s.followers.contains_key(&other),
+                following: s.follows(other).is_some(),
+                followed_by: self.users.get(&other).is_some_and(|o| o.follows(u).is_some()),
                 blocking: s.blocking.contains(&other),
                 blocked_by: s.blocked_by.contains(&other),
                 muting: s.muting.contains(&other),
@@ -182,18 +206,16 @@ impl State {
         match kind {
             EdgeKind::Follow => {
                 let f = self.user_mut(from);
-                if let Some(old) = f.following.insert(to, since) {
-                    f.following_by_time.remove(&(old, to));
+                let old = f.unfollow(to);
+                f.following.insert((to, since));
+                f.following_by_time.insert((since, to));
+                let t = self.user_mut(to);
+                if let Some(old) = old {
+                    t.followers.remove(&(old, from));
                 } else {
                     self.follows += 1;
                 }
-                let f = self.user_mut(from);
-                f.following_by_time.insert((since, to));
-                let t = self.user_mut(to);
-                if let Some(old) = t.followers.insert(from, since) {
-                    t.followers_by_time.remove(&(old, from));
-                }
-                t.followers_by_time.insert((since, from));
+                self.user_mut(to).followers.insert((since, from));
             }
             EdgeKind::Block => {
                 self.user_mut(from).blocking.insert(to);
@@ -209,14 +231,9 @@ impl State {
     fn del_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId) {
         match kind {
             EdgeKind::Follow => {
-                let f = self.user_mut(from);
-                if let Some(old) = f.following.remove(&to) {
-                    f.following_by_time.remove(&(old, to));
+                if let Some(old) = self.user_mut(from).unfollow(to) {
+                    self.user_mut(to).followers.remove(&(old, from));
                     self.follows = self.follows.saturating_sub(1);
-                }
-                let t = self.user_mut(to);
-                if let Some(old) = t.followers.remove(&from) {
-                    t.followers_by_time.remove(&(old, from));
                 }
             }
             EdgeKind::Block => {

@@ -16,7 +16,6 @@ use crate::state::State;
 use crate::traits::*;
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::HashSet;
-use std::ops::Bound;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
@@ -325,7 +324,7 @@ impl<J: Journal> Graph for Store<J> {
     fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
         self.tick();
         let st = self.state.read();
-        Ok(st.user(user).map(|u| u.following.keys().copied().collect()).unwrap_or_default())
+        Ok(st.user(user).map(|u| u.following.iter().map(|e| e.0).collect()).unwrap_or_default())
     }
 
     fn list(
@@ -340,18 +339,23 @@ impl<J: Journal> Graph for Store<J> {
         let Some(u) = st.user(user) else { return Ok(vec![]) };
         let set = match which {
             ListKind::Following => &u.following_by_time,
-            ListKind::Followers => &u.followers_by_time,
+            ListKind::Followers => &u.followers,
         };
-        let upper = after.map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(set.range((Bound::Unbounded, upper)).rev().take(limit).map(|&(since, id)| (id, since)).collect())
+        let page = |it: &mut dyn Iterator<Item = &(Millis, UserId)>| it.take(limit).map(|&(s, id)| (id, s)).collect();
+        Ok(match after {
+            Some(a) => page(&mut set.iter_before_rev(&a)),
+            None => page(&mut set.iter().rev()),
+        })
     }
 
-    fn followers_chunk(&self, user: UserId, after: Option<UserId>, limit: usize) -> Result<Vec<UserId>> {
+    fn followers_chunk(&self, user: UserId, after: Option<FollowerPos>, limit: usize) -> Result<Vec<FollowerPos>> {
         self.tick();
         let st = self.state.read();
         let Some(u) = st.user(user) else { return Ok(vec![]) };
-        let lower = after.map_or(Bound::Unbounded, Bound::Excluded);
-        Ok(u.followers.range((lower, Bound::Unbounded)).take(limit).map(|(id, _)| *id).collect())
+        Ok(match after {
+            Some(a) => u.followers.iter_after(&a).take(limit).copied().collect(),
+            None => u.followers.iter().take(limit).copied().collect(),
+        })
     }
 
     fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {

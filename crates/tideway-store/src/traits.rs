@@ -137,8 +137,9 @@ pub trait Graph: Send + Sync {
         after: Option<(Millis, UserId)>,
         limit: usize,
     ) -> Result<Vec<(UserId, Millis)>>;
-    /// Followers in id order after `after`: the chunks of a fan-out job.
-    fn followers_chunk(&self, user: UserId, after: Option<UserId>, limit: usize) -> Result<Vec<UserId>>;
+    /// Followers in order of follow after the position `after`: the chunks
+    /// of a fan-out job.
+    fn followers_chunk(&self, user: UserId, after: Option<FollowerPos>, limit: usize) -> Result<Vec<FollowerPos>>;
     /// The relation of `user` to each of `others`.
     fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>>;
     fn counts(&self, user: UserId) -> Result<UserCounts>;
@@ -146,11 +147,15 @@ pub trait Graph: Send + Sync {
     fn stats(&self) -> Result<StoreStats>;
 }
 
+/// A follower's position in the followers of a user: followers are walked in
+/// order of follow time, then id.
+pub type FollowerPos = (Millis, UserId);
+
 /// How far a fan-out job got in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JobProgress {
-    /// Every follower up to and including this one has the job's key.
-    Checkpoint(Key, UserId),
+    /// Every follower up to and including this position has the job's key.
+    Checkpoint(Key, FollowerPos),
     /// Every follower has it: the job is done.
     Complete(Key),
 }

@@ -203,7 +203,7 @@ async fn a_million_follower_delivery_survives_kill_9() {
         let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("reopen");
         let jobs = store.pending_jobs(10).expect("jobs");
         assert_eq!(jobs.len(), 1, "the delivery was still running when killed (raise the chunk count if not)");
-        jobs[0].cursor.map_or(0, |c| c.0)
+        jobs[0].cursor.map_or(0, |c| c.1.0)
     };
     assert!(cursor > 1 && cursor < FOLLOWERS, "killed midway with a checkpoint: cursor {cursor}");
     // Restart: the delivery resumes and finishes; followers see the item once.
