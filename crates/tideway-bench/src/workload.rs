@@ -2,15 +2,16 @@
 //!
 //! * `twitter`: `../shared/data/twitter-follow.txt.gz` (or any `a b` edge file):
 //!   posts with authors drawn in proportion to their follower counts.
-//! * `synthetic:USERS:FOLLOWS`: a seeded power-law graph (followees drawn with
-//!   weight 1/rank, followers uniformly, duplicates dropped).
+//! * `synthetic:USERS:FOLLOWS`: a seeded power-law graph of exactly FOLLOWS
+//!   distinct follows (followees drawn with weight 1/rank, followers
+//!   uniformly; duplicates are dropped and drawn again).
 //! * `higgs`: the Higgs activity trace replayed as posts, reposts, mentions and
 //!   replies. Its follow graph is not in `shared/data`; the retweet network
 //!   stands in for it (A retweeted B ⇒ A follows B).
 
 use flate2::read::GzDecoder;
 use rand::distr::{Distribution, weighted::WeightedIndex};
-use rand::{Rng, SeedableRng, rngs::StdRng};
+use rand::{Rng, SeedableRng, rngs::StdRng, seq::SliceRandom};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
@@ -46,7 +47,7 @@ impl Graph {
         match self {
             Graph::File(p) => format!("follow graph {}", p.display()),
             Graph::Synthetic { users, follows } => {
-                format!("synthetic power-law graph ({users} users, {follows} follows drawn)")
+                format!("seeded synthetic power-law graph of {users} users and {follows} follows")
             }
             Graph::Higgs => "Higgs trace (retweet network as the follow graph)".to_owned(),
         }
@@ -83,10 +84,33 @@ pub fn edges(g: &Graph, data: &Path, seed: u64, max_following: usize) -> Result<
             let mut rng = StdRng::seed_from_u64(seed);
             let weights: Vec<f64> = (1..=*users).map(|r| 1.0 / r as f64).collect();
             let zipf = WeightedIndex::new(&weights).map_err(|e| e.to_string())?;
-            (0..*follows)
-                .map(|_| (rng.random_range(1..=*users), zipf.sample(&mut rng) as u64 + 1))
-                .filter(|(a, b)| a != b)
-                .collect()
+            let target = usize::try_from(*follows).map_err(|e| e.to_string())?;
+            if target as u128 > u128::from(*users) * u128::from(*users - 1) / 2 {
+                // Near saturation, drawing the last distinct pairs would take forever.
+                return Err(format!(
+                    "synthetic:{users}:{follows}: at most half of the {users}×{} possible follows",
+                    users - 1
+                ));
+            }
+            let mut edges: Vec<(u64, u64)> = Vec::with_capacity(target + target / 8);
+            // The most followed accounts saturate (everyone follows them), so
+            // draws repeat: draw again until FOLLOWS distinct follows exist,
+            // then drop a random excess.
+            while edges.len() < target {
+                let missing = target - edges.len();
+                edges.extend(
+                    (0..missing + missing / 4 + 16)
+                        .map(|_| (rng.random_range(1..=*users), zipf.sample(&mut rng) as u64 + 1))
+                        .filter(|(a, b)| a != b),
+                );
+                edges.sort_unstable();
+                edges.dedup();
+            }
+            if edges.len() > target {
+                edges.shuffle(&mut rng);
+                edges.truncate(target);
+            }
+            edges
         }
     };
     edges.sort_unstable();
@@ -143,4 +167,24 @@ pub fn higgs_events(data: &Path, limit: usize) -> Result<Vec<(i64, Event)>, Stri
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_synthetic_graph_has_exactly_the_follows_asked_for() {
+        // 30k draws over 1,000 users repeat often (the top accounts saturate).
+        let g = Graph::parse("synthetic:1000:30000").expect("parse");
+        let e = edges(&g, Path::new("."), 7, usize::MAX).expect("edges");
+        assert_eq!(e.len(), 30_000);
+        assert!(e.windows(2).all(|w| w[0] < w[1]), "sorted and distinct");
+        assert!(e.iter().all(|(a, b)| a != b && (1..=1000).contains(a) && (1..=1000).contains(b)));
+        // Power law: the first account is followed by far more than the median.
+        let count = |u: u64| e.iter().filter(|x| x.1 == u).count();
+        assert!(count(1) > 10 * count(500), "{} vs {}", count(1), count(500));
+        assert_eq!(e, edges(&g, Path::new("."), 7, usize::MAX).expect("edges"), "seeded");
+        assert!(edges(&Graph::parse("synthetic:10:100").expect("parse"), Path::new("."), 7, 10).is_err());
+    }
 }

@@ -30,9 +30,12 @@ impl<T> Default for SortedBlocks<T> {
     }
 }
 
+/// Makes room for one more entry, growing by a quarter (not double): most
+/// users' sets are a single block that stops growing, and a doubled block
+/// would leave a third of it empty on average.
 fn grow<T>(b: &mut Vec<T>) {
     if b.len() == b.capacity() {
-        let want = (b.capacity() * 2).clamp(4, BLOCK);
+        let want = (b.capacity() + (b.capacity() / 4).max(4)).min(BLOCK);
         b.reserve_exact(want - b.len());
     }
 }
@@ -68,6 +71,8 @@ impl<T: Ord + Copy> SortedBlocks<T> {
         if self.blocks.is_empty() {
             let mut b = Vec::with_capacity(4);
             b.push(v);
+            // Most sets never need a second block.
+            self.blocks.reserve_exact(1);
             self.blocks.push(b);
             self.len = 1;
             return true;

@@ -90,6 +90,12 @@ impl UserState {
 }
 
 impl State {
+    /// Heap bytes of the follow graph (walks every user: for reports, not
+    /// for hot paths).
+    pub fn graph_bytes(&self) -> usize {
+        self.users.values().map(UserState::graph_bytes).sum()
+    }
+
     pub fn user(&self, u: UserId) -> Option<&UserState> {
         self.users.get(&u)
     }
