@@ -16,6 +16,9 @@ use tideway_core::{Key, UserId};
 /// reading rarely wait on one another.
 const SHARDS: usize = 64;
 
+/// Inboxes whose cache lines a delivery loads together (see `deliver`).
+const TOUCH_BATCH: usize = 32;
+
 #[derive(Debug, Default)]
 struct Inbox {
     /// Ascending keys, all above `floor`.
@@ -32,25 +35,36 @@ impl Inbox {
         if key <= self.floor {
             return false;
         }
-        let added = match self.keys.back() {
-            Some(&last) if key > last => {
-                self.keys.push_back(key);
-                true
-            }
-            None => {
-                self.keys.push_back(key);
-                true
-            }
+        let mut pos = match self.keys.back() {
+            Some(&last) if key > last => self.keys.len(),
+            None => 0,
             _ => match self.keys.binary_search(&key) {
-                Ok(_) => false,
-                Err(pos) => {
-                    self.keys.insert(pos, key);
-                    true
-                }
+                Ok(_) => return false,
+                Err(pos) => pos,
             },
         };
+        if self.keys.len() >= cap {
+            if pos == 0 {
+                // Older than everything in a full inbox: it is trimmed at
+                // once, and the outboxes serve it below the raised floor.
+                self.floor = self.floor.max(key);
+                return true;
+            }
+            // Make room first, so a full inbox never grows its buffer.
+            if let Some(k) = self.keys.pop_front() {
+                self.floor = self.floor.max(k);
+            }
+            pos -= 1;
+        }
+        if self.keys.len() == self.keys.capacity() {
+            // Grow by a quarter up to the cap: a doubled buffer would leave up
+            // to half of a full inbox's memory unused.
+            let want = (self.keys.capacity() + (self.keys.capacity() / 4).max(4)).min(cap.max(1));
+            self.keys.reserve_exact(want.saturating_sub(self.keys.len()).max(1));
+        }
+        self.keys.insert(pos, key);
         self.trim(cap);
-        added
+        true
     }
 
     /// Everything at or below `floor` is now read from the outboxes.
@@ -116,11 +130,23 @@ impl InboxSet {
                 continue;
             }
             let mut shard = self.shards[i].lock();
-            for u in us {
-                if let Some(ib) = shard.get_mut(u)
-                    && ib.add(key, self.cap)
-                {
-                    n += 1;
+            for batch in us.chunks(TOUCH_BATCH) {
+                // Read each inbox's newest key first. These reads do not
+                // depend on one another, so the CPU overlaps their cache
+                // misses (hash bucket, then deque buffer); the writes below
+                // then find those lines in cache instead of missing one
+                // inbox at a time.
+                let touched = batch
+                    .iter()
+                    .filter_map(|u| shard.get(u).and_then(|ib| ib.keys.back().copied()))
+                    .fold(0u64, |a, k| a ^ k);
+                std::hint::black_box(touched);
+                for u in batch {
+                    if let Some(ib) = shard.get_mut(u)
+                        && ib.add(key, self.cap)
+                    {
+                        n += 1;
+                    }
                 }
             }
         }
@@ -234,6 +260,27 @@ mod tests {
         assert_eq!(set.deliver(5, &[u]), 0, "at or below the floor");
         let r = set.read(u, KeyRange { above: Some(20), below: None }, Direction::Newer, 10).expect("present");
         assert_eq!(r.keys, vec![30, 40]);
+    }
+
+    #[test]
+    fn a_full_inbox_keeps_its_newest_keys_without_growing() {
+        let set = InboxSet::new(800);
+        let u = UserId(9);
+        set.begin_rebuild(u);
+        set.finish_rebuild(u, &[], 0);
+        // In order, out of order, and older than everything once full.
+        for k in (1..=3000u64).map(|k| k * 10) {
+            set.deliver(k, &[u]);
+            set.deliver(k - 5, &[u]);
+        }
+        set.deliver(3, &[u]);
+        let r = set.read(u, KeyRange::ALL, Direction::Older, 1000).expect("present");
+        let want: Vec<Key> = (0..800u64).map(|i| 30_000 - 5 * i).collect();
+        assert_eq!(r.keys, want);
+        assert_eq!(r.floor, 30_000 - 5 * 800);
+        let s = set.stats();
+        assert_eq!(s.entries, 800);
+        assert!(s.bytes <= 800 * 8, "{} bytes for 800 keys", s.bytes);
     }
 
     #[test]
