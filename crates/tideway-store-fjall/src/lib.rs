@@ -412,4 +412,18 @@ mod tests {
         let _a = open(dir.path(), SyncMode::Buffer, 10).expect("open");
         assert!(open(dir.path(), SyncMode::Buffer, 10).is_err());
     }
+
+    #[test]
+    fn a_directory_of_another_format_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let db = Database::builder(dir.path()).open().expect("fjall");
+            let meta = db.keyspace("meta", KeyspaceCreateOptions::default).expect("meta");
+            meta.insert("format", "tideway-1").expect("insert");
+            db.persist(PersistMode::SyncAll).expect("persist");
+        }
+        let err = open(dir.path(), SyncMode::Buffer, 10).map(|_| ()).expect_err("refused");
+        let msg = err.to_string();
+        assert!(msg.contains("tideway-1") && msg.contains("tideway-2"), "{msg}");
+    }
 }
