@@ -38,9 +38,9 @@ impl Inbox {
         let mut pos = match self.keys.back() {
             Some(&last) if key > last => self.keys.len(),
             None => 0,
-            _ => match self.keys.binary_search(&key) {
-                Ok(_) => return false,
-                Err(pos) => pos,
+            _ => match self.position_from_back(key) {
+                Some(pos) => pos,
+                None => return false,
             },
         };
         if self.keys.len() >= cap {
@@ -65,6 +65,36 @@ impl Inbox {
         self.keys.insert(pos, key);
         self.trim(cap);
         true
+    }
+
+    /// Where `key` goes, searching from the newest end (`None` if present).
+    /// Keys that arrive out of order are mostly a little older than the
+    /// newest (lanes deliver older jobs' chunks after newer ones), so an
+    /// exponential search from the back touches a few cache lines where a
+    /// binary search over the whole deque would miss on most of its steps.
+    /// Needs a non-empty deque whose last key is `>= key`.
+    fn position_from_back(&self, key: Key) -> Option<usize> {
+        let len = self.keys.len();
+        // keys[hi] >= key; every index below `lo` holds a key < key.
+        let (mut lo, mut hi, mut step) = (0, len - 1, 1);
+        while step <= hi {
+            let probe = hi - step;
+            if self.keys[probe] < key {
+                lo = probe + 1;
+                break;
+            }
+            hi = probe;
+            step *= 2;
+        }
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.keys[mid] < key {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        (self.keys[lo] != key).then_some(lo)
     }
 
     /// Everything at or below `floor` is now read from the outboxes.
@@ -120,12 +150,27 @@ impl InboxSet {
     }
 
     pub fn deliver(&self, key: Key, users: &[UserId]) -> usize {
-        let mut by_shard: Vec<Vec<UserId>> = vec![Vec::new(); SHARDS];
+        // Group by shard with a counting sort into one buffer (one
+        // allocation per call, not one growing vector per shard).
+        let mut ends = [0usize; SHARDS];
         for &u in users {
-            by_shard[self.shard(u)].push(u);
+            ends[self.shard(u)] += 1;
+        }
+        let mut at = 0;
+        for e in &mut ends {
+            at += *e;
+            *e = at;
+        }
+        let mut next = ends;
+        let mut grouped = vec![UserId(0); users.len()];
+        for &u in users.iter().rev() {
+            let s = self.shard(u);
+            next[s] -= 1;
+            grouped[next[s]] = u;
         }
         let mut n = 0;
-        for (i, us) in by_shard.iter().enumerate() {
+        for i in 0..SHARDS {
+            let us = &grouped[next[i]..ends[i]];
             if us.is_empty() {
                 continue;
             }
@@ -260,6 +305,35 @@ mod tests {
         assert_eq!(set.deliver(5, &[u]), 0, "at or below the floor");
         let r = set.read(u, KeyRange { above: Some(20), below: None }, Direction::Newer, 10).expect("present");
         assert_eq!(r.keys, vec![30, 40]);
+    }
+
+    #[test]
+    fn adds_in_any_order_match_a_sorted_set_model() {
+        use rand::{Rng, SeedableRng, rngs::StdRng};
+        use std::collections::BTreeSet;
+        for seed in 0..50 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let cap = rng.random_range(1..40);
+            let (mut ib, mut keys, mut floor) = (Inbox::default(), BTreeSet::new(), 0u64);
+            for step in 0..2_000u64 {
+                // Mostly a little older than the newest, sometimes anywhere.
+                let key = if rng.random_bool(0.7) {
+                    (step * 4).saturating_sub(rng.random_range(0..60))
+                } else {
+                    rng.random_range(0..=step * 4)
+                };
+                let want = key > floor && !keys.contains(&key);
+                if want {
+                    keys.insert(key);
+                    while keys.len() > cap {
+                        floor = floor.max(keys.pop_first().unwrap_or(0));
+                    }
+                }
+                assert_eq!(ib.add(key, cap), want, "seed {seed} step {step} key {key}");
+                assert!(ib.keys.iter().copied().eq(keys.iter().copied()), "seed {seed} step {step}");
+                assert_eq!(ib.floor, floor);
+            }
+        }
     }
 
     #[test]
