@@ -745,6 +745,13 @@ struct RedisFigures {
     series: Vec<(f64, f64)>,
 }
 
+/// One delivery of the seeds' push design: `ZADD timeline <id> <id>`, then
+/// trim the timeline to its newest 800 entries.
+fn redis_push(p: &mut redis::Pipeline, timeline: &str, id: u64) {
+    p.cmd("ZADD").arg(timeline).arg(id).arg(id).ignore();
+    p.cmd("ZREMRANGEBYRANK").arg(timeline).arg(0).arg(-801).ignore();
+}
+
 /// The seeds' push design on the local Redis: for each item, for each follower,
 /// `ZADD timeline:<f> <id> <id>` and `ZREMRANGEBYRANK timeline:<f> 0 -801`,
 /// pipelined 1000 deliveries at a time. Replays the same items in the same
@@ -772,9 +779,7 @@ fn redis_baseline(args: &Args, posted: &[(u64, u64)], svc: &FeedService) -> Resu
         loop {
             let chunk = svc.backend().followers_chunk(UserId(author), after, 1000).map_err(|e| e.to_string())?;
             for f in &chunk {
-                let key = format!("{prefix}{}", f.1.0);
-                pipe.cmd("ZADD").arg(&key).arg(id).arg(id).ignore();
-                pipe.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
+                redis_push(&mut pipe, &format!("{prefix}{}", f.1.0), id);
                 touched.insert(f.1.0);
                 in_pipe += 1;
                 done += 1;
@@ -954,9 +959,7 @@ fn redis_celebrities(args: &Args) -> Result<(f64, f64), String> {
         while i < n {
             let mut p = redis::pipe();
             for f in i..(i + 1000).min(n) {
-                let key = format!("{prefix}{f}");
-                p.cmd("ZADD").arg(&key).arg(id).arg(id).ignore();
-                p.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
+                redis_push(&mut p, &format!("{prefix}{f}"), id);
             }
             p.query::<()>(&mut con).map_err(|e| e.to_string())?;
             i += 1000;
@@ -1144,9 +1147,7 @@ fn mix_redis(
                 let chunk = svc.backend().followers_chunk(UserId(a), after, 1000).map_err(|e| e.to_string())?;
                 let mut p = redis::pipe();
                 for f in &chunk {
-                    let key = format!("{prefix}{}", f.1.0);
-                    p.cmd("ZADD").arg(&key).arg(i).arg(i).ignore();
-                    p.cmd("ZREMRANGEBYRANK").arg(&key).arg(0).arg(-801).ignore();
+                    redis_push(&mut p, &format!("{prefix}{}", f.1.0), i as u64);
                     touched.insert(f.1.0);
                 }
                 if !chunk.is_empty() {

@@ -62,10 +62,6 @@ impl<T: Ord + Copy> SortedBlocks<T> {
         b.binary_search_by(&cmp).ok().map(|p| &b[p])
     }
 
-    pub fn contains(&self, v: &T) -> bool {
-        self.get_by(|e| e.cmp(v)).is_some()
-    }
-
     /// Adds `v`; false if it was already there.
     pub fn insert(&mut self, v: T) -> bool {
         if self.blocks.is_empty() {
@@ -144,18 +140,18 @@ impl<T: Ord + Copy> SortedBlocks<T> {
         self.blocks.iter().flatten()
     }
 
-    /// Entries strictly greater than `after`, ascending.
-    pub fn iter_after(&self, after: &T) -> impl Iterator<Item = &T> {
-        let i = self.blocks.partition_point(|b| b.last().is_some_and(|l| l <= after));
-        let head = self.blocks.get(i).map_or(&[][..], |b| &b[b.partition_point(|e| e <= after)..]);
+    /// Entries strictly greater than `after` (all with `None`), ascending.
+    pub fn iter_after(&self, after: Option<&T>) -> impl Iterator<Item = &T> {
+        let i = after.map_or(0, |a| self.blocks.partition_point(|b| b.last().is_some_and(|l| l <= a)));
+        let head = self.blocks.get(i).map_or(&[][..], |b| &b[after.map_or(0, |a| b.partition_point(|e| e <= a))..]);
         let rest = self.blocks.get(i + 1..).unwrap_or(&[]);
         head.iter().chain(rest.iter().flatten())
     }
 
-    /// Entries strictly smaller than `before`, descending.
-    pub fn iter_before_rev(&self, before: &T) -> impl Iterator<Item = &T> {
-        let i = self.blocks.partition_point(|b| b.last().is_some_and(|l| l < before));
-        let head = self.blocks.get(i).map_or(&[][..], |b| &b[..b.partition_point(|e| e < before)]);
+    /// Entries strictly smaller than `before` (all with `None`), descending.
+    pub fn iter_before_rev(&self, before: Option<&T>) -> impl Iterator<Item = &T> {
+        let i = before.map_or(self.blocks.len(), |x| self.blocks.partition_point(|b| b.last().is_some_and(|l| l < x)));
+        let head = before.and_then(|x| self.blocks.get(i).map(|b| &b[..b.partition_point(|e| e < x)])).unwrap_or(&[]);
         head.iter().rev().chain(self.blocks[..i].iter().rev().flat_map(|b| b.iter().rev()))
     }
 
@@ -197,9 +193,11 @@ mod tests {
                     }
                     7 | 8 => assert_eq!(s.remove(&v), m.remove(&v), "remove {v}"),
                     _ => {
-                        assert_eq!(s.contains(&v), m.contains(&v));
-                        assert!(s.iter_after(&v).take(300).copied().eq(m.range(v + 1..).take(300).copied()));
-                        assert!(s.iter_before_rev(&v).take(300).copied().eq(m.range(..v).rev().take(300).copied()));
+                        assert_eq!(s.get_by(|e| e.cmp(&v)).is_some(), m.contains(&v));
+                        assert!(s.iter_after(Some(&v)).take(300).copied().eq(m.range(v + 1..).take(300).copied()));
+                        assert!(
+                            s.iter_before_rev(Some(&v)).take(300).copied().eq(m.range(..v).rev().take(300).copied())
+                        );
                     }
                 }
                 if step % 500 == 0 {
@@ -219,10 +217,10 @@ mod tests {
         // 8 bytes per entry, plus the partly filled last block and the
         // block index.
         assert!(s.heap_bytes() < 100_000 * 8 * 105 / 100, "{} bytes", s.heap_bytes());
-        assert_eq!(s.iter_after(&99_998).copied().collect::<Vec<_>>(), vec![99_999]);
-        assert_eq!(s.iter_before_rev(&1).copied().collect::<Vec<_>>(), vec![0]);
-        assert_eq!(s.iter_before_rev(&0).count(), 0);
-        assert_eq!(s.iter_after(&99_999).count(), 0);
+        assert_eq!(s.iter_after(Some(&99_998)).copied().collect::<Vec<_>>(), vec![99_999]);
+        assert_eq!(s.iter_before_rev(Some(&1)).copied().collect::<Vec<_>>(), vec![0]);
+        assert_eq!(s.iter_before_rev(Some(&0)).count(), 0);
+        assert_eq!(s.iter_after(Some(&99_999)).count(), 0);
     }
 
     #[test]

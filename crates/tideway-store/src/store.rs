@@ -341,21 +341,14 @@ impl<J: Journal> Graph for Store<J> {
             ListKind::Following => &u.following_by_time,
             ListKind::Followers => &u.followers,
         };
-        let page = |it: &mut dyn Iterator<Item = &(Millis, UserId)>| it.take(limit).map(|&(s, id)| (id, s)).collect();
-        Ok(match after {
-            Some(a) => page(&mut set.iter_before_rev(&a)),
-            None => page(&mut set.iter().rev()),
-        })
+        Ok(set.iter_before_rev(after.as_ref()).take(limit).map(|&(since, id)| (id, since)).collect())
     }
 
     fn followers_chunk(&self, user: UserId, after: Option<FollowerPos>, limit: usize) -> Result<Vec<FollowerPos>> {
         self.tick();
         let st = self.state.read();
         let Some(u) = st.user(user) else { return Ok(vec![]) };
-        Ok(match after {
-            Some(a) => u.followers.iter_after(&a).take(limit).copied().collect(),
-            None => u.followers.iter().take(limit).copied().collect(),
-        })
+        Ok(u.followers.iter_after(after.as_ref()).take(limit).copied().collect())
     }
 
     fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
