@@ -1187,11 +1187,18 @@ fn hist() -> Result<Histogram<u64>, String> {
 async fn start_http(
     svc: Arc<FeedService>,
 ) -> Result<(std::net::SocketAddr, tokio::task::JoinHandle<std::io::Result<()>>), String> {
-    let auth = Arc::new(tideway_http::Authenticator::new(&Default::default()));
-    let app = tideway_http::router(tideway_http::AppState { svc, auth, metrics: None }, Duration::from_secs(10));
+    let auth = tideway_http::Authenticator::new(&Default::default());
+    let state = tideway_http::AppState::new(svc, auth, tideway_http::RateLimits::unlimited(), false, None);
+    let app = tideway_http::router(state, Duration::from_secs(10));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
-    Ok((addr, tokio::spawn(async move { axum::serve(listener, app).await })))
+    // The server the binary runs: its connection loop, no shutdown.
+    let opts = tideway_http::ServeOptions {
+        header_read_timeout: Duration::from_secs(30),
+        max_connections: 10_000,
+        shutdown_grace: Duration::from_secs(1),
+    };
+    Ok((addr, tokio::spawn(tideway_http::serve(listener, app, opts, std::future::pending()))))
 }
 
 /// Reads one home page of 20 over HTTP; a non-2xx answer is an error.

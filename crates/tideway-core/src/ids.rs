@@ -15,7 +15,9 @@
 use crate::error::DomainError;
 use crate::time::Millis;
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// 2020-01-01T00:00:00Z in Unix milliseconds: the epoch of item ids.
@@ -100,8 +102,42 @@ pub struct IdGenerator {
     /// Last key handed out for the present, packed (ms << 12 | seq); an
     /// atomic so that concurrent writers never take a lock to get an id.
     last: AtomicU64,
-    /// Sequence for imported (past) times.
-    import_seq: AtomicU64,
+    /// Where the next imported item of a millisecond goes (see [`Self::at`]).
+    imports: Mutex<ImportSlots>,
+    /// How many milliseconds an import may move forward.
+    spill_ms: u64,
+}
+
+/// How far past its `created_at` an imported item may be moved when its
+/// millisecond has no free id left on this node: 4,096 ids a millisecond,
+/// so a second-precision import of up to ~4 million items in one second
+/// keeps its second.
+pub const IMPORT_SPILL_MS: u64 = 999;
+/// Milliseconds remembered by the import allocator before it forgets them
+/// (a forgotten millisecond is found again by probing the store).
+const IMPORT_SLOTS_REMEMBERED: usize = 1 << 16;
+
+/// The import allocator's memory, per millisecond.
+#[derive(Debug, Default)]
+struct ImportSlots {
+    next: HashMap<u64, Slot>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    /// The next sequence to try (4,096: the millisecond is full).
+    seq: u64,
+    /// The jump after the next collision (doubles each time).
+    stride: u64,
+    /// Once full: the first later millisecond that may have room, so a run
+    /// of full milliseconds is crossed in one step, not one by one.
+    skip_to: u64,
+}
+
+impl Slot {
+    fn new(seq: u64) -> Self {
+        Self { seq, stride: 1, skip_to: 0 }
+    }
 }
 
 impl IdGenerator {
@@ -109,7 +145,12 @@ impl IdGenerator {
         if node > MAX_NODE {
             return Err(DomainError::invalid("node_id", format!("must be at most {MAX_NODE}")));
         }
-        Ok(Self { node: u64::from(node), last: AtomicU64::new(0), import_seq: AtomicU64::new(0) })
+        Ok(Self {
+            node: u64::from(node),
+            last: AtomicU64::new(0),
+            imports: Mutex::new(ImportSlots::default()),
+            spill_ms: IMPORT_SPILL_MS,
+        })
     }
 
     fn compose(&self, ms: u64, seq: u64) -> Key {
@@ -126,6 +167,11 @@ impl IdGenerator {
             return Err(DomainError::invalid(field, "is too far in the future"));
         }
         Ok(ms)
+    }
+
+    /// The same with imports moved at most `spill_ms` forward (tests).
+    pub fn with_import_spill(node: u16, spill_ms: u64) -> Result<Self, DomainError> {
+        Ok(Self { spill_ms, ..Self::new(node)? })
     }
 
     /// A key for "now": strictly greater than every key this generator gave
@@ -157,11 +203,55 @@ impl IdGenerator {
         self.last.fetch_max(packed, Ordering::Relaxed);
     }
 
-    /// A key at a given (imported) time. Unique among the next 4096 calls
-    /// for the same millisecond; the store detects any collision.
+    /// A key at a given (imported) time. Ids of one millisecond are handed
+    /// out in sequence; once this node's 4,096 ids of that millisecond are
+    /// used, the item moves to the next millisecond with a free id (at most
+    /// [`IMPORT_SPILL_MS`] later), so its `created_at` is that much later.
+    /// Never key 0 (id "0" is not a valid id). The store still detects a
+    /// collision (an id taken before a restart, or by a live item): the
+    /// caller reports it with [`Self::taken`] and asks again.
     pub fn at(&self, t: Millis) -> Result<Key, DomainError> {
-        let ms = Self::ms_of("created_at", t)?;
-        Ok(self.compose(ms, self.import_seq.fetch_add(1, Ordering::Relaxed)))
+        let first = Self::ms_of("created_at", t)?;
+        let mut slots = self.imports.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if slots.next.len() >= IMPORT_SLOTS_REMEMBERED {
+            slots.next.clear();
+        }
+        let last = (first + self.spill_ms).min(MAX_TIME);
+        let mut ms = first;
+        while ms <= last {
+            let start = u64::from(ms == 0 && self.node == 0); // key 0 is not an id
+            let slot = slots.next.entry(ms).or_insert(Slot::new(start));
+            if slot.seq < (1 << SEQ_BITS) {
+                let seq = slot.seq;
+                slot.seq += 1;
+                if ms > first
+                    && let Some(f) = slots.next.get_mut(&first)
+                {
+                    f.skip_to = f.skip_to.max(ms);
+                }
+                return Ok(self.compose(ms, seq));
+            }
+            ms = (ms + 1).max(slot.skip_to);
+        }
+        Err(DomainError::invalid(
+            "created_at",
+            format!(
+                "no free item id within {} ms after {t}: this node already holds 4,096 items in every millisecond \
+                 of that span; spread the import over more time or more nodes",
+                self.spill_ms + 1
+            ),
+        ))
+    }
+
+    /// The store found `key` (from [`Self::at`]) taken. The next ids of its
+    /// millisecond jump past it by a stride that doubles at each collision,
+    /// so a millisecond filled before a restart is crossed in ~12 tries.
+    pub fn taken(&self, key: Key) {
+        let (ms, seq) = (key >> TIME_SHIFT, key & ((1 << SEQ_BITS) - 1));
+        let mut slots = self.imports.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let slot = slots.next.entry(ms).or_insert(Slot::new(0));
+        slot.seq = slot.seq.max(seq + slot.stride);
+        slot.stride = (slot.stride * 2).min(1 << SEQ_BITS);
     }
 }
 
@@ -207,6 +297,59 @@ mod tests {
         let t = Millis(ID_EPOCH_MS + 5);
         assert_ne!(a.next(t).expect("a"), b.next(t).expect("b"));
         assert!(IdGenerator::new(MAX_NODE + 1).is_err());
+    }
+
+    #[test]
+    fn imports_of_one_millisecond_spill_into_the_next_ones_and_never_collide() {
+        let g = IdGenerator::new(0).expect("node");
+        let t = Millis(ID_EPOCH_MS + 7_000);
+        let keys: Vec<Key> = (0..10_000).map(|_| g.at(t).expect("key")).collect();
+        let distinct: std::collections::HashSet<Key> = keys.iter().copied().collect();
+        assert_eq!(distinct.len(), keys.len(), "every imported key is distinct");
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "one millisecond fills before the next");
+        assert_eq!(key_time(keys[4095]), t);
+        assert_eq!(key_time(keys[4096]), Millis(t.0 + 1), "the 4,097th item moves 1 ms later");
+        assert_eq!(key_time(keys[9_999]), Millis(t.0 + 2));
+    }
+
+    #[test]
+    fn import_at_the_epoch_never_gets_key_zero() {
+        let g = IdGenerator::new(0).expect("node");
+        let k = g.at(Millis(ID_EPOCH_MS)).expect("key");
+        assert_ne!(k, 0);
+        assert!(ItemId::parse("id", &k.to_string()).is_ok(), "every assigned id parses");
+    }
+
+    #[test]
+    fn collisions_after_a_restart_are_crossed_in_few_tries() {
+        // Before the "restart": a millisecond full and the next one half full.
+        let before = IdGenerator::new(0).expect("node");
+        let t = Millis(ID_EPOCH_MS + 99);
+        let mut stored: std::collections::HashSet<Key> = (0..6_000).map(|_| before.at(t).expect("key")).collect();
+        let after = IdGenerator::new(0).expect("node");
+        let mut tries = 0;
+        let key = loop {
+            let k = after.at(t).expect("key");
+            if stored.insert(k) {
+                break k;
+            }
+            after.taken(k);
+            tries += 1;
+        };
+        assert!(tries <= 24, "{tries} tries to find a free id");
+        assert!(key_time(key) >= Millis(t.0 + 1));
+    }
+
+    #[test]
+    fn an_exhausted_span_is_a_clear_error() {
+        let g = IdGenerator::with_import_spill(0, 2).expect("node");
+        let t = Millis(ID_EPOCH_MS + 5);
+        let total = 3 * (1 << SEQ_BITS);
+        for _ in 0..total {
+            g.at(t).expect("key");
+        }
+        let err = g.at(t).expect_err("no room left");
+        assert!(err.to_string().contains("no free item id within 3 ms"), "{err}");
     }
 
     #[test]

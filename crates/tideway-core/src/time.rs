@@ -36,6 +36,13 @@ impl Millis {
     }
 }
 
+/// RFC 3339 with milliseconds, as the API writes times.
+impl std::fmt::Display for Millis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

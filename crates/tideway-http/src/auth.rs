@@ -27,6 +27,8 @@ impl Authenticator {
         let jwt = cfg.jwt_secret.as_ref().map(|s| {
             let mut v = Validation::new(Algorithm::HS256);
             v.set_required_spec_claims(&["exp", "sub"]);
+            v.leeway = cfg.jwt_leeway.0.as_secs();
+            v.validate_nbf = true;
             (DecodingKey::from_secret(s.as_bytes()), v)
         });
         Self { server_keys: cfg.server_keys.iter().map(|k| k.as_bytes().to_vec()).collect(), jwt }
@@ -36,16 +38,19 @@ impl Authenticator {
         self.server_keys.is_empty() && self.jwt.is_none()
     }
 
-    fn authenticate(&self, header: Option<&str>) -> Result<Actor, ApiError> {
+    /// The caller named by an `Authorization` header value (or its absence).
+    pub fn authenticate(&self, header: Option<&str>) -> Result<Actor, ApiError> {
         let Some(header) = header else {
             if self.is_open() {
                 return Ok(Actor::Server);
             }
             return Err(ApiError::unauthenticated("missing Authorization: Bearer <token>"));
         };
-        let token = header
-            .strip_prefix("Bearer ")
-            .ok_or_else(|| ApiError::unauthenticated("Authorization must be `Bearer <token>`"))?;
+        // RFC 7235: the scheme is case-insensitive.
+        let token = match header.split_once(' ') {
+            Some((scheme, token)) if scheme.eq_ignore_ascii_case("bearer") => token.trim_start(),
+            _ => return Err(ApiError::unauthenticated("Authorization must be `Bearer <token>`")),
+        };
         if self.is_open() {
             return Ok(Actor::Server);
         }
@@ -113,6 +118,10 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        // The edge middleware authenticated the request once already.
+        if let Some(crate::edge::Authenticated(a)) = parts.extensions.get::<crate::edge::Authenticated>() {
+            return a.clone();
+        }
         let auth: Arc<Authenticator> = axum::extract::FromRef::from_ref(state);
         let header = match parts.headers.get(AUTHORIZATION) {
             Some(h) => Some(h.to_str().map_err(|_| ApiError::unauthenticated("Authorization header is not ASCII"))?),

@@ -415,9 +415,15 @@ pub async fn stats(State(st): State<AppState>, _a: Actor) -> ApiResult<axum::Jso
     Ok(axum::Json(StatsJson::from(&st.svc.stats()?)))
 }
 
-#[utoipa::path(get, path = "/healthz", tag = "operations", responses((status = 200, description = "the process is up")))]
-pub async fn healthz() -> axum::Json<serde_json::Value> {
-    axum::Json(serde_json::json!({"status": "ok"}))
+#[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
+    responses((status = 200, description = "the process is up and can take writes"),
+              (status = 503, body = ErrorBody, description = "a write failed to reach the disk: restart the process")))]
+pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
+    st.svc.health().map_err(|e| {
+        tracing::error!(error = %e, "liveness: storage failed; the process must restart");
+        ApiError::unavailable(format!("storage failed and takes no writes until a restart: {e}"))
+    })?;
+    Ok(axum::Json(serde_json::json!({"status": "ok"})))
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "storage answers"), (status = 503, body = ErrorBody)))]

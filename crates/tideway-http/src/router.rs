@@ -1,8 +1,10 @@
 //! The whole URL surface of the API, in one place.
 
 use crate::auth::Authenticator;
+use crate::edge::Edge;
 use crate::error::ApiError;
 use crate::handlers as h;
+use crate::ratelimit::RateLimits;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::{DefaultBodyLimit, FromRef};
@@ -12,26 +14,39 @@ use std::sync::Arc;
 use std::time::Duration;
 use tideway_service::FeedService;
 use tower::ServiceBuilder;
-use tower_http::trace::TraceLayer;
 
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct AppState {
     pub svc: Arc<FeedService>,
-    pub auth: Arc<Authenticator>,
+    /// Authentication, rate limits and the request log of the edge.
+    pub edge: Arc<Edge>,
     /// The Prometheus recorder's handle (absent in tests that install none).
     pub metrics: Option<PrometheusHandle>,
 }
 
+impl AppState {
+    pub fn new(
+        svc: Arc<FeedService>,
+        auth: Authenticator,
+        limits: RateLimits,
+        access_log: bool,
+        metrics: Option<PrometheusHandle>,
+    ) -> Self {
+        Self { svc, edge: Arc::new(Edge::new(Arc::new(auth), limits, access_log)), metrics }
+    }
+}
+
 impl FromRef<AppState> for Arc<Authenticator> {
     fn from_ref(s: &AppState) -> Self {
-        s.auth.clone()
+        s.edge.auth.clone()
     }
 }
 
 /// Builds the router with its limits: request body size and a request
 /// timeout answered `503 unavailable`.
 pub fn router(state: AppState, request_timeout: Duration) -> Router {
+    let edge = state.edge.clone();
     let api = Router::new()
         .route("/v1/items", post(h::create_item).get(h::get_items))
         .route("/v1/items/{id}", get(h::get_item).patch(h::patch_item).delete(h::delete_item))
@@ -57,8 +72,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .with_state(state);
     api.layer(
         ServiceBuilder::new()
-            // One span per request (debug level: free unless TIDEWAY_LOG asks).
-            .layer(TraceLayer::new_for_http())
+            // Request id, span, authentication, rate limits, metrics, access log.
+            .layer(axum::middleware::from_fn_with_state(edge, crate::edge::middleware))
             .layer(HandleErrorLayer::new(|_: tower::BoxError| async {
                 ApiError::unavailable("the request took too long; retry later")
             }))

@@ -6,7 +6,7 @@ use axum::http::{Method, Request, StatusCode};
 use http_body_util::BodyExt;
 use std::sync::Arc;
 use std::time::Duration;
-use tideway_http::{AppState, Authenticator, router};
+use tideway_http::{AppState, Authenticator, RateLimits, router};
 use tideway_service::config::AuthConfig;
 use tideway_service::{FeedService, ServiceOptions, SystemClock};
 use tideway_store::Store;
@@ -16,22 +16,13 @@ fn app() -> axum::Router {
     let backend = Arc::new(Store::in_memory(800));
     let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).expect("service"));
     router(
-        AppState { svc, auth: Arc::new(Authenticator::new(&AuthConfig::default())), metrics: None },
+        AppState::new(svc, Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None),
         Duration::from_secs(5),
     )
 }
 
 async fn send(method: Method, uri: &str, body: &str) -> (StatusCode, serde_json::Value) {
-    let req = Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", "application/json")
-        .body(Body::from(body.to_owned()))
-        .expect("request");
-    let resp = app().oneshot(req).await.expect("infallible");
-    let status = resp.status();
-    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+    call(&app(), method, uri, body).await
 }
 
 #[tokio::test]
@@ -62,4 +53,76 @@ async fn rejections_are_json_errors() {
     let big = format!("{{\"author\":\"1\",\"body\":{{\"t\":\"{}\"}}}}", "x".repeat(70_000));
     let (s, v) = send(Method::POST, "/v1/items", &big).await;
     assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
+}
+
+/// A journal whose disk can "fill up": while `full` is set every sync fails,
+/// as fjall's does on ENOSPC.
+#[derive(Default)]
+struct FillableJournal {
+    full: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl tideway_store::Journal for FillableJournal {
+    fn write(&self, _: &[tideway_store::Change]) -> Result<tideway_store::Ticket, tideway_store::StoreError> {
+        Ok(0)
+    }
+    fn sync(&self, _: tideway_store::Ticket) -> Result<(), tideway_store::StoreError> {
+        if self.full.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(tideway_store::StoreError::Io("No space left on device (os error 28)".into()));
+        }
+        Ok(())
+    }
+}
+
+async fn call(app: &axum::Router, method: Method, uri: &str, body: &str) -> (StatusCode, serde_json::Value) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_owned()))
+        .expect("request");
+    let resp = app.clone().oneshot(req).await.expect("infallible");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
+}
+
+/// After a write fails to reach the disk, the index may hold changes that
+/// were never acknowledged: the process must restart to reload from disk.
+/// So writes answer 503 and liveness fails — also once space is freed —
+/// and an orchestrator restarts it.
+#[tokio::test]
+async fn a_full_disk_fails_writes_and_liveness_until_a_restart() {
+    let journal = FillableJournal::default();
+    let full = journal.full.clone();
+    let backend = Arc::new(Store::new(journal, tideway_store::State::default(), 800));
+    let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).expect("service"));
+    let state = AppState::new(svc, Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None);
+    let app = router(state, Duration::from_secs(5));
+    assert_eq!(call(&app, Method::POST, "/v1/items", r#"{"author":"1"}"#).await.0, StatusCode::CREATED);
+    assert_eq!(call(&app, Method::GET, "/healthz", "").await.0, StatusCode::OK);
+
+    full.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (s, v) = call(&app, Method::POST, "/v1/items", r#"{"author":"1"}"#).await;
+    assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")), "{v}");
+
+    // Space is freed: the store still refuses, and says why.
+    full.store(false, std::sync::atomic::Ordering::SeqCst);
+    for (method, uri, body) in [
+        (Method::POST, "/v1/items", r#"{"author":"1"}"#),
+        (Method::PUT, "/v1/users/1/following/2", ""),
+        (Method::GET, "/healthz", ""),
+        (Method::GET, "/readyz", ""),
+    ] {
+        let (s, v) = call(&app, method.clone(), uri, body).await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, Some("unavailable")),
+            "{method} {uri}: {v}"
+        );
+    }
+    let (_, v) = call(&app, Method::GET, "/healthz", "").await;
+    assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("restart")), "{v}");
+    // Reads still answer meanwhile.
+    assert_eq!(call(&app, Method::GET, "/v1/users/1/profile", "").await.0, StatusCode::OK);
 }

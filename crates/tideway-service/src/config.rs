@@ -36,7 +36,9 @@ pub struct Config {
     pub timeline: TimelineConfig,
     pub fanout: FanoutConfig,
     pub graph: GraphConfig,
+    pub items: ItemsConfig,
     pub auth: AuthConfig,
+    pub rate_limit: RateLimitConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,8 +51,19 @@ pub struct ServerConfig {
     pub node_id: u16,
     /// Longest a request may take before it is answered 503.
     pub request_timeout: HumanDuration,
-    /// How long shutdown waits for requests in flight and the fan-out worker.
+    /// How long shutdown waits for requests in flight and the fan-out worker;
+    /// connections still open after it are closed.
     pub shutdown_grace: HumanDuration,
+    /// Longest a client may take to send a request's headers, counted from
+    /// the connection's start or the end of its previous response (so it is
+    /// also the keep-alive idle timeout: keep it above a load balancer's).
+    pub header_read_timeout: HumanDuration,
+    /// Connections served at once; a few more are served one request each,
+    /// and beyond that a connection is answered 503. Lowered at start to
+    /// fit the process's file-descriptor limit.
+    pub max_connections: usize,
+    /// Logs one line per request (target `tideway::access`, level info).
+    pub access_log: bool,
 }
 
 impl Default for ServerConfig {
@@ -60,6 +73,9 @@ impl Default for ServerConfig {
             node_id: 0,
             request_timeout: HumanDuration(Duration::from_secs(10)),
             shutdown_grace: HumanDuration(Duration::from_secs(10)),
+            header_read_timeout: HumanDuration(Duration::from_secs(30)),
+            max_connections: 10_000,
+            access_log: false,
         }
     }
 }
@@ -145,16 +161,94 @@ impl Default for GraphConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ItemsConfig {
+    /// How far ahead of the server clock an imported `created_at` may be:
+    /// within it the item is taken as created now, beyond it refused (400).
+    pub max_clock_skew: HumanDuration,
+}
+
+impl Default for ItemsConfig {
+    fn default() -> Self {
+        Self { max_clock_skew: HumanDuration(Duration::from_secs(10)) }
+    }
+}
+
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// Server keys: a bearer token equal to one may do anything.
     pub server_keys: Vec<String>,
     /// HS256 secret of user tokens (JWT with `sub` = user id and `exp`).
     pub jwt_secret: Option<String>,
+    /// Clock skew allowed when checking a user token's `exp` and `nbf`.
+    pub jwt_leeway: HumanDuration,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self { server_keys: Vec::new(), jwt_secret: None, jwt_leeway: HumanDuration(Duration::from_secs(5)) }
+    }
+}
+
+/// Token buckets: `burst` requests at once, refilled at `per_second`.
+/// A `burst` of 0 turns that limit off.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RateLimitConfig {
+    /// Per user token (on by default).
+    pub user_burst: u32,
+    pub user_per_second: u32,
+    /// Per client address, for user tokens and unauthenticated requests
+    /// (off by default; behind a proxy every client shares its address).
+    pub address_burst: u32,
+    pub address_per_second: u32,
+    /// One bucket shared by server keys and the open (no keys) mode:
+    /// unlimited by default.
+    pub server_burst: u32,
+    pub server_per_second: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        Self {
+            user_burst: 300,
+            user_per_second: 50,
+            address_burst: 0,
+            address_per_second: 100,
+            server_burst: 0,
+            server_per_second: 10_000,
+        }
+    }
+}
+
+/// What replaces a secret wherever the configuration is shown.
+pub const REDACTED: &str = "<redacted>";
+
+/// Secrets never print: not in logs, not in `tideway config`.
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let c = self.redacted();
+        f.debug_struct("AuthConfig")
+            .field("server_keys", &c.server_keys)
+            .field("jwt_secret", &c.jwt_secret)
+            .field("jwt_leeway", &c.jwt_leeway)
+            .finish()
+    }
 }
 
 impl AuthConfig {
+    /// A copy with every secret replaced by [`REDACTED`] (what is set stays
+    /// visible as set; what is not stays absent).
+    pub fn redacted(&self) -> Self {
+        Self {
+            server_keys: self.server_keys.iter().map(|_| REDACTED.to_owned()).collect(),
+            jwt_secret: self.jwt_secret.as_ref().map(|_| REDACTED.to_owned()),
+            jwt_leeway: self.jwt_leeway,
+        }
+    }
+
     /// No key of any kind: the server is open (and must stay on loopback).
     pub fn is_open(&self) -> bool {
         self.server_keys.is_empty() && self.jwt_secret.is_none()
@@ -162,6 +256,11 @@ impl AuthConfig {
 }
 
 impl Config {
+    /// The configuration as it may be shown: secrets redacted.
+    pub fn redacted(&self) -> Self {
+        Self { auth: self.auth.redacted(), ..self.clone() }
+    }
+
     /// Checks what serde cannot: ranges and combinations.
     pub fn check(&self) -> Result<(), String> {
         if self.timeline.max_len == 0 {
@@ -182,6 +281,23 @@ impl Config {
                  loopback, not {}; configure a key or listen on 127.0.0.1",
                 self.server.listen
             ));
+        }
+        for (name, burst, rate) in [
+            ("user", self.rate_limit.user_burst, self.rate_limit.user_per_second),
+            ("address", self.rate_limit.address_burst, self.rate_limit.address_per_second),
+            ("server", self.rate_limit.server_burst, self.rate_limit.server_per_second),
+        ] {
+            if burst > 0 && rate == 0 {
+                return Err(format!(
+                    "rate_limit.{name}_per_second must be at least 1 when rate_limit.{name}_burst is set"
+                ));
+            }
+        }
+        if self.server.max_connections == 0 {
+            return Err("server.max_connections must be at least 1".into());
+        }
+        if self.server.header_read_timeout.0.is_zero() {
+            return Err("server.header_read_timeout must be longer than 0s".into());
         }
         if self.auth.server_keys.iter().any(|k| k.len() < 16) {
             return Err("auth.server_keys must be at least 16 characters each".into());

@@ -16,6 +16,10 @@ use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Key, Millis, NewItem, Re
 use tideway_store::{Backend, CreateOutcome, FollowStatus, ItemCounts, ListKind, Promotion, StoreError};
 use tokio::sync::Notify;
 
+/// Ids tried for one new item before giving up (a collision only happens
+/// for imported times; each one makes the allocator jump further).
+const MAX_ID_ATTEMPTS: u32 = 1024;
+
 /// Settings the service needs (a subset of [`Config`]).
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {
@@ -25,6 +29,8 @@ pub struct ServiceOptions {
     pub active_window_ms: i64,
     pub chunk_size: usize,
     pub node_id: u16,
+    /// How far ahead of the server clock an imported `created_at` may be.
+    pub max_clock_skew_ms: i64,
 }
 
 impl ServiceOptions {
@@ -36,6 +42,7 @@ impl ServiceOptions {
             active_window_ms: i64::try_from(c.fanout.active_window.0.as_millis()).unwrap_or(i64::MAX),
             chunk_size: c.fanout.chunk_size,
             node_id: c.server.node_id,
+            max_clock_skew_ms: i64::try_from(c.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX),
         }
     }
 }
@@ -203,6 +210,24 @@ impl FeedService {
             reply_to_author = Some(parent.author);
         }
         let now = self.clock.now();
+        if let Some(t) = new.created_at {
+            // Imports are of the past. A time a little ahead (the app's clock
+            // runs fast) is taken as now; further ahead would sit above every
+            // newer item and hide new posts from pollers.
+            if t.0 > now.0.saturating_add(self.opts.max_clock_skew_ms) {
+                return Err(ServiceError::invalid(
+                    "created_at",
+                    format!(
+                        "{t} is ahead of the server clock ({now}) by more than items.max_clock_skew ({} ms); \
+                         created_at is for importing the past",
+                        self.opts.max_clock_skew_ms
+                    ),
+                ));
+            }
+            if t > now {
+                new.created_at = None;
+            }
+        }
         // Hot authors are not pushed: their followers pull them on read.
         let hot = !new.kind.is_card() && self.backend.counts(author)?.followers >= self.opts.hot_followers;
         let fan_out = !new.kind.is_card() && !hot;
@@ -228,7 +253,16 @@ impl FeedService {
                 deleted: false,
             };
             match self.backend.create_item(item, fan_out, now) {
-                Err(StoreError::IdTaken(_)) if attempt < 16 => attempt += 1,
+                Err(StoreError::IdTaken(key)) if attempt < MAX_ID_ATTEMPTS => {
+                    self.ids.taken(key);
+                    attempt += 1;
+                }
+                Err(StoreError::IdTaken(key)) => {
+                    return Err(ServiceError::Conflict(format!(
+                        "no free item id found near {} after {MAX_ID_ATTEMPTS} tries; retry",
+                        tideway_core::ids::key_time(key)
+                    )));
+                }
                 other => break other?,
             }
         };
@@ -272,26 +306,31 @@ impl FeedService {
         }
     }
 
+    /// An item as `viewer` sees it: 404 when it is deleted, unknown, not
+    /// visible to the viewer or separated from them by a block. Without a
+    /// viewer (the app's server key reading on its own behalf) every
+    /// non-deleted item is returned, whatever its visibility.
     pub fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
         let item = self.live_item(id)?;
-        let rel = match viewer {
-            Some(v) => self.relation(v, item.author)?,
-            None => Relation::default(),
-        };
-        if !item.visible_to(viewer, rel.following) || rel.blocked_either_way() {
-            return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
+        if let Some(v) = viewer {
+            let rel = self.relation(v, item.author)?;
+            if !item.visible_to(Some(v), rel.following) || rel.blocked_either_way() {
+                return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
+            }
         }
         self.hydrate_one(item, viewer)
     }
 
-    /// Items in the order asked; deleted, unknown and invisible ones omitted.
+    /// Items in the order asked; deleted and unknown ones omitted, and with a
+    /// viewer those the viewer cannot see (no viewer: the server's own read,
+    /// every non-deleted item).
     pub fn get_items(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<ItemView>> {
         if ids.len() > MAX_BATCH_IDS {
             return Err(ServiceError::invalid("ids", format!("at most {MAX_BATCH_IDS} ids")));
         }
         let items: Vec<Arc<Item>> = self.live_items(ids)?.into_iter().flatten().collect();
         let visible: Vec<Arc<Item>> = match viewer {
-            None => items.into_iter().filter(|i| i.visible_to(None, false)).collect(),
+            None => items,
             Some(v) => {
                 let authors: Vec<UserId> = items.iter().map(|i| i.author).collect();
                 let rels = self.backend.relations(v, &authors)?;
@@ -601,8 +640,17 @@ impl FeedService {
 
     /// Inserts an item directly into `user`'s home (a card, a system message).
     /// Returns the item and the key (feed position) of the insertion.
+    /// The item must be one `user` may see (visible to them, no block
+    /// between them and its author): anything else answers 404, exactly as
+    /// an unknown id, so an insert never reveals an item its owner could not
+    /// read. An item of an author `user` mutes is accepted and stays hidden
+    /// from the home while the mute lasts, like the author's other items.
     pub fn insert_home(&self, user: UserId, item: ItemId) -> Result<(ItemView, Key)> {
         let it = self.live_item(item)?;
+        let rel = self.relation(user, it.author)?;
+        if !it.visible_to(Some(user), rel.following) || rel.blocked_either_way() {
+            return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
+        }
         let now = self.clock.now();
         let key = self.ids.next(now)?;
         self.backend.insert_home(user, item, key)?;
@@ -796,6 +844,12 @@ impl FeedService {
             active: last.is_some_and(|t| now.0 - t.0 <= self.opts.active_window_ms),
             last_active_at: last,
         })
+    }
+
+    /// Fails when storage cannot take writes until the process restarts
+    /// (after a write failed to reach the disk): the liveness probe.
+    pub fn health(&self) -> Result<()> {
+        Ok(self.backend.health()?)
     }
 
     pub fn stats(&self) -> Result<StatsView> {

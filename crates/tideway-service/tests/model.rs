@@ -631,7 +631,9 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 // direct insert
                 let Some(t) = any_item(&mut rng, &m) else { continue };
                 let got = h.svc().insert_home(UserId(a), ItemId(t));
-                if m.items[&t].deleted {
+                // Only what the owner may see can be inserted (else 404, as unknown).
+                let o = &m.items[&t];
+                if o.deleted || !m.visible(o, Some(a)) || m.blocked(a, o.author) {
                     assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("not_found"));
                 } else {
                     let (_, key) = got.expect("insert");

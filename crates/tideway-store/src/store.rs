@@ -17,7 +17,7 @@ use crate::traits::*;
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
@@ -59,6 +59,11 @@ pub struct Store<J> {
     state: RwLock<State>,
     journal: J,
     inboxes: InboxSet,
+    /// Set when a write failed to reach the disk after the index applied it:
+    /// the index may then show changes that were never acknowledged nor made
+    /// durable, so no further write is taken and [`Graph::health`] fails
+    /// until a restart reloads the index from disk.
+    failed: AtomicBool,
 }
 
 impl Store<NoJournal> {
@@ -70,7 +75,13 @@ impl Store<NoJournal> {
 
 impl<J: Journal> Store<J> {
     pub fn new(journal: J, state: State, inbox_cap: usize) -> Self {
-        Self { calls: AtomicU64::new(0), state: RwLock::new(state), journal, inboxes: InboxSet::new(inbox_cap) }
+        Self {
+            calls: AtomicU64::new(0),
+            state: RwLock::new(state),
+            journal,
+            inboxes: InboxSet::new(inbox_cap),
+            failed: AtomicBool::new(false),
+        }
     }
 
     /// A read view of the index (benchmarks and tests).
@@ -91,7 +102,25 @@ impl<J: Journal> Store<J> {
         &self.journal
     }
 
+    fn check_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(StoreError::Io(
+                "an earlier write failed to reach the disk; restart the process to reload from disk".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Waits for `ticket` to be durable; a failure marks the store failed.
+    fn sync(&self, ticket: Ticket) -> Result<()> {
+        self.journal.sync(ticket).inspect_err(|e| {
+            tracing::error!(error = %e, "a write failed to reach the disk: taking no more writes until a restart");
+            self.failed.store(true, Ordering::Release);
+        })
+    }
+
     fn commit<T>(&self, decide: impl FnOnce(&State) -> Result<(T, Vec<Change>)>) -> Result<T> {
+        self.check_failed()?;
         let mut st = self.state.write();
         let (out, changes) = decide(&st)?;
         if changes.is_empty() {
@@ -102,7 +131,7 @@ impl<J: Journal> Store<J> {
             st.apply(c);
         }
         drop(st);
-        self.journal.sync(ticket)?;
+        self.sync(ticket)?;
         Ok(out)
     }
 }
@@ -197,6 +226,7 @@ impl<J: Journal> Items for Store<J> {
 
     fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
         self.tick();
+        self.check_failed()?;
         // A read lock of the state: reactions to one item from many users
         // proceed in parallel; only the pair (item, user) is locked while its
         // change is journaled and applied.
@@ -209,7 +239,7 @@ impl<J: Journal> Items for Store<J> {
         st.reactions.set_locked(&mut pair, kind, on);
         drop(pair);
         drop(st);
-        self.journal.sync(ticket)?;
+        self.sync(ticket)?;
         Ok(true)
     }
 
@@ -370,9 +400,14 @@ impl<J: Journal> Graph for Store<J> {
             .unwrap_or_default())
     }
 
+    fn health(&self) -> Result<()> {
+        self.check_failed()?;
+        self.journal.health()
+    }
+
     fn stats(&self) -> Result<StoreStats> {
         self.tick();
-        self.journal.health()?;
+        self.health()?;
         let st = self.state.read();
         Ok(StoreStats {
             users: st.users.len() as u64,

@@ -145,6 +145,9 @@ pub trait Graph: Send + Sync {
     fn counts(&self, user: UserId) -> Result<UserCounts>;
     /// Store-wide counters; fails when storage cannot take writes (readiness).
     fn stats(&self) -> Result<StoreStats>;
+    /// Fails when storage cannot take writes and will not recover without a
+    /// restart (liveness).
+    fn health(&self) -> Result<()>;
 }
 
 /// A follower's position in the followers of a user: followers are walked in

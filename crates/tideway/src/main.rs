@@ -54,7 +54,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Config { example: true, .. } => emit(&settings::example_toml()),
         Command::Config { config, example: false } => match settings::load(config.as_deref(), None, None) {
-            Ok(c) => emit(&toml::to_string_pretty(&c).unwrap_or_default()),
+            Ok(c) => emit(&toml::to_string_pretty(&c.redacted()).unwrap_or_default()),
             Err(e) => {
                 eprintln!("tideway: {e}");
                 ExitCode::from(2)

@@ -1,9 +1,9 @@
 //! Wiring: backend from the config, service, fan-out worker, HTTP server,
 //! graceful shutdown.
 
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::Arc;
-use tideway_http::{AppState, Authenticator, router};
+use tideway_http::{AppState, Authenticator, RateLimits, ServeOptions, router};
 use tideway_service::config::{BackendKind, SyncKind};
 use tideway_service::{Config, FanoutWorker, FeedService, ServiceOptions, SystemClock};
 use tideway_store::{Backend, Store};
@@ -70,9 +70,50 @@ async fn shutdown_signal() {
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
+/// Buckets of the request-duration histogram, in seconds.
+const DURATION_BUCKETS: &[f64] =
+    &[0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0, 5.0];
+
+/// Installs the Prometheus recorder (once per process).
+pub fn install_metrics() -> Result<PrometheusHandle, String> {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Full(tideway_http::edge::DURATION_METRIC.to_owned()), DURATION_BUCKETS)
+        .and_then(|b| b.install_recorder())
+        .map_err(|e| format!("metrics: {e}"))
+}
+
+/// File descriptors kept for the storage engine, logs and the listener,
+/// out of the process's limit; the rest bounds the connections.
+fn connection_budget(configured: usize) -> usize {
+    // Raise the soft limit to the hard one: a server wants all it may have.
+    let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read the file-descriptor limit; keeping server.max_connections");
+            return configured;
+        }
+    };
+    let reserve = (limit / 2).min(1024);
+    let overflow = |n: usize| n + tideway_http::serve::overflow_slots(n);
+    let budget = usize::try_from(limit.saturating_sub(reserve)).unwrap_or(usize::MAX);
+    let mut n = configured;
+    while n > 1 && overflow(n) > budget {
+        n = n * 15 / 16;
+    }
+    if n < configured {
+        tracing::warn!(
+            configured,
+            serving = n,
+            fd_limit = limit,
+            "server.max_connections lowered to fit the file-descriptor limit (raise `ulimit -n` to serve more)"
+        );
+    }
+    n
+}
+
 /// Runs the server on the configured address until SIGINT or SIGTERM.
 pub async fn run(cfg: Config) -> Result<(), String> {
-    let metrics = PrometheusBuilder::new().install_recorder().map_err(|e| format!("metrics: {e}"))?;
+    let metrics = install_metrics()?;
     let listener = TcpListener::bind(cfg.server.listen)
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", cfg.server.listen))?;
@@ -108,7 +149,7 @@ pub async fn serve(
             Err(e) => tracing::warn!(error = %e, "inbox snapshot ignored: inboxes rebuild on read"),
         }
     }
-    let auth = Arc::new(Authenticator::new(&cfg.auth));
+    let auth = Authenticator::new(&cfg.auth);
     if auth.is_open() {
         tracing::warn!(
             "no auth.server_keys or auth.jwt_secret configured: the API is open to anyone who can reach it, \
@@ -119,8 +160,27 @@ pub async fn serve(
     let cancel = CancellationToken::new();
     // The fan-out worker: its own task, stopped by the same token as the server.
     let worker = tokio::spawn(FanoutWorker::new(svc.clone()).run(cancel.clone()));
-    let app = router(AppState { svc: svc.clone(), auth, metrics }, cfg.server.request_timeout.0);
-    tracing::info!(%addr, "tideway listening");
+    let state = AppState::new(svc.clone(), auth, RateLimits::new(&cfg.rate_limit), cfg.server.access_log, metrics);
+    // Forgets the rate-limit buckets of idle callers once a minute.
+    let housekeeping = {
+        let (edge, cancel) = (state.edge.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_secs(60));
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    _ = tick.tick() => edge.limits.housekeeping(),
+                }
+            }
+        })
+    };
+    let app = router(state, cfg.server.request_timeout.0);
+    let opts = ServeOptions {
+        header_read_timeout: cfg.server.header_read_timeout.0,
+        max_connections: connection_budget(cfg.server.max_connections),
+        shutdown_grace: cfg.server.shutdown_grace.0,
+    };
+    tracing::info!(%addr, max_connections = opts.max_connections, "tideway listening");
     let shutdown = {
         let cancel = cancel.clone();
         async move {
@@ -129,8 +189,9 @@ pub async fn serve(
             cancel.cancel();
         }
     };
-    axum::serve(listener, app).with_graceful_shutdown(shutdown).await.map_err(|e| format!("server: {e}"))?;
+    tideway_http::serve(listener, app, opts, shutdown).await.map_err(|e| format!("server: {e}"))?;
     cancel.cancel();
+    let _ = housekeeping.await;
     let worker_stopped = tokio::time::timeout(cfg.server.shutdown_grace.0, worker).await.is_ok();
     if !worker_stopped {
         tracing::warn!("fan-out worker did not stop in time; pending jobs resume at the next start");

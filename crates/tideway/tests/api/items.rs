@@ -23,8 +23,10 @@ async fn create_get_patch_delete() {
     assert!(item["created_at"].as_str().is_some_and(|t| t.ends_with('Z') && t.len() == 24), "{item}");
     assert_eq!(item["counts"]["replies"], json!(0));
 
-    // followers-only: the server without a viewer does not see it; the mentioned user does.
-    assert_error(&s.get(&format!("/v1/items/{id}")).await, 404, "not_found");
+    // followers-only: the server's own read (no viewer) sees every item; a
+    // stranger does not; the mentioned user does.
+    assert_eq!(s.get(&format!("/v1/items/{id}")).await.0, StatusCode::OK);
+    assert_error(&s.get(&format!("/v1/items/{id}?viewer=9")).await, 404, "not_found");
     let (st, v) = s.get(&format!("/v1/items/{id}?viewer=8")).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["item"]["viewer"]["reposted"], json!(false));
@@ -33,8 +35,8 @@ async fn create_get_patch_delete() {
         s.patch(&format!("/v1/items/{id}"), json!({"visibility": "public", "body": {"text": "edited"}})).await;
     assert_eq!(st, StatusCode::OK, "{v}");
     assert_eq!(v["item"]["body"]["text"], json!("edited"));
-    let (st, _) = s.get(&format!("/v1/items/{id}")).await;
-    assert_eq!(st, StatusCode::OK);
+    let (st, _) = s.get(&format!("/v1/items/{id}?viewer=9")).await;
+    assert_eq!(st, StatusCode::OK, "public now");
 
     assert_eq!(s.delete(&format!("/v1/items/{id}")).await.0, StatusCode::NO_CONTENT);
     assert_eq!(s.delete(&format!("/v1/items/{id}")).await.0, StatusCode::NO_CONTENT, "idempotent");

@@ -7,6 +7,7 @@ mod bad_input;
 mod crash;
 mod feeds;
 mod graph;
+mod hardening;
 mod helpers;
 mod items;
 mod promotions;
