@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command of the README (and of CI: .ci/run calls exactly this).
 # Works on a fresh machine: the tests use the embedded store only, so no
-# other server is needed. A persistent target dir outside the clone keeps
+# other server is needed; schemathesis is installed (pinned, from PyPI) into a
+# virtualenv outside the clone on first use. A persistent target dir outside the clone keeps
 # repeated runs fast; override with CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,6 +13,8 @@ echo "== format"
 cargo fmt --all --check
 echo "== lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== API contract: schemathesis against the OpenAPI document"
+scripts/schemathesis.sh
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast

@@ -37,6 +37,10 @@ fn parse_u63(field: &'static str, s: &str) -> Result<u64, DomainError> {
     if s.is_empty() || s.len() > 19 || !s.bytes().all(|b| b.is_ascii_digit()) {
         return Err(DomainError::invalid(field, format!("{s:?} is not a decimal id")));
     }
+    // One spelling per id: no leading zero ("01" is not user 1).
+    if s.len() > 1 && s.starts_with('0') {
+        return Err(DomainError::invalid(field, format!("{s:?} has a leading zero; ids are written like 42")));
+    }
     let v: u64 = s.parse().map_err(|_| DomainError::invalid(field, format!("{s:?} is out of range")))?;
     if v == 0 || v > i64::MAX as u64 {
         return Err(DomainError::invalid(field, format!("{s:?} is out of range 1..=9223372036854775807")));
@@ -262,7 +266,7 @@ mod tests {
     #[test]
     fn user_ids_parse_strictly() {
         assert_eq!(UserId::parse("u", "42"), Ok(UserId(42)));
-        for bad in ["", "0", "-1", "1.5", " 1", "9223372036854775808", "abc", "99999999999999999999"] {
+        for bad in ["", "0", "-1", "1.5", " 1", "01", "007", "9223372036854775808", "abc", "99999999999999999999"] {
             assert!(UserId::parse("u", bad).is_err(), "{bad:?} accepted");
         }
         assert_eq!(UserId::parse("u", "9223372036854775807"), Ok(UserId(i64::MAX as u64)));

@@ -6,12 +6,30 @@ use tideway_core::{ItemId, Millis, ObjectRef, Relation, UserId};
 use tideway_service::{EntryView, ItemView, Page, StatsView, UserPage, UserView};
 use utoipa::ToSchema;
 
-#[derive(Debug, Serialize, Deserialize, ToSchema, Clone)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Serialize, ToSchema, Clone)]
 pub struct ObjectJson {
     #[serde(rename = "type")]
     pub kind: String,
     pub id: String,
+}
+
+/// Only a JSON object `{"type", "id"}` (serde's derive would also take an
+/// array `["book", "1"]`).
+impl<'de> Deserialize<'de> for ObjectJson {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut m = serde_json::Map::<String, serde_json::Value>::deserialize(d)?;
+        let mut take = |k: &str| match m.remove(k) {
+            Some(serde_json::Value::String(s)) => Ok(s),
+            Some(other) => Err(D::Error::custom(format!("object.{k}: expected a string, found {other}"))),
+            None => Err(D::Error::missing_field(if k == "type" { "type" } else { "id" })),
+        };
+        let (kind, id) = (take("type")?, take("id")?);
+        if let Some(k) = m.keys().next() {
+            return Err(D::Error::unknown_field(k, &["type", "id"]));
+        }
+        Ok(ObjectJson { kind, id })
+    }
 }
 
 #[derive(Debug, Serialize, ToSchema)]

@@ -1,31 +1,50 @@
 //! Extractors whose rejections are our JSON errors.
 
 use crate::error::ApiError;
+use axum::body::Bytes;
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
+use axum::http::header::CONTENT_TYPE;
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 use tideway_core::{ItemId, UserId};
 
 /// `axum::Json` with our rejection: 413 for bodies over the limit, 400 with
 /// serde's explanation (unknown field, wrong type, bad syntax) otherwise.
+/// The body must be a JSON object: serde would also build a struct from an
+/// array of its fields in order (`[null, null]`), which no client means.
 pub struct Json<T>(pub T);
+
+fn is_json_content_type(req: &Request) -> bool {
+    let Some(ct) = req.headers().get(CONTENT_TYPE).and_then(|v| v.to_str().ok()) else { return false };
+    let mime = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    mime == "application/json" || (mime.starts_with("application/") && mime.ends_with("+json"))
+}
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        match axum::Json::<T>::from_request(req, state).await {
-            Ok(axum::Json(v)) => Ok(Json(v)),
-            Err(JsonRejection::BytesRejection(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("request body is over the limit of {} bytes", tideway_core::limits::MAX_REQUEST_BYTES),
-            )),
-            Err(JsonRejection::MissingJsonContentType(_)) => {
-                Err(ApiError::invalid("expected a JSON body with Content-Type: application/json"))
+        if !is_json_content_type(&req) {
+            return Err(ApiError::invalid("expected a JSON body with Content-Type: application/json"));
+        }
+        let bytes = match Bytes::from_request(req, state).await {
+            Ok(b) => b,
+            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("request body is over the limit of {} bytes", tideway_core::limits::MAX_REQUEST_BYTES),
+                ));
             }
+            Err(e) => return Err(ApiError::invalid(format!("could not read the request body: {}", e.body_text()))),
+        };
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return Err(ApiError::invalid("the request body must be a JSON object"));
+        }
+        match axum::Json::<T>::from_bytes(&bytes) {
+            Ok(axum::Json(v)) => Ok(Json(v)),
             Err(JsonRejection::JsonDataError(e)) => {
                 Err(ApiError::invalid(format!("invalid request body: {}", e.body_text())))
             }

@@ -50,6 +50,22 @@ async fn rejections_are_json_errors() {
     assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_argument")));
     let (s, v) = send(Method::GET, "/v1/users/1/home?limit=1000", "").await;
     assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::BAD_REQUEST, Some("invalid_argument")));
+    // serde would build a struct from an array of its fields: not here.
+    for (m, uri, body) in [
+        (Method::POST, "/v1/items", r#"["1"]"#),
+        (Method::PATCH, "/v1/items/1", "[null, null]"),
+        (Method::POST, "/v1/items", r#"{"author":"1","object":["book","1"]}"#),
+        (Method::POST, "/v1/items", r#"{"author":"1","object":{"type":"book","id":"1","x":1}}"#),
+    ] {
+        let (s, v) = send(m, uri, body).await;
+        assert_eq!(
+            (s, v["error"]["code"].as_str()),
+            (StatusCode::BAD_REQUEST, Some("invalid_argument")),
+            "{body}: {v}"
+        );
+    }
+    let (s, v) = send(Method::POST, "/v1/items", r#"{"author":"1","object":{"type":"book","id":"1"}}"#).await;
+    assert_eq!((s, &v["item"]["object"]["id"]), (StatusCode::CREATED, &serde_json::json!("1")), "{v}");
     let big = format!("{{\"author\":\"1\",\"body\":{{\"t\":\"{}\"}}}}", "x".repeat(70_000));
     let (s, v) = send(Method::POST, "/v1/items", &big).await;
     assert_eq!((s, v["error"]["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
