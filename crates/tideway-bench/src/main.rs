@@ -31,6 +31,11 @@ use tideway_core::{ItemKind, NewItem, UserId};
 use tideway_service::{FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
 use tideway_store::{Backend, Store};
 
+/// The allocator of the `tideway` binary, so in-process figures are the
+/// server's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser, Debug)]
 #[command(about = "tideway benchmark on the real Twitter follow graph")]
 struct Args {

@@ -32,6 +32,20 @@ async fn blocking<T: Send + 'static>(
         .map_err(ApiError::from)
 }
 
+/// A feed page as JSON, serialized into one buffer sized for a page: axum's
+/// `Json` starts at 128 bytes and grows about seven times for the ~15 KB of
+/// 20 items with 400-byte bodies.
+fn page_response(page: &PageJson) -> Response {
+    let mut buf = Vec::with_capacity(16 * 1024);
+    match serde_json::to_writer(&mut buf, page) {
+        Ok(()) => ([(CONTENT_TYPE, "application/json")], buf).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serialize a page");
+            ApiError::internal().into_response()
+        }
+    }
+}
+
 fn page_request(q: &PageQuery) -> ApiResult<PageRequest> {
     Ok(PageRequest { limit: extract::limit(q.limit.as_deref())?, before: q.before.clone(), after: q.after.clone() })
 }
@@ -363,12 +377,12 @@ pub async fn home(
     actor: Actor,
     Path(u): Path<String>,
     Query(q): Query<PageQuery>,
-) -> ApiResult<axum::Json<PageJson>> {
+) -> ApiResult<Response> {
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let req = page_request(&q)?;
     let page = st.svc.home(u, &req)?;
-    Ok(axum::Json(PageJson::from(&page)))
+    Ok(page_response(&PageJson::from(&page)))
 }
 
 #[utoipa::path(get, path = "/v1/users/{u}/profile", tag = "feeds",
@@ -379,12 +393,12 @@ pub async fn profile(
     actor: Actor,
     Path(u): Path<String>,
     Query(q): Query<PageQuery>,
-) -> ApiResult<axum::Json<PageJson>> {
+) -> ApiResult<Response> {
     let u = extract::user("u", &u)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let req = page_request(&q)?;
     let page = st.svc.profile(u, viewer, &req)?;
-    Ok(axum::Json(PageJson::from(&page)))
+    Ok(page_response(&PageJson::from(&page)))
 }
 
 #[utoipa::path(post, path = "/v1/users/{u}/home/entries", tag = "feeds", request_body = InsertBody, params(("u" = String, Path)),

@@ -10,6 +10,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tideway::{server, settings};
 
+/// mimalloc: a page allocates and frees many small buffers from both
+/// runtime workers; glibc's malloc spent ~15% of a home read in its arenas
+/// (and their locks) under load. Measured in docs/benchmarks.md.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(name = "tideway", version, about = "A self-hosted feed service")]
 struct Cli {
