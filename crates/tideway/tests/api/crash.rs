@@ -9,9 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-struct Proc {
+pub(crate) struct Proc {
     child: Child,
-    base: String,
+    pub(crate) base: String,
 }
 
 /// Kills the server even when an assertion fails mid-test.
@@ -33,7 +33,7 @@ async fn start(dir: &std::path::Path, log: &std::path::Path) -> Proc {
 }
 
 /// Starts the binary with extra environment (configuration) variables.
-async fn start_with(dir: &std::path::Path, log: &std::path::Path, env: &[(&str, &str)]) -> Proc {
+pub(crate) async fn start_with(dir: &std::path::Path, log: &std::path::Path, env: &[(&str, &str)]) -> Proc {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_tideway"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])

@@ -476,3 +476,30 @@ async fn with_256_file_descriptors_300_silent_connections_do_not_take_health_dow
     assert!(took < Duration::from_secs(5), "{took:?}");
     drop(silent);
 }
+
+#[tokio::test]
+async fn the_access_log_is_one_line_per_request_when_switched_on() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("server.log");
+    let p = crate::crash::start_with(
+        &dir.path().join("data"),
+        &log,
+        &[("TIDEWAY_SERVER__ACCESS_LOG", "true"), ("TIDEWAY_LOG", "info")],
+    )
+    .await;
+    let c = reqwest::Client::new();
+    let r = c
+        .get(format!("{}/v1/users/77/home", p.base))
+        .header("x-request-id", "access-log-1")
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), StatusCode::OK);
+    let _ = c.get(format!("{}/v1/items/0", p.base)).send().await.expect("send");
+    drop(p); // kills the server
+    let text = std::fs::read_to_string(&log).expect("log");
+    let line = text.lines().find(|l| l.contains("access-log-1")).unwrap_or_else(|| panic!("no access line:\n{text}"));
+    assert!(line.contains("tideway::access") && line.contains("status=200"), "{line}");
+    assert!(line.contains("/v1/users/{u}/home"), "{line}");
+    assert!(text.lines().any(|l| l.contains("tideway::access") && l.contains("status=400")), "{text}");
+}
