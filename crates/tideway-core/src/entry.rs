@@ -170,21 +170,7 @@ mod tests {
     use crate::item::{ItemKind, Visibility};
 
     fn item(id: u64, author: u64) -> Item {
-        Item {
-            id: ItemId(id),
-            author: UserId(author),
-            kind: ItemKind::Post,
-            body: serde_json::Map::new(),
-            visibility: Visibility::Public,
-            tags: vec![],
-            mentions: vec![],
-            object: None,
-            repost_of: None,
-            reply_to: None,
-            reply_to_author: None,
-            idempotency_key: None,
-            deleted: false,
-        }
+        Item::new(ItemId(id), UserId(author), ItemKind::Post)
     }
 
     const U: UserId = UserId(1);

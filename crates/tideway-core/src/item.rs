@@ -129,6 +129,26 @@ pub struct Item {
 }
 
 impl Item {
+    /// A public item with an empty body and nothing else set (tests,
+    /// benchmarks and backends' fixtures build on it).
+    pub fn new(id: ItemId, author: UserId, kind: ItemKind) -> Self {
+        Item {
+            id,
+            author,
+            kind,
+            body: serde_json::Map::new(),
+            visibility: Visibility::Public,
+            tags: vec![],
+            mentions: vec![],
+            object: None,
+            repost_of: None,
+            reply_to: None,
+            reply_to_author: None,
+            idempotency_key: None,
+            deleted: false,
+        }
+    }
+
     pub fn created_at(&self) -> Millis {
         self.id.created_at()
     }

@@ -136,6 +136,10 @@ pub struct FanoutConfig {
     pub active_window: HumanDuration,
     /// Followers delivered per fan-out step (and per checkpoint).
     pub chunk_size: usize,
+    /// How long a worker holds a fan-out job it claimed: a worker that dies
+    /// loses its jobs after this, and another resumes them from their
+    /// checkpoints. Renewed at every step (steps take milliseconds).
+    pub lease: HumanDuration,
 }
 
 impl Default for FanoutConfig {
@@ -144,6 +148,7 @@ impl Default for FanoutConfig {
             hot_followers: 10_000,
             active_window: HumanDuration(Duration::from_secs(14 * 24 * 3600)),
             chunk_size: 1000,
+            lease: HumanDuration(Duration::from_secs(30)),
         }
     }
 }

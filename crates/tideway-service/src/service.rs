@@ -13,7 +13,7 @@ use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::{DEFAULT_PAGE, MAX_BATCH_FOLLOW, MAX_BATCH_IDS, MAX_PAGE};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
-use tideway_store::{Backend, CreateOutcome, FollowStatus, ItemCounts, ListKind, Promotion, StoreError};
+use tideway_store::{Backend, CreateOutcome, FollowStatus, ItemChange, ItemCounts, ListKind, Promotion, StoreError};
 use tokio::sync::Notify;
 
 /// Ids tried for one new item before giving up (a collision only happens
@@ -31,6 +31,8 @@ pub struct ServiceOptions {
     pub node_id: u16,
     /// How far ahead of the server clock an imported `created_at` may be.
     pub max_clock_skew_ms: i64,
+    /// How long a fan-out worker holds a job it claimed without progress.
+    pub lease_ms: i64,
 }
 
 impl ServiceOptions {
@@ -43,6 +45,7 @@ impl ServiceOptions {
             chunk_size: c.fanout.chunk_size,
             node_id: c.server.node_id,
             max_clock_skew_ms: i64::try_from(c.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX),
+            lease_ms: i64::try_from(c.fanout.lease.0.as_millis()).unwrap_or(i64::MAX),
         }
     }
 }
@@ -64,14 +67,6 @@ pub struct FeedService {
     pub(crate) delivered_total: AtomicU64,
     /// Deliveries per wall-clock second, the last 16 seconds (second, count).
     delivery_rate: Mutex<[(u64, u64); 16]>,
-    /// When each user last read their home. In memory: after a restart every
-    /// inbox is rebuilt on first read anyway.
-    last_active: Mutex<HashMap<UserId, Millis>>,
-    /// Authors whose items were not pushed (they were hot), with the newest
-    /// such key: readers whose inbox floor is below it merge that author's
-    /// outbox into their inbox on read. In memory: inboxes do not survive a
-    /// restart, and rebuilt ones read every outbox.
-    unpushed: Mutex<HashMap<UserId, Key>>,
 }
 
 /// The parsed direction and bound of a page request.
@@ -117,8 +112,6 @@ impl FeedService {
             work: Notify::new(),
             delivered_total: AtomicU64::new(0),
             delivery_rate: Mutex::new([(0, 0); 16]),
-            last_active: Mutex::new(HashMap::new()),
-            unpushed: Mutex::new(HashMap::new()),
         })
     }
 
@@ -277,9 +270,9 @@ impl FeedService {
                     self.work.notify_one();
                 }
                 if hot {
-                    let mut u = self.unpushed.lock();
-                    let k = u.entry(author).or_default();
-                    *k = (*k).max(item.id.0);
+                    // Readers whose inbox floor is below this key pull the
+                    // author's outbox (HotAuthors is shared by every node).
+                    self.backend.mark_unpushed(author, item.id.0)?;
                     metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
                 metrics::counter!("tideway_items_created_total").increment(1);
@@ -365,11 +358,7 @@ impl FeedService {
         }
         let updated = self
             .backend
-            .replace_item(id, &|i| Item {
-                body: body.clone().unwrap_or_else(|| i.body.clone()),
-                visibility: visibility.unwrap_or(i.visibility),
-                ..i.clone()
-            })?
+            .update_item(id, &ItemChange::Patch { body, visibility })?
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
         self.hydrate_one(updated, actor)
     }
@@ -381,7 +370,7 @@ impl FeedService {
             Some(i) if i.deleted => Self::check_author(&i, actor),
             Some(i) => {
                 Self::check_author(&i, actor)?;
-                self.backend.replace_item(id, &|i| Item { deleted: true, ..i.clone() })?;
+                self.backend.update_item(id, &ItemChange::Delete)?;
                 Ok(())
             }
         }
@@ -599,13 +588,12 @@ impl FeedService {
     pub fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
-        self.last_active.lock().insert(user, self.clock.now());
+        self.backend.touch(user, self.clock.now())?;
         let f_list = self.sources_of(user)?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         self.ensure_inbox(user, &f_list)?;
         let floor = self.backend.inbox_floor(user).unwrap_or(0);
-        let pulled: Vec<UserId> =
-            self.unpushed.lock().iter().filter(|(a, k)| **k > floor && f_set.contains(a)).map(|(a, _)| *a).collect();
+        let pulled = self.backend.unpushed_above(&f_list, floor)?;
         let backend = self.backend.as_ref();
         let mut source = HomeSource::new(backend, user, &f_list, &pulled, spec.dir, spec.cursor);
         let mut eval = |keys: &[Key]| evaluate_home(backend, user, &f_list, &f_set, keys);
@@ -789,35 +777,28 @@ impl FeedService {
     }
 
     /// Hot authors' newest unpushed keys (for the snapshot).
-    pub fn unpushed_snapshot(&self) -> Vec<(UserId, Key)> {
-        let mut v: Vec<(UserId, Key)> = self.unpushed.lock().iter().map(|(u, k)| (*u, *k)).collect();
-        v.sort();
-        v
+    pub fn unpushed_snapshot(&self) -> Result<Vec<(UserId, Key)>> {
+        Ok(self.backend.export_unpushed()?)
     }
 
     /// Readers' last activity (for the snapshot).
-    pub fn activity_snapshot(&self) -> Vec<(UserId, Millis)> {
-        self.last_active.lock().iter().map(|(u, t)| (*u, *t)).collect()
+    pub fn activity_snapshot(&self) -> Result<Vec<(UserId, Millis)>> {
+        Ok(self.backend.export_activity()?)
     }
 
-    /// Restores the in-memory state a snapshot carried.
-    pub(crate) fn restore_memory(&self, unpushed: Vec<(UserId, Key)>, active: Vec<(UserId, Millis)>) {
-        self.unpushed.lock().extend(unpushed);
-        self.last_active.lock().extend(active);
+    /// Restores the shared state a snapshot carried.
+    pub(crate) fn restore_memory(&self, unpushed: Vec<(UserId, Key)>, active: Vec<(UserId, Millis)>) -> Result<()> {
+        self.backend.import_unpushed(&unpushed)?;
+        self.backend.import_activity(&active)?;
+        Ok(())
     }
 
     /// Drops the inboxes of readers inactive for longer than
     /// `fanout.active_window`: they stop receiving pushes, and their next read
     /// rebuilds the inbox. Returns how many were dropped.
-    pub fn sweep_inactive(&self) -> usize {
+    pub fn sweep_inactive(&self) -> Result<usize> {
         let now = self.clock.now();
-        let stale: Vec<UserId> = self
-            .last_active
-            .lock()
-            .iter()
-            .filter(|(_, t)| now.0 - t.0 > self.opts.active_window_ms)
-            .map(|(u, _)| *u)
-            .collect();
+        let stale = self.backend.inactive_before(Millis(now.0.saturating_sub(self.opts.active_window_ms)))?;
         let mut dropped = 0;
         for u in stale {
             if self.backend.inbox_floor(u).is_some() {
@@ -828,12 +809,12 @@ impl FeedService {
         if dropped > 0 {
             metrics::counter!("tideway_inboxes_dropped_total").increment(dropped as u64);
         }
-        dropped
+        Ok(dropped)
     }
 
     pub fn user(&self, user: UserId) -> Result<UserView> {
         let c = self.backend.counts(user)?;
-        let last = self.last_active.lock().get(&user).copied();
+        let last = self.backend.last_active(&[user])?.pop().flatten();
         let now = self.clock.now();
         Ok(UserView {
             id: user,

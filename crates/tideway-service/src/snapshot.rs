@@ -75,13 +75,13 @@ impl FeedService {
         let file = std::fs::File::create(&tmp)?;
         let mut w = Hashing { inner: BufWriter::new(file), hash: 0xcbf2_9ce4_8422_2325 };
         w.put(MAGIC)?;
-        let unpushed = self.unpushed_snapshot();
+        let unpushed = self.unpushed_snapshot().map_err(std::io::Error::other)?;
         w.put_u64(unpushed.len() as u64)?;
         for (u, k) in unpushed {
             w.put_u64(u.0)?;
             w.put_u64(k)?;
         }
-        let active = self.activity_snapshot();
+        let active = self.activity_snapshot().map_err(std::io::Error::other)?;
         w.put_u64(active.len() as u64)?;
         for (u, t) in active {
             w.put_u64(u.0)?;
@@ -159,7 +159,7 @@ impl FeedService {
         if u64::from_le_bytes(sum) != expect {
             return Err(bad("snapshot checksum mismatch"));
         }
-        self.restore_memory(unpushed, active);
+        self.restore_memory(unpushed, active).map_err(std::io::Error::other)?;
         let mut stats = SnapshotStats::default();
         for (u, floor, keys) in inboxes {
             stats.inboxes += 1;
@@ -199,7 +199,7 @@ mod tests {
         let saved = a.save_snapshot(&path).expect("save");
         assert_eq!((saved.inboxes, saved.entries), (1, 3), "the reader's inbox, capped at 3");
         let exported = a.backend().export_inboxes();
-        let unpushed = a.unpushed_snapshot();
+        let unpushed = a.unpushed_snapshot().expect("export");
         assert_eq!(unpushed.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![UserId(3)], "the hot author");
 
         let b = service(1);
@@ -210,7 +210,7 @@ mod tests {
         got.sort();
         want.sort();
         assert_eq!(got, want);
-        assert_eq!(b.unpushed_snapshot(), unpushed);
+        assert_eq!(b.unpushed_snapshot().expect("export"), unpushed);
         assert!(b.user(UserId(1)).expect("user").active);
         assert_eq!(b.load_snapshot(&path).expect("load"), None);
         // The same home on both sides of the restart (b has no items: compare keys).

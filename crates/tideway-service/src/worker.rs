@@ -12,7 +12,7 @@ use crate::service::FeedService;
 use std::sync::Arc;
 use std::time::Duration;
 use tideway_core::UserId;
-use tideway_store::JobProgress;
+use tideway_store::{JobProgress, WorkerId};
 use tokio_util::sync::CancellationToken;
 
 /// Jobs advanced side by side in one step (and recorded in one durable write).
@@ -31,18 +31,26 @@ pub enum StepOutcome {
 #[derive(Clone)]
 pub struct FanoutWorker {
     svc: Arc<FeedService>,
+    /// This worker's id in job leases (random: unique among the workers of
+    /// a deployment without coordination).
+    id: WorkerId,
 }
 
 impl FanoutWorker {
     pub fn new(svc: Arc<FeedService>) -> Self {
-        Self { svc }
+        Self { svc, id: rand::random() }
     }
 
-    /// Advances each of the oldest pending jobs by one chunk.
+    /// A worker with a chosen id (tests of leases between workers).
+    pub fn with_id(svc: Arc<FeedService>, id: WorkerId) -> Self {
+        Self { svc, id }
+    }
+
+    /// Advances each of the oldest jobs no other worker holds by one chunk.
     #[tracing::instrument(level = "debug", skip_all)]
     pub fn step(&self) -> Result<StepOutcome> {
         let b = &self.svc.backend;
-        let jobs = b.pending_jobs(LANES)?;
+        let jobs = b.claim_jobs(self.id, self.svc.now(), self.svc.opts.lease_ms, LANES)?;
         if jobs.is_empty() {
             return Ok(StepOutcome::Idle);
         }
@@ -62,8 +70,14 @@ impl FanoutWorker {
             }
         }
         // One durable write for the whole step: a crash before it re-delivers
-        // these chunks, which inboxes ignore.
-        b.advance(&progress)?;
+        // these chunks, which inboxes ignore. Progress of a job another worker
+        // took over (our lease expired) is not recorded; its chunk is simply
+        // delivered twice, which inboxes ignore too.
+        let recorded = b.advance(self.id, &progress)?;
+        let lost = recorded.iter().filter(|r| !**r).count();
+        if lost > 0 {
+            tracing::debug!(lost, "progress of jobs held by another worker was not recorded");
+        }
         self.svc.record_deliveries(deliveries);
         metrics::counter!("tideway_fanout_delivered_total").increment(deliveries as u64);
         Ok(StepOutcome::Progress { deliveries, completed })
@@ -87,10 +101,11 @@ impl FanoutWorker {
             if last_sweep.elapsed() >= Duration::from_secs(60) {
                 last_sweep = std::time::Instant::now();
                 let svc = self.svc.clone();
-                if let Ok(n) = tokio::task::spawn_blocking(move || svc.sweep_inactive()).await
-                    && n > 0
-                {
-                    tracing::info!(dropped = n, "dropped the inboxes of inactive readers");
+                match tokio::task::spawn_blocking(move || svc.sweep_inactive()).await {
+                    Ok(Ok(n)) if n > 0 => tracing::info!(dropped = n, "dropped the inboxes of inactive readers"),
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "inactive-reader sweep failed; retrying in a minute"),
+                    Err(e) => tracing::error!(error = %e, "inactive-reader sweep panicked"),
                 }
             }
             let w = self.clone();

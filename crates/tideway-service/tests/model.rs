@@ -651,7 +651,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 if rng.random_bool(0.5) {
                     h.svc().backend().drop_inbox(UserId(a));
                 } else {
-                    h.svc().sweep_inactive();
+                    h.svc().sweep_inactive().expect("sweep");
                 }
             }
             98 => {

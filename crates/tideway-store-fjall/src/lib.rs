@@ -321,24 +321,14 @@ pub fn open(dir: &Path, sync: SyncMode, inbox_cap: usize) -> Result<Store<FjallJ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tideway_core::{ItemKind, Visibility};
+    use tideway_core::ItemKind;
     use tideway_store::{FollowStatus, Graph, Items, JobProgress, Jobs};
 
     fn post(id: u64, author: u64) -> Item {
         Item {
-            id: ItemId(id),
-            author: UserId(author),
-            kind: ItemKind::Post,
-            body: serde_json::Map::new(),
-            visibility: Visibility::Public,
             tags: vec!["rust".into()],
-            mentions: vec![],
-            object: None,
-            repost_of: None,
-            reply_to: None,
-            reply_to_author: None,
             idempotency_key: Some("k1".into()),
-            deleted: false,
+            ..Item::new(ItemId(id), UserId(author), ItemKind::Post)
         }
     }
 
@@ -349,14 +339,16 @@ mod tests {
             let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
             s.create_item(post(100, 1), true, Millis(1)).expect("create");
             s.create_item(post(101, 2), true, Millis(2)).expect("create");
-            s.replace_item(ItemId(101), &|i| Item { deleted: true, ..i.clone() }).expect("delete");
+            s.update_item(ItemId(101), &tideway_store::ItemChange::Delete).expect("delete");
             let st = s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).expect("follow");
             assert_eq!(st, vec![FollowStatus::Followed(Millis(5)); 2]);
             s.unfollow(UserId(3), UserId(2)).expect("unfollow");
             s.set_block(UserId(4), UserId(1), true, Millis(6)).expect("block");
             s.insert_home(UserId(3), ItemId(100), 200).expect("insert");
-            s.advance(&[JobProgress::Checkpoint(100, (Millis(5), UserId(3))), JobProgress::Complete(101)])
+            let recorded = s
+                .advance(1, &[JobProgress::Checkpoint(100, (Millis(5), UserId(3))), JobProgress::Complete(101)])
                 .expect("advance");
+            assert_eq!(recorded, vec![true, true]);
             s.set_reaction(ItemId(100), UserId(5), "like", true).expect("react");
             s.set_reaction(ItemId(100), UserId(6), "like", true).expect("react");
             s.set_reaction(ItemId(100), UserId(6), "like", false).expect("unreact");

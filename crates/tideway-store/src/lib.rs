@@ -13,6 +13,7 @@
 
 pub mod blocks;
 pub mod change;
+pub mod components;
 pub mod error;
 pub mod inbox;
 pub mod reactions;

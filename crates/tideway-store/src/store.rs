@@ -10,6 +10,7 @@
 //! writers arriving while a sync runs are all covered by the next one.
 
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
+use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
 use crate::state::State;
@@ -64,6 +65,10 @@ pub struct Store<J> {
     /// durable, so no further write is taken and [`Graph::health`] fails
     /// until a restart reloads the index from disk.
     failed: AtomicBool,
+    /// The shared components, in process (see `components`).
+    activity: MemoryActivity,
+    hot: MemoryHotAuthors,
+    leases: JobLeases,
 }
 
 impl Store<NoJournal> {
@@ -81,6 +86,9 @@ impl<J: Journal> Store<J> {
             journal,
             inboxes: InboxSet::new(inbox_cap),
             failed: AtomicBool::new(false),
+            activity: MemoryActivity::default(),
+            hot: MemoryHotAuthors::default(),
+            leases: JobLeases::default(),
         }
     }
 
@@ -162,11 +170,11 @@ impl<J: Journal> Items for Store<J> {
         })
     }
 
-    fn replace_item(&self, id: ItemId, f: &dyn Fn(&Item) -> Item) -> Result<Option<Arc<Item>>> {
+    fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
         self.tick();
         self.commit(|st| match st.item(id) {
             Some(i) if !i.deleted => {
-                let new = Arc::new(f(i));
+                let new = Arc::new(change.apply(i));
                 Ok((Some(new.clone()), vec![Change::PutItem(new)]))
             }
             _ => Ok((None, vec![])),
@@ -427,20 +435,81 @@ impl<J: Journal> Jobs for Store<J> {
         Ok(st.jobs.values().take(limit).cloned().collect())
     }
 
-    fn advance(&self, progress: &[JobProgress]) -> Result<()> {
+    fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
         self.tick();
-        self.commit(|st| {
-            let changes = progress
-                .iter()
-                .filter_map(|p| match *p {
-                    JobProgress::Checkpoint(key, cursor) => {
-                        st.jobs.get(&key).map(|j| Change::PutJob(Job { cursor: Some(cursor), ..j.clone() }))
+        let st = self.state.read();
+        let until = Millis(now.0.saturating_add(lease_ms));
+        Ok(st.jobs.values().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect())
+    }
+
+    fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
+        self.tick();
+        let recorded = self.commit(|st| {
+            let mut recorded = Vec::with_capacity(progress.len());
+            let mut changes = Vec::new();
+            for p in progress {
+                let key = match *p {
+                    JobProgress::Checkpoint(k, _) | JobProgress::Complete(k) => k,
+                };
+                let change = match (st.jobs.get(&key), *p) {
+                    (Some(_), _) if !self.leases.may_advance(key, worker) => None,
+                    // A checkpoint never moves back.
+                    (Some(j), JobProgress::Checkpoint(_, pos)) if j.cursor.is_none_or(|c| c < pos) => {
+                        Some(Change::PutJob(Job { cursor: Some(pos), ..j.clone() }))
                     }
-                    JobProgress::Complete(key) => st.jobs.contains_key(&key).then_some(Change::DelJob(key)),
-                })
-                .collect();
-            Ok(((), changes))
-        })
+                    (Some(_), JobProgress::Complete(_)) => Some(Change::DelJob(key)),
+                    _ => None,
+                };
+                recorded.push(change.is_some());
+                changes.extend(change);
+            }
+            Ok((recorded, changes))
+        })?;
+        for p in progress {
+            if let JobProgress::Complete(k) = p {
+                self.leases.release(*k);
+            }
+        }
+        Ok(recorded)
+    }
+}
+
+impl<J: Journal> Activity for Store<J> {
+    fn touch(&self, user: UserId, at: Millis) -> Result<()> {
+        self.activity.touch(user, at);
+        Ok(())
+    }
+    fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
+        self.tick();
+        Ok(self.activity.last_active(users))
+    }
+    fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
+        Ok(self.activity.inactive_before(cutoff))
+    }
+    fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
+        Ok(self.activity.export())
+    }
+    fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
+        self.activity.import(entries);
+        Ok(())
+    }
+}
+
+impl<J: Journal> HotAuthors for Store<J> {
+    fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
+        self.hot.mark(author, key);
+        Ok(())
+    }
+    fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
+        self.tick();
+        Ok(self.hot.above(authors, floor))
+    }
+    fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
+        Ok(self.hot.export())
+    }
+    fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
+        self.hot.import(entries);
+        Ok(())
     }
 }
 

@@ -6,7 +6,7 @@ use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxStats};
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
-use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
+use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId, Visibility};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
@@ -81,14 +81,38 @@ pub struct ViewerMarks {
     pub reactions: Vec<String>,
 }
 
+/// A change to a stored item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ItemChange {
+    /// Replaces the body and/or the visibility (`None`: unchanged).
+    Patch { body: Option<serde_json::Map<String, serde_json::Value>>, visibility: Option<Visibility> },
+    /// Soft delete: the id stays as a tombstone.
+    Delete,
+}
+
+impl ItemChange {
+    /// The item after this change.
+    pub fn apply(&self, item: &Item) -> Item {
+        match self {
+            ItemChange::Patch { body, visibility } => Item {
+                body: body.clone().unwrap_or_else(|| item.body.clone()),
+                visibility: visibility.unwrap_or(item.visibility),
+                ..item.clone()
+            },
+            ItemChange::Delete => Item { deleted: true, ..item.clone() },
+        }
+    }
+}
+
 /// Items, their outboxes, reposts and home insertions.
 pub trait Items: Send + Sync {
     /// Stores a new item atomically with its fan-out job (when `fan_out`).
     /// Idempotency keys and repeated reposts return the existing item.
     fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome>;
-    /// Replaces an existing, non-deleted item (patch or soft delete).
-    /// Returns `None` when the item is unknown or already deleted.
-    fn replace_item(&self, id: ItemId, f: &dyn Fn(&Item) -> Item) -> Result<Option<Arc<Item>>>;
+    /// Changes an existing, non-deleted item (a patch or a soft delete), as
+    /// data a remote engine can apply in one statement. Returns the item as
+    /// changed, or `None` when it is unknown or already deleted.
+    fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>>;
     /// The records named by `keys`, in order.
     fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
     /// Keys authored by any of `authors` in `range`, in `dir` order, at most `limit`.
@@ -163,12 +187,57 @@ pub enum JobProgress {
     Complete(Key),
 }
 
-/// Durable fan-out jobs.
+/// Who works on fan-out jobs: one id per worker (a node's worker picks a
+/// random one at start), so leases tell workers apart.
+pub type WorkerId = u64;
+
+/// Durable fan-out jobs, claimed with leases.
+///
+/// Contract (the conformance suite checks it on every backend):
+/// - `claim_jobs` returns up to `limit` pending jobs, oldest first, that no
+///   *other* worker holds a live lease on, and leases them to `worker` until
+///   `now + lease_ms` (renewing the jobs it already holds);
+/// - a worker whose lease expired may lose the job to another worker's
+///   claim; its later `advance` of that job is then not recorded;
+/// - a checkpoint never moves back: progress behind the recorded cursor is
+///   ignored, so a slow worker cannot undo a faster one's work;
+/// - `Complete` removes the job.
 pub trait Jobs: Send + Sync {
-    /// Up to `limit` pending jobs, oldest first.
+    /// Up to `limit` pending jobs, oldest first, whoever holds them.
     fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
-    /// Records the progress of many jobs in one durable write.
-    fn advance(&self, progress: &[JobProgress]) -> Result<()>;
+    /// Claims jobs for `worker` (see the trait's contract).
+    fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>>;
+    /// Records the progress of many jobs in one durable write; for each,
+    /// whether it was recorded (false: the job is held by another worker,
+    /// gone, or the checkpoint would move back).
+    fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>>;
+}
+
+/// When each reader last read their home: who is active and gets pushes.
+/// Shared by every node of a deployment (it decides which inboxes exist).
+pub trait Activity: Send + Sync {
+    /// Records a read of `user`'s home at `at` (never moves back).
+    fn touch(&self, user: UserId, at: Millis) -> Result<()>;
+    /// The last read of each user, in order.
+    fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>>;
+    /// Users whose last read is before `cutoff`.
+    fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>>;
+    /// Everything, for a snapshot; and back.
+    fn export_activity(&self) -> Result<Vec<(UserId, Millis)>>;
+    fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()>;
+}
+
+/// Hot authors' items that were not pushed: each hot author's newest
+/// unpushed key. A home page pulls, above the reader's inbox floor, the
+/// outboxes of the followed authors listed here. Shared by every node.
+pub trait HotAuthors: Send + Sync {
+    /// Records that `author`'s item `key` was not pushed (keeps the newest).
+    fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()>;
+    /// Of `authors`, those with an unpushed key above `floor`, in order.
+    fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>>;
+    /// Everything, for a snapshot (sorted by author); and back.
+    fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>>;
+    fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()>;
 }
 
 /// Materialised home inboxes (an optimisation: everything in them can be
@@ -198,5 +267,5 @@ pub trait Inboxes: Send + Sync {
 }
 
 /// Everything a backend provides.
-pub trait Backend: Items + Graph + Jobs + Inboxes {}
-impl<T: Items + Graph + Jobs + Inboxes> Backend for T {}
+pub trait Backend: Items + Graph + Jobs + Inboxes + Activity + HotAuthors {}
+impl<T: Items + Graph + Jobs + Inboxes + Activity + HotAuthors> Backend for T {}

@@ -1,0 +1,142 @@
+//! The storage seam's contracts, as code: one suite per trait, generic over
+//! the backend (`&dyn Backend`), so the in-memory store, the embedded store
+//! and every later backend (SQL, Redis) run the very same checks. Each suite
+//! gets a fresh, empty backend and panics with a message on a violation.
+//!
+//! `tests/backends.rs` runs every suite against every backend of this
+//! workspace; a new backend crate adds itself there (or runs the suites from
+//! its own tests).
+
+use std::sync::Arc;
+use tideway_core::{Item, ItemId, ItemKind, Key, Millis, UserId, Visibility};
+use tideway_store::{Backend, CreateOutcome, ItemChange, JobProgress};
+
+/// A suite: checks one trait's contract on a fresh, empty backend.
+pub type Suite = fn(&dyn Backend);
+
+/// The suites, by name, for the test matrix.
+pub const SUITES: &[(&str, Suite)] = &[
+    ("items_update", items_update),
+    ("jobs_leases", jobs_leases),
+    ("activity", activity),
+    ("hot_authors", hot_authors),
+];
+
+fn created(b: &dyn Backend, id: Key, author: u64, fan_out: bool) -> Arc<Item> {
+    match b
+        .create_item(Item::new(ItemId(id), UserId(author), ItemKind::Post), fan_out, Millis(id as i64))
+        .expect("create_item")
+    {
+        CreateOutcome::Created(i) => i,
+        other => panic!("create_item({id}) did not create: {other:?}"),
+    }
+}
+
+/// `Items::update_item`: typed patches and soft deletes; none on a deleted
+/// or unknown item.
+pub fn items_update(b: &dyn Backend) {
+    created(b, 1000, 1, false);
+    let mut body = serde_json::Map::new();
+    body.insert("t".into(), serde_json::json!("edited"));
+    let patched = b
+        .update_item(ItemId(1000), &ItemChange::Patch { body: Some(body.clone()), visibility: None })
+        .expect("patch")
+        .expect("the item exists");
+    assert_eq!((patched.body.clone(), patched.visibility), (body.clone(), Visibility::Public));
+    let patched = b
+        .update_item(ItemId(1000), &ItemChange::Patch { body: None, visibility: Some(Visibility::Followers) })
+        .expect("patch")
+        .expect("the item exists");
+    assert_eq!(
+        (patched.body.clone(), patched.visibility),
+        (body, Visibility::Followers),
+        "a patch keeps what it omits"
+    );
+    let deleted = b.update_item(ItemId(1000), &ItemChange::Delete).expect("delete").expect("the item exists");
+    assert!(deleted.deleted);
+    assert_eq!(b.update_item(ItemId(1000), &ItemChange::Delete).expect("delete again"), None, "already deleted");
+    assert_eq!(b.update_item(ItemId(4242), &ItemChange::Delete).expect("unknown"), None);
+    match b.records(&[1000]).expect("records").pop().flatten() {
+        Some(tideway_store::Record::Item(i)) => assert!(i.deleted, "the tombstone stays readable"),
+        other => panic!("the deleted item's record: {other:?}"),
+    }
+}
+
+/// `Jobs`: claims with leases, takeover after expiry, progress only from the
+/// holder, checkpoints that never move back, completion.
+pub fn jobs_leases(b: &dyn Backend) {
+    const A: u64 = 1;
+    const B: u64 = 2;
+    for id in [2001, 2002, 2003] {
+        created(b, id, 7, true);
+    }
+    created(b, 2004, 7, false); // no job without fan-out
+    let keys = |jobs: Vec<tideway_store::Job>| jobs.iter().map(|j| j.key).collect::<Vec<_>>();
+    assert_eq!(keys(b.pending_jobs(10).expect("pending")), vec![2001, 2002, 2003], "oldest first");
+
+    assert_eq!(keys(b.claim_jobs(A, Millis(1000), 100, 2).expect("claim")), vec![2001, 2002]);
+    assert_eq!(keys(b.claim_jobs(B, Millis(1050), 100, 10).expect("claim")), vec![2003], "A's leases are live");
+    assert_eq!(keys(b.claim_jobs(A, Millis(1080), 100, 10).expect("renew")), vec![2001, 2002], "A renews its own");
+    // A's leases end at 1180, B's at 1150: at 1300 B takes everything.
+    assert_eq!(keys(b.claim_jobs(B, Millis(1300), 100, 10).expect("takeover")), vec![2001, 2002, 2003]);
+
+    let at = |ms: i64, u: u64| (Millis(ms), UserId(u));
+    assert_eq!(b.advance(A, &[JobProgress::Checkpoint(2001, at(5, 3))]).expect("advance"), vec![false], "A lost it");
+    assert_eq!(b.advance(B, &[JobProgress::Checkpoint(2001, at(7, 4))]).expect("advance"), vec![true]);
+    assert_eq!(
+        b.advance(B, &[JobProgress::Checkpoint(2001, at(6, 9)), JobProgress::Checkpoint(2001, at(7, 4))])
+            .expect("advance"),
+        vec![false, false],
+        "a checkpoint never moves back, nor stays in place"
+    );
+    let job = b.pending_jobs(10).expect("pending").into_iter().find(|j| j.key == 2001).expect("job 2001");
+    assert_eq!(job.cursor, Some(at(7, 4)));
+
+    assert_eq!(
+        b.advance(B, &[JobProgress::Complete(2002), JobProgress::Complete(9999)]).expect("complete"),
+        vec![true, false],
+        "an unknown job is not recorded"
+    );
+    assert_eq!(b.advance(A, &[JobProgress::Complete(2002)]).expect("complete again"), vec![false], "gone");
+    assert_eq!(keys(b.pending_jobs(10).expect("pending")), vec![2001, 2003]);
+    // After B's leases end, A may take the rest and finish them.
+    assert_eq!(keys(b.claim_jobs(A, Millis(2000), 100, 10).expect("claim")), vec![2001, 2003]);
+    let done = b.advance(A, &[JobProgress::Complete(2001), JobProgress::Complete(2003)]).expect("complete");
+    assert_eq!(done, vec![true, true]);
+    assert!(b.pending_jobs(10).expect("pending").is_empty());
+}
+
+/// `Activity`: last reads that never move back, batch reads in order, the
+/// inactive set, export and import.
+pub fn activity(b: &dyn Backend) {
+    let (u1, u2, u3) = (UserId(1), UserId(2), UserId(3));
+    b.touch(u1, Millis(100)).expect("touch");
+    b.touch(u1, Millis(50)).expect("touch");
+    b.touch(u2, Millis(200)).expect("touch");
+    assert_eq!(b.last_active(&[u2, u3, u1]).expect("last"), vec![Some(Millis(200)), None, Some(Millis(100))]);
+    assert_eq!(b.inactive_before(Millis(101)).expect("inactive"), vec![u1]);
+    assert!(b.inactive_before(Millis(100)).expect("inactive").is_empty(), "the cutoff is exclusive");
+    assert_eq!(b.export_activity().expect("export"), vec![(u1, Millis(100)), (u2, Millis(200))]);
+    b.import_activity(&[(u3, Millis(300)), (u1, Millis(10))]).expect("import");
+    assert_eq!(
+        b.export_activity().expect("export"),
+        vec![(u1, Millis(100)), (u2, Millis(200)), (u3, Millis(300))],
+        "an import never moves a last read back"
+    );
+}
+
+/// `HotAuthors`: the newest unpushed key per author, filtered by floor, in
+/// the order asked; export and import.
+pub fn hot_authors(b: &dyn Backend) {
+    let (a, c, d) = (UserId(10), UserId(20), UserId(30));
+    b.mark_unpushed(a, 500).expect("mark");
+    b.mark_unpushed(a, 400).expect("mark");
+    b.mark_unpushed(c, 900).expect("mark");
+    assert_eq!(b.unpushed_above(&[c, d, a], 0).expect("above"), vec![c, a], "in the order asked");
+    assert_eq!(b.unpushed_above(&[a, c], 499).expect("above"), vec![a, c]);
+    assert_eq!(b.unpushed_above(&[a, c], 500).expect("above"), vec![c], "strictly above the floor");
+    assert!(b.unpushed_above(&[], 0).expect("above").is_empty());
+    assert_eq!(b.export_unpushed().expect("export"), vec![(a, 500), (c, 900)]);
+    b.import_unpushed(&[(d, 50), (a, 1)]).expect("import");
+    assert_eq!(b.export_unpushed().expect("export"), vec![(a, 500), (c, 900), (d, 50)]);
+}
