@@ -285,7 +285,7 @@ fn main() -> Result<(), String> {
     eprintln!("delivered {delivered} of {expected} planned in {fan_s:.2} s");
 
     // -------------------------------------------------------------- memory
-    let ib = backend.inbox_stats();
+    let ib = backend.inbox_stats().map_err(|e| e.to_string())?;
     let per_entry = ib.bytes as f64 / ib.entries.max(1) as f64;
     let rss_per = (rss_after.saturating_sub(rss_before)) as f64 / ib.entries.max(1) as f64;
 

@@ -8,6 +8,7 @@
 //! its own tests).
 
 use std::sync::Arc;
+use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, UserId, Visibility};
 use tideway_store::{Backend, CreateOutcome, ItemChange, JobProgress};
 
@@ -20,7 +21,11 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("jobs_leases", jobs_leases),
     ("activity", activity),
     ("hot_authors", hot_authors),
+    ("inboxes", inboxes),
 ];
+
+/// The inbox cap the harness gives every backend (`timeline.max_len`).
+pub const INBOX_CAP: usize = 800;
 
 fn created(b: &dyn Backend, id: Key, author: u64, fan_out: bool) -> Arc<Item> {
     match b
@@ -139,4 +144,52 @@ pub fn hot_authors(b: &dyn Backend) {
     assert_eq!(b.export_unpushed().expect("export"), vec![(a, 500), (c, 900)]);
     b.import_unpushed(&[(d, 50), (a, 1)]).expect("import");
     assert_eq!(b.export_unpushed().expect("export"), vec![(a, 500), (c, 900), (d, 50)]);
+}
+
+/// `Inboxes`: absent inboxes take nothing; a rebuild records deliveries that
+/// race with it; keys are deduplicated, read in both directions within a
+/// range and a limit, never at or below the floor; merges raise the floor;
+/// the cap trims the oldest and raises the floor; drop, export and import.
+pub fn inboxes(b: &dyn Backend) {
+    let (u1, u2, u3, u4) = (UserId(1), UserId(2), UserId(3), UserId(4));
+    let all = |u| b.read_inbox(u, KeyRange::ALL, Direction::Older, 10_000).expect("read").map(|r| (r.floor, r.keys));
+    assert_eq!(b.inbox_floor(u1).expect("floor"), None);
+    assert_eq!(all(u1), None);
+    assert_eq!(b.deliver(10, &[u1]).expect("deliver"), 0, "an absent inbox takes nothing");
+
+    b.begin_rebuild(u1).expect("begin");
+    assert_eq!(b.inbox_floor(u1).expect("floor"), None, "a building inbox is not served");
+    assert_eq!(b.deliver(20, &[u1]).expect("deliver"), 1, "a building inbox records deliveries");
+    b.finish_rebuild(u1, &[15, 5], 0).expect("finish");
+    assert_eq!(all(u1), Some((0, vec![20, 15, 5])));
+    assert_eq!(b.deliver(20, &[u1, u2]).expect("deliver"), 0, "a key it holds; an absent inbox");
+
+    let read = |range, dir, limit| b.read_inbox(u1, range, dir, limit).expect("read").map(|r| r.keys);
+    assert_eq!(read(KeyRange { above: None, below: Some(20) }, Direction::Older, 10), Some(vec![15, 5]));
+    assert_eq!(read(KeyRange { above: Some(5), below: None }, Direction::Newer, 10), Some(vec![15, 20]));
+    assert_eq!(read(KeyRange::ALL, Direction::Older, 2), Some(vec![20, 15]), "the limit");
+
+    b.merge_inbox(u1, &[3, 30], 4).expect("merge");
+    assert_eq!(all(u1), Some((4, vec![30, 20, 15, 5])), "a merge raises the floor and drops what is below");
+    b.merge_inbox(u2, &[7], 0).expect("merge into an absent inbox");
+    assert_eq!(all(u2), None, "a merge does not create an inbox");
+
+    b.finish_rebuild(u3, &[], 0).expect("finish");
+    let keys: Vec<Key> = (1001..=1000 + INBOX_CAP as u64 + 5).collect();
+    let took: usize = keys.iter().map(|k| b.deliver(*k, &[u3]).expect("deliver")).sum();
+    assert_eq!(took, keys.len());
+    let (floor, held) = all(u3).expect("present");
+    assert_eq!(held.len(), INBOX_CAP, "the cap");
+    assert_eq!((floor, held[0], *held.last().expect("oldest")), (1005, 1805, 1006), "the oldest trimmed, floor raised");
+    assert_eq!(b.deliver(1003, &[u3]).expect("deliver"), 0, "at or below the floor: not taken");
+
+    b.drop_inbox(u1).expect("drop");
+    assert_eq!(all(u1), None);
+    let exported = b.export_inboxes().expect("export");
+    let (_, floor, asc) = exported.iter().find(|(u, ..)| *u == u3).expect("u3 exported").clone();
+    assert_eq!((floor, asc.len(), asc[0]), (1005, INBOX_CAP, 1006), "keys ascending");
+    b.import_inbox(u4, floor, &asc).expect("import");
+    assert_eq!(all(u4), all(u3));
+    let stats = b.inbox_stats().expect("stats");
+    assert_eq!((stats.inboxes, stats.entries), (2, 2 * INBOX_CAP as u64), "{stats:?}");
 }

@@ -173,7 +173,7 @@ impl KeySource for HomeSource<'_> {
                         return self.pull(None, n);
                     }
                     let range = KeyRange { above: None, below: self.bound };
-                    match self.backend.read_inbox(self.user, range, Direction::Older, n) {
+                    match self.backend.read_inbox(self.user, range, Direction::Older, n)? {
                         Some(r) if !r.keys.is_empty() || !self.pulled.is_empty() => {
                             let extra = self.pulled_above(r.floor, range, n)?;
                             let keys = merge_walk(r.keys, extra, Direction::Older, n);
@@ -195,7 +195,7 @@ impl KeySource for HomeSource<'_> {
                     }
                 }
                 Direction::Newer => {
-                    let floor = if self.pull_only { None } else { self.backend.inbox_floor(self.user) };
+                    let floor = if self.pull_only { None } else { self.backend.inbox_floor(self.user)? };
                     let Some(floor) = floor else {
                         self.pull_only = true;
                         return self.pull(None, n);
@@ -209,7 +209,7 @@ impl KeySource for HomeSource<'_> {
                         continue;
                     }
                     let range = KeyRange { above: self.bound, below: None };
-                    match self.backend.read_inbox(self.user, range, Direction::Newer, n) {
+                    match self.backend.read_inbox(self.user, range, Direction::Newer, n)? {
                         None => self.pull_only = true,
                         // The floor rose since it was read: pull up to it first.
                         Some(r) if r.floor > self.bound.unwrap_or(0) => continue,

@@ -264,7 +264,7 @@ impl FeedService {
                 if fan_out || hot {
                     // The author's own home sees the item at once; followers
                     // get it from the worker, or pull it if the author is hot.
-                    self.backend.deliver(item.id.0, &[author]);
+                    self.backend.deliver(item.id.0, &[author])?;
                 }
                 if fan_out {
                     self.work.notify_one();
@@ -567,10 +567,10 @@ impl FeedService {
     /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
     /// `F(user)` (at most `max_len` keys of work) when it is absent.
     fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<()> {
-        if self.backend.inbox_floor(user).is_some() {
+        if self.backend.inbox_floor(user)?.is_some() {
             return Ok(());
         }
-        self.backend.begin_rebuild(user);
+        self.backend.begin_rebuild(user)?;
         let n = self.opts.max_len;
         let mut outbox = self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n)?;
         let mut inserts = self.backend.inserts(user, KeyRange::ALL, Direction::Older, n)?;
@@ -579,7 +579,7 @@ impl FeedService {
         let keys = merge_sorted(&[&outbox, &inserts], KeyRange::ALL, Direction::Older, n);
         // Complete above the floor: everything, unless the cap cut it short.
         let floor = if keys.len() >= n { keys.last().map_or(0, |k| k.saturating_sub(1)) } else { 0 };
-        self.backend.finish_rebuild(user, &keys, floor);
+        self.backend.finish_rebuild(user, &keys, floor)?;
         metrics::counter!("tideway_inbox_rebuilds_total").increment(1);
         Ok(())
     }
@@ -592,7 +592,7 @@ impl FeedService {
         let f_list = self.sources_of(user)?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         self.ensure_inbox(user, &f_list)?;
-        let floor = self.backend.inbox_floor(user).unwrap_or(0);
+        let floor = self.backend.inbox_floor(user)?.unwrap_or(0);
         let pulled = self.backend.unpushed_above(&f_list, floor)?;
         let backend = self.backend.as_ref();
         let mut source = HomeSource::new(backend, user, &f_list, &pulled, spec.dir, spec.cursor);
@@ -642,7 +642,7 @@ impl FeedService {
         let now = self.clock.now();
         let key = self.ids.next(now)?;
         self.backend.insert_home(user, item, key)?;
-        self.backend.deliver(key, &[user]);
+        self.backend.deliver(key, &[user])?;
         Ok((self.hydrate_one(it, Some(user))?, key))
     }
 
@@ -665,7 +665,7 @@ impl FeedService {
             .map(|(t, _)| *t)
             .collect();
         if !new.is_empty()
-            && let Some(floor) = self.backend.inbox_floor(user)
+            && let Some(floor) = self.backend.inbox_floor(user)?
         {
             let range = KeyRange { above: Some(floor), below: None };
             let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len)?;
@@ -675,7 +675,7 @@ impl FeedService {
                 Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
                 _ => floor,
             };
-            self.backend.merge_inbox(user, &keys, complete_above);
+            self.backend.merge_inbox(user, &keys, complete_above)?;
         }
         Ok(targets.iter().copied().zip(statuses).collect())
     }
@@ -801,8 +801,8 @@ impl FeedService {
         let stale = self.backend.inactive_before(Millis(now.0.saturating_sub(self.opts.active_window_ms)))?;
         let mut dropped = 0;
         for u in stale {
-            if self.backend.inbox_floor(u).is_some() {
-                self.backend.drop_inbox(u);
+            if self.backend.inbox_floor(u)?.is_some() {
+                self.backend.drop_inbox(u)?;
                 dropped += 1;
             }
         }
@@ -835,7 +835,7 @@ impl FeedService {
 
     pub fn stats(&self) -> Result<StatsView> {
         let s = self.backend.stats()?;
-        let ib = self.backend.inbox_stats();
+        let ib = self.backend.inbox_stats()?;
         let now = self.clock.now();
         Ok(StatsView {
             users: s.users,

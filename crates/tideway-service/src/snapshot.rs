@@ -87,7 +87,7 @@ impl FeedService {
             w.put_u64(u.0)?;
             w.put_u64(t.0 as u64)?;
         }
-        let inboxes = self.backend.export_inboxes();
+        let inboxes = self.backend.export_inboxes().map_err(std::io::Error::other)?;
         let mut stats = SnapshotStats::default();
         w.put_u64(inboxes.len() as u64)?;
         for (u, floor, keys) in &inboxes {
@@ -164,7 +164,7 @@ impl FeedService {
         for (u, floor, keys) in inboxes {
             stats.inboxes += 1;
             stats.entries += keys.len() as u64;
-            self.backend.import_inbox(u, floor, &keys);
+            self.backend.import_inbox(u, floor, &keys).map_err(std::io::Error::other)?;
         }
         Ok(stats)
     }
@@ -198,14 +198,14 @@ mod tests {
         FanoutWorker::new(a.clone()).drain().expect("drain");
         let saved = a.save_snapshot(&path).expect("save");
         assert_eq!((saved.inboxes, saved.entries), (1, 3), "the reader's inbox, capped at 3");
-        let exported = a.backend().export_inboxes();
+        let exported = a.backend().export_inboxes().expect("export");
         let unpushed = a.unpushed_snapshot().expect("export");
         assert_eq!(unpushed.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![UserId(3)], "the hot author");
 
         let b = service(1);
         assert_eq!(b.load_snapshot(&path).expect("load"), Some(saved));
         assert!(!path.exists(), "a snapshot is used once");
-        let mut got = b.backend().export_inboxes();
+        let mut got = b.backend().export_inboxes().expect("export");
         let mut want = exported;
         got.sort();
         want.sort();
@@ -215,12 +215,9 @@ mod tests {
         assert_eq!(b.load_snapshot(&path).expect("load"), None);
         // The same home on both sides of the restart (b has no items: compare keys).
         let keys = |s: &FeedService| {
-            s.backend().read_inbox(
-                UserId(1),
-                tideway_core::merge::KeyRange::ALL,
-                tideway_core::merge::Direction::Older,
-                10,
-            )
+            s.backend()
+                .read_inbox(UserId(1), tideway_core::merge::KeyRange::ALL, tideway_core::merge::Direction::Older, 10)
+                .expect("read")
         };
         assert_eq!(keys(&b), keys(&a));
     }
@@ -239,6 +236,9 @@ mod tests {
         let b = service(u64::MAX);
         assert!(b.load_snapshot(&path).is_err());
         assert!(!path.exists());
-        assert!(b.backend().export_inboxes().is_empty(), "nothing from a damaged snapshot is installed");
+        assert!(
+            b.backend().export_inboxes().expect("export").is_empty(),
+            "nothing from a damaged snapshot is installed"
+        );
     }
 }

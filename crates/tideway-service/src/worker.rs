@@ -60,7 +60,7 @@ impl FanoutWorker {
         for job in jobs {
             let followers = b.followers_chunk(job.author, job.cursor, chunk)?;
             let users: Vec<UserId> = followers.iter().map(|f| f.1).collect();
-            deliveries += b.deliver(job.key, &users);
+            deliveries += b.deliver(job.key, &users)?;
             match followers.last() {
                 Some(&last) if followers.len() == chunk => progress.push(JobProgress::Checkpoint(job.key, last)),
                 _ => {

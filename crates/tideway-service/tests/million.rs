@@ -67,6 +67,7 @@ fn a_million_follower_delivery_resumes_from_its_checkpoint() {
             assert_eq!(
                 backend
                     .read_inbox(u, tideway_core::merge::KeyRange::ALL, tideway_core::merge::Direction::Older, 10)
+                    .expect("read")
                     .map(|r| r.keys),
                 Some(vec![v.item.id.0])
             );

@@ -649,7 +649,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             }
             97 => {
                 if rng.random_bool(0.5) {
-                    h.svc().backend().drop_inbox(UserId(a));
+                    h.svc().backend().drop_inbox(UserId(a)).expect("drop");
                 } else {
                     h.svc().sweep_inactive().expect("sweep");
                 }

@@ -514,44 +514,49 @@ impl<J: Journal> HotAuthors for Store<J> {
 }
 
 impl<J: Journal> Inboxes for Store<J> {
-    fn deliver(&self, key: Key, users: &[UserId]) -> usize {
+    fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
         self.tick();
-        self.inboxes.deliver(key, users)
+        Ok(self.inboxes.deliver(key, users))
     }
-    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Option<InboxRead> {
+    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Option<InboxRead>> {
         self.tick();
-        self.inboxes.read(user, range, dir, limit)
+        Ok(self.inboxes.read(user, range, dir, limit))
     }
-    fn begin_rebuild(&self, user: UserId) {
+    fn begin_rebuild(&self, user: UserId) -> Result<()> {
         self.tick();
-        self.inboxes.begin_rebuild(user)
+        self.inboxes.begin_rebuild(user);
+        Ok(())
     }
-    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) {
+    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
         self.tick();
-        self.inboxes.finish_rebuild(user, keys, floor)
+        self.inboxes.finish_rebuild(user, keys, floor);
+        Ok(())
     }
-    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) {
+    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
         self.tick();
-        self.inboxes.merge(user, keys, floor)
+        self.inboxes.merge(user, keys, floor);
+        Ok(())
     }
-    fn inbox_floor(&self, user: UserId) -> Option<Key> {
+    fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
         self.tick();
-        self.inboxes.floor(user)
+        Ok(self.inboxes.floor(user))
     }
-    fn drop_inbox(&self, user: UserId) {
+    fn drop_inbox(&self, user: UserId) -> Result<()> {
         self.tick();
-        self.inboxes.drop_inbox(user)
+        self.inboxes.drop_inbox(user);
+        Ok(())
     }
-    fn inbox_stats(&self) -> InboxStats {
+    fn inbox_stats(&self) -> Result<InboxStats> {
         self.tick();
-        self.inboxes.stats()
+        Ok(self.inboxes.stats())
     }
-    fn export_inboxes(&self) -> Vec<(UserId, Key, Vec<Key>)> {
+    fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
         self.tick();
-        self.inboxes.export()
+        Ok(self.inboxes.export())
     }
-    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) {
+    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
         self.tick();
-        self.inboxes.import(user, floor, keys)
+        self.inboxes.import(user, floor, keys);
+        Ok(())
     }
 }

@@ -242,28 +242,29 @@ pub trait HotAuthors: Send + Sync {
 
 /// Materialised home inboxes (an optimisation: everything in them can be
 /// rebuilt from the outboxes). Each inbox is complete for keys above its
-/// floor, holds at most `timeline.max_len` keys, and may be absent.
+/// floor, holds at most `timeline.max_len` keys, and may be absent. Every
+/// call may fail (a remote engine is down): losing an inbox loses no data.
 pub trait Inboxes: Send + Sync {
     /// Adds `key` to the present inboxes of `users`; returns how many took it.
-    fn deliver(&self, key: Key, users: &[UserId]) -> usize;
+    fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize>;
     /// Keys of `user`'s inbox in `range` above its floor; `None` if absent.
-    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Option<InboxRead>;
+    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Option<InboxRead>>;
     /// Starts a rebuild: the inbox becomes present-but-building and records
     /// deliveries, so none is lost while the outboxes are read.
-    fn begin_rebuild(&self, user: UserId);
+    fn begin_rebuild(&self, user: UserId) -> Result<()>;
     /// Finishes a rebuild with the keys read (newest first) and their floor.
-    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key);
+    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()>;
     /// Merges keys (a follow's backfill) into a present inbox, first raising
     /// its floor to at least `floor` (the backfill is complete only above it).
-    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key);
+    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()>;
     /// The floor of a present inbox.
-    fn inbox_floor(&self, user: UserId) -> Option<Key>;
-    fn drop_inbox(&self, user: UserId);
-    fn inbox_stats(&self) -> InboxStats;
+    fn inbox_floor(&self, user: UserId) -> Result<Option<Key>>;
+    fn drop_inbox(&self, user: UserId) -> Result<()>;
+    fn inbox_stats(&self) -> Result<InboxStats>;
     /// Every present inbox as (user, floor, keys ascending): for a snapshot.
-    fn export_inboxes(&self) -> Vec<(UserId, Key, Vec<Key>)>;
+    fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>>;
     /// Installs an inbox from a snapshot.
-    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]);
+    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()>;
 }
 
 /// Everything a backend provides.
