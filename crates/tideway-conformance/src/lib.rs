@@ -7,29 +7,32 @@
 //! workspace; a new backend crate adds itself there (or runs the suites from
 //! its own tests).
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, UserId, Visibility};
 use tideway_store::{Backend, CreateOutcome, ItemChange, JobProgress};
 
 /// A suite: checks one trait's contract on a fresh, empty backend.
-pub type Suite = fn(&dyn Backend);
+pub type Suite = for<'a> fn(&'a dyn Backend) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 
 /// The suites, by name, for the test matrix.
 pub const SUITES: &[(&str, Suite)] = &[
-    ("items_update", items_update),
-    ("jobs_leases", jobs_leases),
-    ("activity", activity),
-    ("hot_authors", hot_authors),
-    ("inboxes", inboxes),
+    ("items_update", |b| Box::pin(items_update(b))),
+    ("jobs_leases", |b| Box::pin(jobs_leases(b))),
+    ("activity", |b| Box::pin(activity(b))),
+    ("hot_authors", |b| Box::pin(hot_authors(b))),
+    ("inboxes", |b| Box::pin(inboxes(b))),
 ];
 
 /// The inbox cap the harness gives every backend (`timeline.max_len`).
 pub const INBOX_CAP: usize = 800;
 
-fn created(b: &dyn Backend, id: Key, author: u64, fan_out: bool) -> Arc<Item> {
+async fn created(b: &dyn Backend, id: Key, author: u64, fan_out: bool) -> Arc<Item> {
     match b
         .create_item(Item::new(ItemId(id), UserId(author), ItemKind::Post), fan_out, Millis(id as i64))
+        .await
         .expect("create_item")
     {
         CreateOutcome::Created(i) => i,
@@ -39,17 +42,19 @@ fn created(b: &dyn Backend, id: Key, author: u64, fan_out: bool) -> Arc<Item> {
 
 /// `Items::update_item`: typed patches and soft deletes; none on a deleted
 /// or unknown item.
-pub fn items_update(b: &dyn Backend) {
-    created(b, 1000, 1, false);
+pub async fn items_update(b: &dyn Backend) {
+    created(b, 1000, 1, false).await;
     let mut body = serde_json::Map::new();
     body.insert("t".into(), serde_json::json!("edited"));
     let patched = b
         .update_item(ItemId(1000), &ItemChange::Patch { body: Some(body.clone()), visibility: None })
+        .await
         .expect("patch")
         .expect("the item exists");
     assert_eq!((patched.body.clone(), patched.visibility), (body.clone(), Visibility::Public));
     let patched = b
         .update_item(ItemId(1000), &ItemChange::Patch { body: None, visibility: Some(Visibility::Followers) })
+        .await
         .expect("patch")
         .expect("the item exists");
     assert_eq!(
@@ -57,11 +62,11 @@ pub fn items_update(b: &dyn Backend) {
         (body, Visibility::Followers),
         "a patch keeps what it omits"
     );
-    let deleted = b.update_item(ItemId(1000), &ItemChange::Delete).expect("delete").expect("the item exists");
+    let deleted = b.update_item(ItemId(1000), &ItemChange::Delete).await.expect("delete").expect("the item exists");
     assert!(deleted.deleted);
-    assert_eq!(b.update_item(ItemId(1000), &ItemChange::Delete).expect("delete again"), None, "already deleted");
-    assert_eq!(b.update_item(ItemId(4242), &ItemChange::Delete).expect("unknown"), None);
-    match b.records(&[1000]).expect("records").pop().flatten() {
+    assert_eq!(b.update_item(ItemId(1000), &ItemChange::Delete).await.expect("delete again"), None, "already deleted");
+    assert_eq!(b.update_item(ItemId(4242), &ItemChange::Delete).await.expect("unknown"), None);
+    match b.records(&[1000]).await.expect("records").pop().flatten() {
         Some(tideway_store::Record::Item(i)) => assert!(i.deleted, "the tombstone stays readable"),
         other => panic!("the deleted item's record: {other:?}"),
     }
@@ -69,62 +74,71 @@ pub fn items_update(b: &dyn Backend) {
 
 /// `Jobs`: claims with leases, takeover after expiry, progress only from the
 /// holder, checkpoints that never move back, completion.
-pub fn jobs_leases(b: &dyn Backend) {
+pub async fn jobs_leases(b: &dyn Backend) {
     const A: u64 = 1;
     const B: u64 = 2;
     for id in [2001, 2002, 2003] {
-        created(b, id, 7, true);
+        created(b, id, 7, true).await;
     }
-    created(b, 2004, 7, false); // no job without fan-out
+    created(b, 2004, 7, false).await; // no job without fan-out
     let keys = |jobs: Vec<tideway_store::Job>| jobs.iter().map(|j| j.key).collect::<Vec<_>>();
-    assert_eq!(keys(b.pending_jobs(10).expect("pending")), vec![2001, 2002, 2003], "oldest first");
+    assert_eq!(keys(b.pending_jobs(10).await.expect("pending")), vec![2001, 2002, 2003], "oldest first");
 
-    assert_eq!(keys(b.claim_jobs(A, Millis(1000), 100, 2).expect("claim")), vec![2001, 2002]);
-    assert_eq!(keys(b.claim_jobs(B, Millis(1050), 100, 10).expect("claim")), vec![2003], "A's leases are live");
-    assert_eq!(keys(b.claim_jobs(A, Millis(1080), 100, 10).expect("renew")), vec![2001, 2002], "A renews its own");
+    assert_eq!(keys(b.claim_jobs(A, Millis(1000), 100, 2).await.expect("claim")), vec![2001, 2002]);
+    assert_eq!(keys(b.claim_jobs(B, Millis(1050), 100, 10).await.expect("claim")), vec![2003], "A's leases are live");
+    assert_eq!(
+        keys(b.claim_jobs(A, Millis(1080), 100, 10).await.expect("renew")),
+        vec![2001, 2002],
+        "A renews its own"
+    );
     // A's leases end at 1180, B's at 1150: at 1300 B takes everything.
-    assert_eq!(keys(b.claim_jobs(B, Millis(1300), 100, 10).expect("takeover")), vec![2001, 2002, 2003]);
+    assert_eq!(keys(b.claim_jobs(B, Millis(1300), 100, 10).await.expect("takeover")), vec![2001, 2002, 2003]);
 
     let at = |ms: i64, u: u64| (Millis(ms), UserId(u));
-    assert_eq!(b.advance(A, &[JobProgress::Checkpoint(2001, at(5, 3))]).expect("advance"), vec![false], "A lost it");
-    assert_eq!(b.advance(B, &[JobProgress::Checkpoint(2001, at(7, 4))]).expect("advance"), vec![true]);
+    assert_eq!(
+        b.advance(A, &[JobProgress::Checkpoint(2001, at(5, 3))]).await.expect("advance"),
+        vec![false],
+        "A lost it"
+    );
+    assert_eq!(b.advance(B, &[JobProgress::Checkpoint(2001, at(7, 4))]).await.expect("advance"), vec![true]);
     assert_eq!(
         b.advance(B, &[JobProgress::Checkpoint(2001, at(6, 9)), JobProgress::Checkpoint(2001, at(7, 4))])
+            .await
             .expect("advance"),
         vec![false, false],
         "a checkpoint never moves back, nor stays in place"
     );
-    let job = b.pending_jobs(10).expect("pending").into_iter().find(|j| j.key == 2001).expect("job 2001");
+    let job = b.pending_jobs(10).await.expect("pending").into_iter().find(|j| j.key == 2001).expect("job 2001");
     assert_eq!(job.cursor, Some(at(7, 4)));
 
     assert_eq!(
-        b.advance(B, &[JobProgress::Complete(2002), JobProgress::Complete(9999)]).expect("complete"),
+        b.advance(B, &[JobProgress::Complete(2002), JobProgress::Complete(9999)]).await.expect("complete"),
         vec![true, false],
         "an unknown job is not recorded"
     );
-    assert_eq!(b.advance(A, &[JobProgress::Complete(2002)]).expect("complete again"), vec![false], "gone");
-    assert_eq!(keys(b.pending_jobs(10).expect("pending")), vec![2001, 2003]);
+    assert_eq!(b.advance(A, &[JobProgress::Complete(2002)]).await.expect("complete again"), vec![false], "gone");
+    assert_eq!(keys(b.pending_jobs(10).await.expect("pending")), vec![2001, 2003]);
     // After B's leases end, A may take the rest and finish them.
-    assert_eq!(keys(b.claim_jobs(A, Millis(2000), 100, 10).expect("claim")), vec![2001, 2003]);
-    let done = b.advance(A, &[JobProgress::Complete(2001), JobProgress::Complete(2003)]).expect("complete");
+    assert_eq!(keys(b.claim_jobs(A, Millis(2000), 100, 10).await.expect("claim")), vec![2001, 2003]);
+    let done = b.advance(A, &[JobProgress::Complete(2001), JobProgress::Complete(2003)]).await.expect("complete");
     assert_eq!(done, vec![true, true]);
-    assert!(b.pending_jobs(10).expect("pending").is_empty());
+    assert!(b.pending_jobs(10).await.expect("pending").is_empty());
 }
 
 /// `Activity`: last reads that never move back, batch reads in order, the
 /// inactive set, export and import.
-pub fn activity(b: &dyn Backend) {
+pub async fn activity(b: &dyn Backend) {
     let (u1, u2, u3) = (UserId(1), UserId(2), UserId(3));
-    b.touch(u1, Millis(100)).expect("touch");
-    b.touch(u1, Millis(50)).expect("touch");
-    b.touch(u2, Millis(200)).expect("touch");
-    assert_eq!(b.last_active(&[u2, u3, u1]).expect("last"), vec![Some(Millis(200)), None, Some(Millis(100))]);
-    assert_eq!(b.inactive_before(Millis(101)).expect("inactive"), vec![u1]);
-    assert!(b.inactive_before(Millis(100)).expect("inactive").is_empty(), "the cutoff is exclusive");
-    assert_eq!(b.export_activity().expect("export"), vec![(u1, Millis(100)), (u2, Millis(200))]);
-    b.import_activity(&[(u3, Millis(300)), (u1, Millis(10))]).expect("import");
+    b.touch(u1, Millis(100)).await.expect("touch");
+    b.touch(u1, Millis(50)).await.expect("touch");
+    b.touch(u2, Millis(200)).await.expect("touch");
+    assert_eq!(b.last_active(&[u2, u3, u1]).await.expect("last"), vec![Some(Millis(200)), None, Some(Millis(100))]);
+    assert_eq!(b.inactive_before(Millis(101)).await.expect("inactive"), vec![u1]);
+    assert!(b.inactive_before(Millis(100)).await.expect("inactive").is_empty(), "the cutoff is exclusive");
+    assert_eq!(b.export_activity().await.expect("export"), vec![(u1, Millis(100)), (u2, Millis(200))]);
+    b.import_activity(&[(u3, Millis(300)), (u1, Millis(10))]).await.expect("import");
     assert_eq!(
-        b.export_activity().expect("export"),
+        b.export_activity().await.expect("export"),
         vec![(u1, Millis(100)), (u2, Millis(200)), (u3, Millis(300))],
         "an import never moves a last read back"
     );
@@ -132,64 +146,69 @@ pub fn activity(b: &dyn Backend) {
 
 /// `HotAuthors`: the newest unpushed key per author, filtered by floor, in
 /// the order asked; export and import.
-pub fn hot_authors(b: &dyn Backend) {
+pub async fn hot_authors(b: &dyn Backend) {
     let (a, c, d) = (UserId(10), UserId(20), UserId(30));
-    b.mark_unpushed(a, 500).expect("mark");
-    b.mark_unpushed(a, 400).expect("mark");
-    b.mark_unpushed(c, 900).expect("mark");
-    assert_eq!(b.unpushed_above(&[c, d, a], 0).expect("above"), vec![c, a], "in the order asked");
-    assert_eq!(b.unpushed_above(&[a, c], 499).expect("above"), vec![a, c]);
-    assert_eq!(b.unpushed_above(&[a, c], 500).expect("above"), vec![c], "strictly above the floor");
-    assert!(b.unpushed_above(&[], 0).expect("above").is_empty());
-    assert_eq!(b.export_unpushed().expect("export"), vec![(a, 500), (c, 900)]);
-    b.import_unpushed(&[(d, 50), (a, 1)]).expect("import");
-    assert_eq!(b.export_unpushed().expect("export"), vec![(a, 500), (c, 900), (d, 50)]);
+    b.mark_unpushed(a, 500).await.expect("mark");
+    b.mark_unpushed(a, 400).await.expect("mark");
+    b.mark_unpushed(c, 900).await.expect("mark");
+    assert_eq!(b.unpushed_above(&[c, d, a], 0).await.expect("above"), vec![c, a], "in the order asked");
+    assert_eq!(b.unpushed_above(&[a, c], 499).await.expect("above"), vec![a, c]);
+    assert_eq!(b.unpushed_above(&[a, c], 500).await.expect("above"), vec![c], "strictly above the floor");
+    assert!(b.unpushed_above(&[], 0).await.expect("above").is_empty());
+    assert_eq!(b.export_unpushed().await.expect("export"), vec![(a, 500), (c, 900)]);
+    b.import_unpushed(&[(d, 50), (a, 1)]).await.expect("import");
+    assert_eq!(b.export_unpushed().await.expect("export"), vec![(a, 500), (c, 900), (d, 50)]);
 }
 
 /// `Inboxes`: absent inboxes take nothing; a rebuild records deliveries that
 /// race with it; keys are deduplicated, read in both directions within a
 /// range and a limit, never at or below the floor; merges raise the floor;
 /// the cap trims the oldest and raises the floor; drop, export and import.
-pub fn inboxes(b: &dyn Backend) {
+pub async fn inboxes(b: &dyn Backend) {
     let (u1, u2, u3, u4) = (UserId(1), UserId(2), UserId(3), UserId(4));
-    let all = |u| b.read_inbox(u, KeyRange::ALL, Direction::Older, 10_000).expect("read").map(|r| (r.floor, r.keys));
-    assert_eq!(b.inbox_floor(u1).expect("floor"), None);
-    assert_eq!(all(u1), None);
-    assert_eq!(b.deliver(10, &[u1]).expect("deliver"), 0, "an absent inbox takes nothing");
+    let all = async |u| {
+        b.read_inbox(u, KeyRange::ALL, Direction::Older, 10_000).await.expect("read").map(|r| (r.floor, r.keys))
+    };
+    assert_eq!(b.inbox_floor(u1).await.expect("floor"), None);
+    assert_eq!(all(u1).await, None);
+    assert_eq!(b.deliver(10, &[u1]).await.expect("deliver"), 0, "an absent inbox takes nothing");
 
-    b.begin_rebuild(u1).expect("begin");
-    assert_eq!(b.inbox_floor(u1).expect("floor"), None, "a building inbox is not served");
-    assert_eq!(b.deliver(20, &[u1]).expect("deliver"), 1, "a building inbox records deliveries");
-    b.finish_rebuild(u1, &[15, 5], 0).expect("finish");
-    assert_eq!(all(u1), Some((0, vec![20, 15, 5])));
-    assert_eq!(b.deliver(20, &[u1, u2]).expect("deliver"), 0, "a key it holds; an absent inbox");
+    b.begin_rebuild(u1).await.expect("begin");
+    assert_eq!(b.inbox_floor(u1).await.expect("floor"), None, "a building inbox is not served");
+    assert_eq!(b.deliver(20, &[u1]).await.expect("deliver"), 1, "a building inbox records deliveries");
+    b.finish_rebuild(u1, &[15, 5], 0).await.expect("finish");
+    assert_eq!(all(u1).await, Some((0, vec![20, 15, 5])));
+    assert_eq!(b.deliver(20, &[u1, u2]).await.expect("deliver"), 0, "a key it holds; an absent inbox");
 
-    let read = |range, dir, limit| b.read_inbox(u1, range, dir, limit).expect("read").map(|r| r.keys);
-    assert_eq!(read(KeyRange { above: None, below: Some(20) }, Direction::Older, 10), Some(vec![15, 5]));
-    assert_eq!(read(KeyRange { above: Some(5), below: None }, Direction::Newer, 10), Some(vec![15, 20]));
-    assert_eq!(read(KeyRange::ALL, Direction::Older, 2), Some(vec![20, 15]), "the limit");
+    let read = async |range, dir, limit| b.read_inbox(u1, range, dir, limit).await.expect("read").map(|r| r.keys);
+    assert_eq!(read(KeyRange { above: None, below: Some(20) }, Direction::Older, 10).await, Some(vec![15, 5]));
+    assert_eq!(read(KeyRange { above: Some(5), below: None }, Direction::Newer, 10).await, Some(vec![15, 20]));
+    assert_eq!(read(KeyRange::ALL, Direction::Older, 2).await, Some(vec![20, 15]), "the limit");
 
-    b.merge_inbox(u1, &[3, 30], 4).expect("merge");
-    assert_eq!(all(u1), Some((4, vec![30, 20, 15, 5])), "a merge raises the floor and drops what is below");
-    b.merge_inbox(u2, &[7], 0).expect("merge into an absent inbox");
-    assert_eq!(all(u2), None, "a merge does not create an inbox");
+    b.merge_inbox(u1, &[3, 30], 4).await.expect("merge");
+    assert_eq!(all(u1).await, Some((4, vec![30, 20, 15, 5])), "a merge raises the floor and drops what is below");
+    b.merge_inbox(u2, &[7], 0).await.expect("merge into an absent inbox");
+    assert_eq!(all(u2).await, None, "a merge does not create an inbox");
 
-    b.finish_rebuild(u3, &[], 0).expect("finish");
+    b.finish_rebuild(u3, &[], 0).await.expect("finish");
     let keys: Vec<Key> = (1001..=1000 + INBOX_CAP as u64 + 5).collect();
-    let took: usize = keys.iter().map(|k| b.deliver(*k, &[u3]).expect("deliver")).sum();
+    let mut took = 0;
+    for k in &keys {
+        took += b.deliver(*k, &[u3]).await.expect("deliver");
+    }
     assert_eq!(took, keys.len());
-    let (floor, held) = all(u3).expect("present");
+    let (floor, held) = all(u3).await.expect("present");
     assert_eq!(held.len(), INBOX_CAP, "the cap");
     assert_eq!((floor, held[0], *held.last().expect("oldest")), (1005, 1805, 1006), "the oldest trimmed, floor raised");
-    assert_eq!(b.deliver(1003, &[u3]).expect("deliver"), 0, "at or below the floor: not taken");
+    assert_eq!(b.deliver(1003, &[u3]).await.expect("deliver"), 0, "at or below the floor: not taken");
 
-    b.drop_inbox(u1).expect("drop");
-    assert_eq!(all(u1), None);
-    let exported = b.export_inboxes().expect("export");
+    b.drop_inbox(u1).await.expect("drop");
+    assert_eq!(all(u1).await, None);
+    let exported = b.export_inboxes().await.expect("export");
     let (_, floor, asc) = exported.iter().find(|(u, ..)| *u == u3).expect("u3 exported").clone();
     assert_eq!((floor, asc.len(), asc[0]), (1005, INBOX_CAP, 1006), "keys ascending");
-    b.import_inbox(u4, floor, &asc).expect("import");
-    assert_eq!(all(u4), all(u3));
-    let stats = b.inbox_stats().expect("stats");
+    b.import_inbox(u4, floor, &asc).await.expect("import");
+    assert_eq!(all(u4).await, all(u3).await);
+    let stats = b.inbox_stats().await.expect("stats");
     assert_eq!((stats.inboxes, stats.entries), (2, 2 * INBOX_CAP as u64), "{stats:?}");
 }

@@ -1,33 +1,27 @@
 //! Every conformance suite against every backend of this workspace: the
-//! in-memory store and the embedded (fjall) store. A failing suite names
-//! itself and the backend.
+//! in-memory store and the embedded (fjall) store, each suite on a fresh
+//! backend. A failing suite names itself and the backend.
 
 use tideway_conformance::{INBOX_CAP, SUITES};
-use tideway_store::{Backend, Store};
+use tideway_store::Store;
 
-/// Runs a check on a fresh backend (and cleans up after it).
-type Fresh<'a> = &'a dyn Fn(&dyn Fn(&dyn Backend));
-
-fn run_all(name: &str, fresh: Fresh<'_>) {
+#[tokio::test]
+async fn memory_backend_conforms() {
     for (suite, check) in SUITES {
-        eprintln!("{name}: {suite}");
-        fresh(&|b| check(b));
+        eprintln!("memory: {suite}");
+        check(&Store::in_memory(INBOX_CAP)).await;
     }
 }
 
-#[test]
-fn memory_backend_conforms() {
-    run_all("memory", &|f| f(&Store::in_memory(INBOX_CAP)));
-}
-
-#[test]
-fn embedded_backend_conforms() {
-    run_all("embedded", &|f| {
+#[tokio::test]
+async fn embedded_backend_conforms() {
+    for (suite, check) in SUITES {
+        eprintln!("embedded: {suite}");
         let dir = tempfile::tempdir().expect("tempdir");
         let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, INBOX_CAP)
             .expect("open fjall");
-        f(&store);
-    });
+        check(&store).await;
+    }
 }
 
 #[test]

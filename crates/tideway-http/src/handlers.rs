@@ -1,5 +1,6 @@
 //! Thin handlers: extract, authorise, call one service method, map.
-//! Writes run on the blocking pool because they wait for an fsync.
+//! Service calls are async: a storage engine that waits on a disk does so
+//! off the runtime's workers (the embedded store syncs on the blocking pool).
 
 use crate::auth::Actor;
 use crate::dto::*;
@@ -10,27 +11,10 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
-use std::sync::Arc;
 use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS};
 use tideway_core::{ItemKind, Millis, NewItem, ObjectRef, Visibility};
-use tideway_service::{FeedService, PageRequest};
+use tideway_service::PageRequest;
 use tideway_store::{FollowStatus, ListKind};
-
-/// Runs a blocking service call (one that may wait on the disk) off the
-/// async workers.
-async fn blocking<T: Send + 'static>(
-    svc: &Arc<FeedService>,
-    f: impl FnOnce(&FeedService) -> Result<T, tideway_service::ServiceError> + Send + 'static,
-) -> ApiResult<T> {
-    let svc = svc.clone();
-    tokio::task::spawn_blocking(move || f(&svc))
-        .await
-        .map_err(|e| {
-            tracing::error!(error = %e, "blocking task failed");
-            ApiError::internal()
-        })?
-        .map_err(ApiError::from)
-}
 
 /// A feed page as JSON, serialized into one buffer sized for a page: axum's
 /// `Json` starts at 128 bytes and grows about seven times for the ~15 KB of
@@ -91,7 +75,7 @@ pub async fn create_item(
         created_at: b.created_at.as_deref().map(|t| Millis::parse_rfc3339("created_at", t)).transpose()?,
         idempotency_key: b.idempotency_key,
     };
-    let (view, created) = blocking(&st.svc, move |s| s.create_item(new)).await?;
+    let (view, created) = st.svc.create_item(new).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(ItemEnvelope { item: ItemJson::from(&view) })).into_response())
 }
@@ -107,7 +91,7 @@ pub async fn get_item(
 ) -> ApiResult<axum::Json<ItemEnvelope>> {
     let id = extract::item("id", &id)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
-    let view = st.svc.get_item(id, viewer)?;
+    let view = st.svc.get_item(id, viewer).await?;
     Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
 }
 
@@ -121,7 +105,7 @@ pub async fn get_items(
 ) -> ApiResult<axum::Json<ItemsEnvelope>> {
     let ids = extract::id_list("ids", q.ids.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::item)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
-    let views = st.svc.get_items(&ids, viewer)?;
+    let views = st.svc.get_items(&ids, viewer).await?;
     Ok(axum::Json(ItemsEnvelope { items: views.iter().map(ItemJson::from).collect() }))
 }
 
@@ -137,7 +121,7 @@ pub async fn patch_item(
     let id = extract::item("id", &id)?;
     let visibility = b.visibility.as_deref().map(Visibility::parse).transpose()?;
     let body = b.body;
-    let view = blocking(&st.svc, move |s| s.patch_item(id, body, visibility, actor.user())).await?;
+    let view = st.svc.patch_item(id, body, visibility, actor.user()).await?;
     Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
 }
 
@@ -145,7 +129,7 @@ pub async fn patch_item(
     responses((status = 204, description = "deleted (also when it already was)"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn delete_item(State(st): State<AppState>, actor: Actor, Path(id): Path<String>) -> ApiResult<StatusCode> {
     let id = extract::item("id", &id)?;
-    blocking(&st.svc, move |s| s.delete_item(id, actor.user())).await?;
+    st.svc.delete_item(id, actor.user()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -160,7 +144,7 @@ pub async fn react(
 ) -> ApiResult<axum::Json<CountsEnvelope>> {
     let (id, user) = (extract::item("id", &id)?, extract::user("user", &user)?);
     actor.act_as(user)?;
-    let counts = blocking(&st.svc, move |s| s.react(id, user, &kind, true)).await?;
+    let counts = st.svc.react(id, user, &kind, true).await?;
     Ok(axum::Json(CountsEnvelope { counts: CountsJson::from(&counts) }))
 }
 
@@ -174,7 +158,7 @@ pub async fn unreact(
 ) -> ApiResult<StatusCode> {
     let (id, user) = (extract::item("id", &id)?, extract::user("user", &user)?);
     actor.act_as(user)?;
-    blocking(&st.svc, move |s| s.react(id, user, &kind, false)).await?;
+    st.svc.react(id, user, &kind, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -192,7 +176,7 @@ pub async fn create_promotion(
     let starts_at = Millis::parse_rfc3339("starts_at", &b.starts_at)?;
     let ends_at = Millis::parse_rfc3339("ends_at", &b.ends_at)?;
     let every = b.every;
-    let p = blocking(&st.svc, move |s| s.create_promotion(item, every, starts_at, ends_at)).await?;
+    let p = st.svc.create_promotion(item, every, starts_at, ends_at).await?;
     Ok((StatusCode::CREATED, axum::Json(PromotionEnvelope { promotion: PromotionJson::from(&p) })))
 }
 
@@ -207,7 +191,7 @@ pub async fn follow(
 ) -> ApiResult<axum::Json<FollowingJson>> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
-    let since = blocking(&st.svc, move |s| s.follow(u, t)).await?;
+    let since = st.svc.follow(u, t).await?;
     Ok(axum::Json(FollowingJson { following: true, since: since.to_rfc3339() }))
 }
 
@@ -220,7 +204,7 @@ pub async fn unfollow(
 ) -> ApiResult<StatusCode> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
-    blocking(&st.svc, move |s| s.unfollow(u, t)).await?;
+    st.svc.unfollow(u, t).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -238,7 +222,7 @@ pub async fn follow_many(
         return Err(ApiError::invalid(format!("targets: at most {MAX_BATCH_FOLLOW} per call")));
     }
     let targets = b.targets.iter().map(|t| extract::user("targets", t)).collect::<ApiResult<Vec<_>>>()?;
-    let results = blocking(&st.svc, move |s| s.follow_many(u, &targets)).await?;
+    let results = st.svc.follow_many(u, &targets).await?;
     Ok(axum::Json(FollowManyJson {
         results: results
             .into_iter()
@@ -259,7 +243,7 @@ pub async fn follow_many(
 async fn list(st: AppState, u: String, q: ListQuery, which: ListKind) -> ApiResult<axum::Json<UserListJson>> {
     let u = extract::user("u", &u)?;
     let limit = extract::limit(q.limit.as_deref())?;
-    let page = st.svc.list(u, which, limit, q.cursor.as_deref())?;
+    let page = st.svc.list(u, which, limit, q.cursor.as_deref()).await?;
     Ok(axum::Json(UserListJson::from(&page)))
 }
 
@@ -299,7 +283,7 @@ pub async fn relationships(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let targets = extract::id_list("targets", q.targets.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::user)?;
-    let rels = st.svc.relationships(u, &targets)?;
+    let rels = st.svc.relationships(u, &targets).await?;
     Ok(axum::Json(RelationshipsJson {
         relationships: targets.iter().zip(&rels).map(|(t, r)| RelationshipJson::new(*t, r)).collect(),
     }))
@@ -308,7 +292,11 @@ pub async fn relationships(
 async fn set_edge(st: AppState, actor: Actor, u: String, t: String, block: bool, on: bool) -> ApiResult<Response> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
-    blocking(&st.svc, move |s| if block { s.set_block(u, t, on) } else { s.set_mute(u, t, on) }).await?;
+    if block {
+        st.svc.set_block(u, t, on).await?;
+    } else {
+        st.svc.set_mute(u, t, on).await?;
+    }
     if !on {
         return Ok(StatusCode::NO_CONTENT.into_response());
     }
@@ -363,7 +351,7 @@ pub async fn unmute(
 #[utoipa::path(get, path = "/v1/users/{u}", tag = "graph", params(("u" = String, Path)), responses((status = 200, body = UserJson)))]
 pub async fn user(State(st): State<AppState>, _a: Actor, Path(u): Path<String>) -> ApiResult<axum::Json<UserJson>> {
     let u = extract::user("u", &u)?;
-    Ok(axum::Json(UserJson::from(&st.svc.user(u)?)))
+    Ok(axum::Json(UserJson::from(&st.svc.user(u).await?)))
 }
 
 // ------------------------------------------------------------------ feeds
@@ -381,7 +369,7 @@ pub async fn home(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let req = page_request(&q)?;
-    let page = st.svc.home(u, &req)?;
+    let page = st.svc.home(u, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -397,7 +385,7 @@ pub async fn profile(
     let u = extract::user("u", &u)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let req = page_request(&q)?;
-    let page = st.svc.profile(u, viewer, &req)?;
+    let page = st.svc.profile(u, viewer, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -412,7 +400,7 @@ pub async fn insert_home(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let item = extract::item("item", &b.item)?;
-    let (view, key) = blocking(&st.svc, move |s| s.insert_home(u, item)).await?;
+    let (view, key) = st.svc.insert_home(u, item).await?;
     let entry = tideway_service::EntryView {
         cursor: tideway_core::Cursor::new(key).encode(&tideway_core::FeedScope::Home(u.0)),
         reason: tideway_service::Reason::Inserted,
@@ -426,14 +414,14 @@ pub async fn insert_home(
 
 #[utoipa::path(get, path = "/v1/stats", tag = "operations", responses((status = 200, body = StatsJson)))]
 pub async fn stats(State(st): State<AppState>, _a: Actor) -> ApiResult<axum::Json<StatsJson>> {
-    Ok(axum::Json(StatsJson::from(&st.svc.stats()?)))
+    Ok(axum::Json(StatsJson::from(&st.svc.stats().await?)))
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
     responses((status = 200, description = "the process is up and can take writes"),
               (status = 503, body = ErrorBody, description = "a write failed to reach the disk: restart the process")))]
 pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
-    st.svc.health().map_err(|e| {
+    st.svc.health().await.map_err(|e| {
         tracing::error!(error = %e, "liveness: storage failed; the process must restart");
         ApiError::unavailable(format!("storage failed and takes no writes until a restart: {e}"))
     })?;
@@ -442,13 +430,13 @@ pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_j
 
 #[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "storage answers"), (status = 503, body = ErrorBody)))]
 pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
-    st.svc.stats().map_err(ApiError::from)?;
+    st.svc.stats().await.map_err(ApiError::from)?;
     Ok(axum::Json(serde_json::json!({"status": "ready"})))
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format")))]
 pub async fn metrics(State(st): State<AppState>) -> Response {
-    if let Ok(s) = st.svc.stats() {
+    if let Ok(s) = st.svc.stats().await {
         metrics::gauge!("tideway_fanout_pending").set(s.pending as f64);
         metrics::gauge!("tideway_fanout_oldest_pending_ms").set(s.oldest_pending_ms as f64);
         metrics::gauge!("tideway_fanout_deliveries_per_sec").set(s.deliveries_per_sec as f64);

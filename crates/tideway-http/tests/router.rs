@@ -12,9 +12,10 @@ use tideway_service::{FeedService, ServiceOptions, SystemClock};
 use tideway_store::Store;
 use tower::ServiceExt;
 
-fn app() -> axum::Router {
+async fn app() -> axum::Router {
     let backend = Arc::new(Store::in_memory(800));
-    let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).expect("service"));
+    let svc =
+        Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).await.expect("service"));
     router(
         AppState::new(svc, Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None),
         Duration::from_secs(5),
@@ -22,7 +23,7 @@ fn app() -> axum::Router {
 }
 
 async fn send(method: Method, uri: &str, body: &str) -> (StatusCode, serde_json::Value) {
-    call(&app(), method, uri, body).await
+    call(&app().await, method, uri, body).await
 }
 
 #[tokio::test]
@@ -112,7 +113,8 @@ async fn a_full_disk_fails_writes_and_liveness_until_a_restart() {
     let journal = FillableJournal::default();
     let full = journal.full.clone();
     let backend = Arc::new(Store::new(journal, tideway_store::State::default(), 800));
-    let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).expect("service"));
+    let svc =
+        Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).await.expect("service"));
     let state = AppState::new(svc, Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None);
     let app = router(state, Duration::from_secs(5));
     assert_eq!(call(&app, Method::POST, "/v1/items", r#"{"author":"1"}"#).await.0, StatusCode::CREATED);

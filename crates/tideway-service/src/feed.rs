@@ -15,6 +15,7 @@
 //! between push and pull has no gap and no duplicate.
 
 use crate::error::Result;
+use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tideway_core::entry::{home_entry, profile_entry};
@@ -23,9 +24,27 @@ use tideway_core::{Entry, Item, ItemId, Key, Relation, UserId};
 use tideway_store::{Backend, Record};
 
 /// Candidate keys of a feed in walk order.
-pub trait KeySource {
+#[async_trait]
+pub trait KeySource: Send {
     /// The next keys beyond those already returned; empty when exhausted.
-    fn next_batch(&mut self, n: usize) -> Result<Vec<Key>>;
+    async fn next_batch(&mut self, n: usize) -> Result<Vec<Key>>;
+}
+
+/// Turns a batch of keys into entries: the entry rule of one feed.
+pub enum Evaluator<'a> {
+    /// Home of `user`, whose `F(user)` is `f_list` (and `f_set`).
+    Home { backend: &'a dyn Backend, user: UserId, f_list: &'a [UserId], f_set: &'a HashSet<UserId> },
+    /// Profile of `author` seen by `viewer`.
+    Profile { backend: &'a dyn Backend, author: UserId, viewer: Option<UserId> },
+}
+
+impl Evaluator<'_> {
+    pub async fn evaluate(&self, keys: &[Key]) -> Result<Vec<Found>> {
+        match *self {
+            Evaluator::Home { backend, user, f_list, f_set } => evaluate_home(backend, user, f_list, f_set, keys).await,
+            Evaluator::Profile { backend, author, viewer } => evaluate_profile(backend, author, viewer, keys).await,
+        }
+    }
 }
 
 /// An entry together with the original item it shows.
@@ -37,20 +56,16 @@ pub struct Found {
 
 /// Walks `source`, collecting up to `limit + 1` entries in walk order.
 /// Returns the entries (at most `limit`) and whether more exist.
-pub fn walk(
-    source: &mut dyn KeySource,
-    evaluate: &mut dyn FnMut(&[Key]) -> Result<Vec<Found>>,
-    limit: usize,
-) -> Result<(Vec<Found>, bool)> {
+pub async fn walk(source: &mut dyn KeySource, evaluator: &Evaluator<'_>, limit: usize) -> Result<(Vec<Found>, bool)> {
     let mut out: Vec<Found> = Vec::with_capacity(limit + 1);
     while out.len() <= limit {
         // Ask for a little more than needed: some keys will be filtered.
         let want = (limit + 1 - out.len()) * 2 + 8;
-        let keys = source.next_batch(want)?;
+        let keys = source.next_batch(want).await?;
         if keys.is_empty() {
             break;
         }
-        out.extend(evaluate(&keys)?);
+        out.extend(evaluator.evaluate(&keys).await?);
     }
     let more = out.len() > limit;
     out.truncate(limit);
@@ -78,15 +93,16 @@ impl PullSource<'_> {
     }
 }
 
+#[async_trait]
 impl KeySource for PullSource<'_> {
-    fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
+    async fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
         let range = self.range();
         if range.is_empty() {
             return Ok(vec![]);
         }
-        let mut keys = self.backend.outbox_merge(self.authors, range, self.dir, n)?;
+        let mut keys = self.backend.outbox_merge(self.authors, range, self.dir, n).await?;
         if let Some(u) = self.inserts_of {
-            let ins = self.backend.inserts(u, range, self.dir, n)?;
+            let ins = self.backend.inserts(u, range, self.dir, n).await?;
             if !ins.is_empty() {
                 let mut a = keys;
                 a.sort_unstable();
@@ -141,15 +157,15 @@ impl<'a> HomeSource<'a> {
     }
 
     /// Keys of the pulled authors in `range` above `floor`.
-    fn pulled_above(&self, floor: Key, range: KeyRange, n: usize) -> Result<Vec<Key>> {
+    async fn pulled_above(&self, floor: Key, range: KeyRange, n: usize) -> Result<Vec<Key>> {
         if self.pulled.is_empty() {
             return Ok(vec![]);
         }
         let range = KeyRange { above: Some(range.above.map_or(floor, |a| a.max(floor))), below: range.below };
-        Ok(self.backend.outbox_merge(self.pulled, range, self.dir, n)?)
+        Ok(self.backend.outbox_merge(self.pulled, range, self.dir, n).await?)
     }
 
-    fn pull(&mut self, stop: Option<Key>, n: usize) -> Result<Vec<Key>> {
+    async fn pull(&mut self, stop: Option<Key>, n: usize) -> Result<Vec<Key>> {
         let mut p = PullSource {
             backend: self.backend,
             authors: self.authors,
@@ -158,24 +174,25 @@ impl<'a> HomeSource<'a> {
             bound: self.bound,
             stop,
         };
-        let keys = p.next_batch(n)?;
+        let keys = p.next_batch(n).await?;
         self.bound = p.bound;
         Ok(keys)
     }
 }
 
+#[async_trait]
 impl KeySource for HomeSource<'_> {
-    fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
+    async fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
         loop {
             match self.dir {
                 Direction::Older => {
                     if self.pull_only {
-                        return self.pull(None, n);
+                        return self.pull(None, n).await;
                     }
                     let range = KeyRange { above: None, below: self.bound };
-                    match self.backend.read_inbox(self.user, range, Direction::Older, n)? {
+                    match self.backend.read_inbox(self.user, range, Direction::Older, n).await? {
                         Some(r) if !r.keys.is_empty() || !self.pulled.is_empty() => {
-                            let extra = self.pulled_above(r.floor, range, n)?;
+                            let extra = self.pulled_above(r.floor, range, n).await?;
                             let keys = merge_walk(r.keys, extra, Direction::Older, n);
                             if let Some(&last) = keys.last() {
                                 self.bound = Some(last);
@@ -195,13 +212,13 @@ impl KeySource for HomeSource<'_> {
                     }
                 }
                 Direction::Newer => {
-                    let floor = if self.pull_only { None } else { self.backend.inbox_floor(self.user)? };
+                    let floor = if self.pull_only { None } else { self.backend.inbox_floor(self.user).await? };
                     let Some(floor) = floor else {
                         self.pull_only = true;
-                        return self.pull(None, n);
+                        return self.pull(None, n).await;
                     };
                     if self.bound.unwrap_or(0) < floor {
-                        let keys = self.pull(Some(floor.saturating_add(1)), n)?;
+                        let keys = self.pull(Some(floor.saturating_add(1)), n).await?;
                         if !keys.is_empty() {
                             return Ok(keys);
                         }
@@ -209,12 +226,12 @@ impl KeySource for HomeSource<'_> {
                         continue;
                     }
                     let range = KeyRange { above: self.bound, below: None };
-                    match self.backend.read_inbox(self.user, range, Direction::Newer, n)? {
+                    match self.backend.read_inbox(self.user, range, Direction::Newer, n).await? {
                         None => self.pull_only = true,
                         // The floor rose since it was read: pull up to it first.
                         Some(r) if r.floor > self.bound.unwrap_or(0) => continue,
                         Some(r) => {
-                            let extra = self.pulled_above(r.floor, range, n)?;
+                            let extra = self.pulled_above(r.floor, range, n).await?;
                             let keys = merge_walk(r.keys, extra, Direction::Newer, n);
                             if let Some(&last) = keys.last() {
                                 self.bound = Some(last);
@@ -236,8 +253,8 @@ struct Batch {
     items: HashMap<ItemId, Arc<Item>>,
 }
 
-fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<UserId>) -> Result<Batch> {
-    let recs = backend.records(keys)?;
+async fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<UserId>) -> Result<Batch> {
+    let recs = backend.records(keys).await?;
     let mut originals_of = Vec::with_capacity(keys.len());
     let mut items: HashMap<ItemId, Arc<Item>> = HashMap::new();
     let mut originals: Vec<ItemId> = Vec::new();
@@ -261,7 +278,7 @@ fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<UserId>)
     }
     let missing: Vec<Key> = originals.iter().filter(|o| !items.contains_key(o)).map(|o| o.0).collect();
     if !missing.is_empty() {
-        for rec in backend.records(&missing)?.into_iter().flatten() {
+        for rec in backend.records(&missing).await?.into_iter().flatten() {
             if let Record::Item(i) = rec {
                 items.insert(i.id, i);
             }
@@ -270,23 +287,27 @@ fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<UserId>)
     Ok(Batch { originals_of, originals, items })
 }
 
-fn relations_of(backend: &dyn Backend, viewer: UserId, users: HashSet<UserId>) -> Result<HashMap<UserId, Relation>> {
+async fn relations_of(
+    backend: &dyn Backend,
+    viewer: UserId,
+    users: HashSet<UserId>,
+) -> Result<HashMap<UserId, Relation>> {
     let users: Vec<UserId> = users.into_iter().collect();
-    let rels = backend.relations(viewer, &users)?;
+    let rels = backend.relations(viewer, &users).await?;
     Ok(users.into_iter().zip(rels).collect())
 }
 
 /// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`.
-pub fn evaluate_home(
+pub async fn evaluate_home(
     backend: &dyn Backend,
     user: UserId,
     f_list: &[UserId],
     f_set: &HashSet<UserId>,
     keys: &[Key],
 ) -> Result<Vec<Found>> {
-    let b = load_batch(backend, keys, Some(user))?;
-    let reposts = backend.reposts_by(&b.originals, f_list)?;
-    let inserted = backend.inserted_keys(user, &b.originals)?;
+    let b = load_batch(backend, keys, Some(user)).await?;
+    let reposts = backend.reposts_by(&b.originals, f_list).await?;
+    let inserted = backend.inserted_keys(user, &b.originals).await?;
     let mut people: HashSet<UserId> = HashSet::new();
     for (o, rs) in b.originals.iter().zip(&reposts) {
         if let Some(i) = b.items.get(o) {
@@ -295,7 +316,7 @@ pub fn evaluate_home(
         people.extend(rs.iter().map(|(u, _)| *u));
     }
     people.remove(&user);
-    let rels = relations_of(backend, user, people)?;
+    let rels = relations_of(backend, user, people).await?;
     let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
     let in_f = |x: UserId| f_set.contains(&x);
     let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
@@ -313,19 +334,19 @@ pub fn evaluate_home(
 }
 
 /// Evaluates a batch of profile keys of `author` seen by `viewer`.
-pub fn evaluate_profile(
+pub async fn evaluate_profile(
     backend: &dyn Backend,
     author: UserId,
     viewer: Option<UserId>,
     keys: &[Key],
 ) -> Result<Vec<Found>> {
-    let b = load_batch(backend, keys, None)?;
-    let reposts = backend.reposts_by(&b.originals, &[author])?;
+    let b = load_batch(backend, keys, None).await?;
+    let reposts = backend.reposts_by(&b.originals, &[author]).await?;
     let rels = match viewer {
         Some(v) => {
             let people: HashSet<UserId> =
                 b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).filter(|a| *a != v).collect();
-            relations_of(backend, v, people)?
+            relations_of(backend, v, people).await?
         }
         None => HashMap::new(),
     };

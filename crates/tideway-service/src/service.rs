@@ -3,7 +3,7 @@
 use crate::clock::Clock;
 use crate::config::Config;
 use crate::error::{Result, ServiceError};
-use crate::feed::{Found, HomeSource, KeySource, PullSource, evaluate_home, evaluate_profile, walk};
+use crate::feed::{Evaluator, Found, HomeSource, PullSource, walk};
 use crate::view::*;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
@@ -101,9 +101,9 @@ fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
 }
 
 impl FeedService {
-    pub fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
+    pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
         let ids = IdGenerator::new(opts.node_id)?;
-        ids.observe(backend.stats()?.max_key);
+        ids.observe(backend.stats().await?.max_key);
         Ok(Self {
             backend,
             opts,
@@ -129,19 +129,20 @@ impl FeedService {
 
     // ---------------------------------------------------------------- items
 
-    fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
-        Ok(match self.backend.records(&[id.0])?.pop().flatten() {
+    async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
+        Ok(match self.backend.records(&[id.0]).await?.pop().flatten() {
             Some(tideway_store::Record::Item(i)) => Some(i),
             _ => None,
         })
     }
 
     /// The items named by `ids`, in order; `None` for unknown or deleted ones.
-    fn live_items(&self, ids: &[ItemId]) -> Result<Vec<Option<Arc<Item>>>> {
+    async fn live_items(&self, ids: &[ItemId]) -> Result<Vec<Option<Arc<Item>>>> {
         let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
         Ok(self
             .backend
-            .records(&keys)?
+            .records(&keys)
+            .await?
             .into_iter()
             .map(|r| match r {
                 Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
@@ -150,30 +151,30 @@ impl FeedService {
             .collect())
     }
 
-    fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
-        match self.load_item(id)? {
+    async fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
+        match self.load_item(id).await? {
             Some(i) if !i.deleted => Ok(i),
             _ => Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted"))),
         }
     }
 
-    fn relation(&self, user: UserId, other: UserId) -> Result<Relation> {
+    async fn relation(&self, user: UserId, other: UserId) -> Result<Relation> {
         if user == other {
             return Ok(Relation::default());
         }
-        Ok(self.backend.relations(user, &[other])?.pop().unwrap_or_default())
+        Ok(self.backend.relations(user, &[other]).await?.pop().unwrap_or_default())
     }
 
     /// Creates an item. Returns the item and whether it was new (false: an
     /// idempotent repeat, or a repeated repost).
-    pub fn create_item(&self, new: NewItem) -> Result<(ItemView, bool)> {
+    pub async fn create_item(&self, new: NewItem) -> Result<(ItemView, bool)> {
         let mut new = new.validated()?;
         let author = new.author;
         let mut reply_to_author = None;
         if let Some(target) = new.repost_of {
-            let mut original = self.live_item(target)?;
+            let mut original = self.live_item(target).await?;
             if let Some(inner) = original.repost_of {
-                original = self.live_item(inner)?; // a repost of a repost reposts the original
+                original = self.live_item(inner).await?; // a repost of a repost reposts the original
             }
             if original.visibility != Visibility::Public {
                 return Err(ServiceError::Forbidden(format!(
@@ -181,7 +182,7 @@ impl FeedService {
                     original.id
                 )));
             }
-            if self.relation(author, original.author)?.blocked_either_way() {
+            if self.relation(author, original.author).await?.blocked_either_way() {
                 return Err(ServiceError::Forbidden(format!(
                     "a block separates user {author} from the author of item {}",
                     original.id
@@ -190,8 +191,8 @@ impl FeedService {
             new.repost_of = Some(original.id);
         }
         if let Some(parent_id) = new.reply_to {
-            let parent = self.live_item(parent_id)?;
-            let rel = self.relation(author, parent.author)?;
+            let parent = self.live_item(parent_id).await?;
+            let rel = self.relation(author, parent.author).await?;
             if rel.blocked_either_way() {
                 return Err(ServiceError::Forbidden(format!(
                     "a block separates user {author} from the author of item {parent_id}"
@@ -222,7 +223,7 @@ impl FeedService {
             }
         }
         // Hot authors are not pushed: their followers pull them on read.
-        let hot = !new.kind.is_card() && self.backend.counts(author)?.followers >= self.opts.hot_followers;
+        let hot = !new.kind.is_card() && self.backend.counts(author).await?.followers >= self.opts.hot_followers;
         let fan_out = !new.kind.is_card() && !hot;
         let mut attempt = 0;
         let outcome = loop {
@@ -245,7 +246,7 @@ impl FeedService {
                 idempotency_key: new.idempotency_key.clone(),
                 deleted: false,
             };
-            match self.backend.create_item(item, fan_out, now) {
+            match self.backend.create_item(item, fan_out, now).await {
                 Err(StoreError::IdTaken(key)) if attempt < MAX_ID_ATTEMPTS => {
                     self.ids.taken(key);
                     attempt += 1;
@@ -264,7 +265,7 @@ impl FeedService {
                 if fan_out || hot {
                     // The author's own home sees the item at once; followers
                     // get it from the worker, or pull it if the author is hot.
-                    self.backend.deliver(item.id.0, &[author])?;
+                    self.backend.deliver(item.id.0, &[author]).await?;
                 }
                 if fan_out {
                     self.work.notify_one();
@@ -272,18 +273,18 @@ impl FeedService {
                 if hot {
                     // Readers whose inbox floor is below this key pull the
                     // author's outbox (HotAuthors is shared by every node).
-                    self.backend.mark_unpushed(author, item.id.0)?;
+                    self.backend.mark_unpushed(author, item.id.0).await?;
                     metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
                 metrics::counter!("tideway_items_created_total").increment(1);
-                Ok((self.hydrate_one(item, Some(author))?, true))
+                Ok((self.hydrate_one(item, Some(author)).await?, true))
             }
             CreateOutcome::Existing(item) if item.deleted => Err(ServiceError::Conflict(format!(
                 "idempotency key was used by item {}, which has since been deleted",
                 item.id
             ))),
             CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
-                Ok((self.hydrate_one(item, Some(author))?, false))
+                Ok((self.hydrate_one(item, Some(author)).await?, false))
             }
         }
     }
@@ -303,30 +304,30 @@ impl FeedService {
     /// visible to the viewer or separated from them by a block. Without a
     /// viewer (the app's server key reading on its own behalf) every
     /// non-deleted item is returned, whatever its visibility.
-    pub fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
-        let item = self.live_item(id)?;
+    pub async fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
+        let item = self.live_item(id).await?;
         if let Some(v) = viewer {
-            let rel = self.relation(v, item.author)?;
+            let rel = self.relation(v, item.author).await?;
             if !item.visible_to(Some(v), rel.following) || rel.blocked_either_way() {
                 return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
             }
         }
-        self.hydrate_one(item, viewer)
+        self.hydrate_one(item, viewer).await
     }
 
     /// Items in the order asked; deleted and unknown ones omitted, and with a
     /// viewer those the viewer cannot see (no viewer: the server's own read,
     /// every non-deleted item).
-    pub fn get_items(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+    pub async fn get_items(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<ItemView>> {
         if ids.len() > MAX_BATCH_IDS {
             return Err(ServiceError::invalid("ids", format!("at most {MAX_BATCH_IDS} ids")));
         }
-        let items: Vec<Arc<Item>> = self.live_items(ids)?.into_iter().flatten().collect();
+        let items: Vec<Arc<Item>> = self.live_items(ids).await?.into_iter().flatten().collect();
         let visible: Vec<Arc<Item>> = match viewer {
             None => items,
             Some(v) => {
                 let authors: Vec<UserId> = items.iter().map(|i| i.author).collect();
-                let rels = self.backend.relations(v, &authors)?;
+                let rels = self.backend.relations(v, &authors).await?;
                 items
                     .into_iter()
                     .zip(rels)
@@ -338,17 +339,17 @@ impl FeedService {
                     .collect()
             }
         };
-        self.hydrate(visible, viewer)
+        self.hydrate(visible, viewer).await
     }
 
-    pub fn patch_item(
+    pub async fn patch_item(
         &self,
         id: ItemId,
         body: Option<serde_json::Map<String, serde_json::Value>>,
         visibility: Option<Visibility>,
         actor: Option<UserId>,
     ) -> Result<ItemView> {
-        let item = self.live_item(id)?;
+        let item = self.live_item(id).await?;
         Self::check_author(&item, actor)?;
         if let Some(b) = &body {
             tideway_core::item::check_body(b)?;
@@ -358,40 +359,42 @@ impl FeedService {
         }
         let updated = self
             .backend
-            .update_item(id, &ItemChange::Patch { body, visibility })?
+            .update_item(id, &ItemChange::Patch { body, visibility })
+            .await?
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
-        self.hydrate_one(updated, actor)
+        self.hydrate_one(updated, actor).await
     }
 
     /// Soft-deletes an item; deleting a deleted item is a no-op.
-    pub fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
-        match self.load_item(id)? {
+    pub async fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
+        match self.load_item(id).await? {
             None => Err(ServiceError::NotFound(format!("item {id} does not exist"))),
             Some(i) if i.deleted => Self::check_author(&i, actor),
             Some(i) => {
                 Self::check_author(&i, actor)?;
-                self.backend.update_item(id, &ItemChange::Delete)?;
+                self.backend.update_item(id, &ItemChange::Delete).await?;
                 Ok(())
             }
         }
     }
 
-    fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
-        self.hydrate(vec![item], viewer)?
+    async fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
+        self.hydrate(vec![item], viewer)
+            .await?
             .pop()
             .ok_or_else(|| ServiceError::NotFound("item vanished while being read".into()))
     }
 
     /// Counts and viewer marks for many items in one storage call.
-    fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+    async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
         let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
-        let hydration = self.backend.hydration(&ids, viewer)?;
+        let hydration = self.backend.hydration(&ids, viewer).await?;
         Ok(items.into_iter().zip(hydration).map(|(item, (counts, viewer))| ItemView { item, counts, viewer }).collect())
     }
 
     /// Turns walked entries into a page: positions, cursors, promotions (home
     /// only: `promos` are the promoted items the viewer may see), hydration.
-    fn finish_page(
+    async fn finish_page(
         &self,
         spec: &PageSpec,
         (mut found, more): (Vec<Found>, bool),
@@ -467,7 +470,7 @@ impl FeedService {
                 None => promos[*i].1.clone(),
             })
             .collect();
-        let views = self.hydrate(items, viewer)?;
+        let views = self.hydrate(items, viewer).await?;
         let mut last_cursor = spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default();
         let entries = rows
             .into_iter()
@@ -489,16 +492,16 @@ impl FeedService {
     }
 
     /// The running promotions whose items `user` may see in home.
-    fn promotions_for(&self, user: UserId) -> Result<Vec<(Promotion, Arc<Item>)>> {
-        let promos = self.backend.active_promotions(self.clock.now())?;
+    async fn promotions_for(&self, user: UserId) -> Result<Vec<(Promotion, Arc<Item>)>> {
+        let promos = self.backend.active_promotions(self.clock.now()).await?;
         if promos.is_empty() {
             return Ok(vec![]);
         }
         let ids: Vec<ItemId> = promos.iter().map(|p| p.item).collect();
-        let items = self.live_items(&ids)?;
+        let items = self.live_items(&ids).await?;
         let authors: Vec<UserId> = items.iter().flatten().map(|i| i.author).collect();
         let rels: HashMap<UserId, Relation> =
-            authors.iter().copied().zip(self.backend.relations(user, &authors)?).collect();
+            authors.iter().copied().zip(self.backend.relations(user, &authors).await?).collect();
         Ok(promos
             .into_iter()
             .zip(items)
@@ -515,22 +518,28 @@ impl FeedService {
     }
 
     /// Registers a promoted item.
-    pub fn create_promotion(&self, item: ItemId, every: u32, starts_at: Millis, ends_at: Millis) -> Result<Promotion> {
+    pub async fn create_promotion(
+        &self,
+        item: ItemId,
+        every: u32,
+        starts_at: Millis,
+        ends_at: Millis,
+    ) -> Result<Promotion> {
         if every == 0 || every > 1000 {
             return Err(ServiceError::invalid("every", "must be 1..=1000 organic entries"));
         }
         if ends_at <= starts_at {
             return Err(ServiceError::invalid("ends_at", "must be after starts_at"));
         }
-        self.live_item(item)?;
+        self.live_item(item).await?;
         let p = Promotion { id: self.ids.next(self.clock.now())?, item, every, starts_at, ends_at };
-        self.backend.create_promotion(p.clone())?;
+        self.backend.create_promotion(p.clone()).await?;
         Ok(p)
     }
 
     /// Sets (`on`) or clears one reaction of `user` to `item`; returns the
     /// item's counts after the change.
-    pub fn react(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<ItemCounts> {
+    pub async fn react(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<ItemCounts> {
         let valid = kind.len() <= 32
             && kind.starts_with(|c: char| c.is_ascii_lowercase())
             && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
@@ -540,8 +549,8 @@ impl FeedService {
                 format!("{kind:?} must match [a-z][a-z0-9_]{{0,31}} (like, or an app kind)"),
             ));
         }
-        let it = self.live_item(item)?;
-        let rel = self.relation(user, it.author)?;
+        let it = self.live_item(item).await?;
+        let rel = self.relation(user, it.author).await?;
         if !it.visible_to(Some(user), rel.following) {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
@@ -550,80 +559,74 @@ impl FeedService {
                 "a block separates user {user} from the author of item {item}"
             )));
         }
-        self.backend.set_reaction(item, user, kind, on)?;
+        self.backend.set_reaction(item, user, kind, on).await?;
         metrics::counter!("tideway_reactions_total").increment(1);
-        Ok(self.backend.hydration(&[item], None)?.pop().map(|(c, _)| c).unwrap_or_default())
+        Ok(self.backend.hydration(&[item], None).await?.pop().map(|(c, _)| c).unwrap_or_default())
     }
 
     // ---------------------------------------------------------------- feeds
 
     /// `F(u)`: the users `u` follows, and `u`.
-    fn sources_of(&self, user: UserId) -> Result<Vec<UserId>> {
-        let mut f = self.backend.followees(user)?;
+    async fn sources_of(&self, user: UserId) -> Result<Vec<UserId>> {
+        let mut f = self.backend.followees(user).await?;
         f.push(user);
         Ok(f)
     }
 
     /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
     /// `F(user)` (at most `max_len` keys of work) when it is absent.
-    fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<()> {
-        if self.backend.inbox_floor(user)?.is_some() {
+    async fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<()> {
+        if self.backend.inbox_floor(user).await?.is_some() {
             return Ok(());
         }
-        self.backend.begin_rebuild(user)?;
+        self.backend.begin_rebuild(user).await?;
         let n = self.opts.max_len;
-        let mut outbox = self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n)?;
-        let mut inserts = self.backend.inserts(user, KeyRange::ALL, Direction::Older, n)?;
+        let mut outbox = self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n).await?;
+        let mut inserts = self.backend.inserts(user, KeyRange::ALL, Direction::Older, n).await?;
         outbox.reverse();
         inserts.reverse();
         let keys = merge_sorted(&[&outbox, &inserts], KeyRange::ALL, Direction::Older, n);
         // Complete above the floor: everything, unless the cap cut it short.
         let floor = if keys.len() >= n { keys.last().map_or(0, |k| k.saturating_sub(1)) } else { 0 };
-        self.backend.finish_rebuild(user, &keys, floor)?;
+        self.backend.finish_rebuild(user, &keys, floor).await?;
         metrics::counter!("tideway_inbox_rebuilds_total").increment(1);
         Ok(())
     }
 
-    /// A page of `home(user)`. Reading marks the user active.
-    pub fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
+    /// A page of `home(user).await`. Reading marks the user active.
+    pub async fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
-        self.backend.touch(user, self.clock.now())?;
-        let f_list = self.sources_of(user)?;
+        self.backend.touch(user, self.clock.now()).await?;
+        let f_list = self.sources_of(user).await?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
-        self.ensure_inbox(user, &f_list)?;
-        let floor = self.backend.inbox_floor(user)?.unwrap_or(0);
-        let pulled = self.backend.unpushed_above(&f_list, floor)?;
+        self.ensure_inbox(user, &f_list).await?;
+        let floor = self.backend.inbox_floor(user).await?.unwrap_or(0);
+        let pulled = self.backend.unpushed_above(&f_list, floor).await?;
         let backend = self.backend.as_ref();
         let mut source = HomeSource::new(backend, user, &f_list, &pulled, spec.dir, spec.cursor);
-        let mut eval = |keys: &[Key]| evaluate_home(backend, user, &f_list, &f_set, keys);
-        let walked = walk(&mut source, &mut eval, spec.limit)?;
-        let promos = self.promotions_for(user)?;
-        self.finish_page(&spec, walked, &scope, Some(user), &promos)
+        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set };
+        let walked = walk(&mut source, &eval, spec.limit).await?;
+        let promos = self.promotions_for(user).await?;
+        self.finish_page(&spec, walked, &scope, Some(user), &promos).await
     }
 
-    /// A page of `profile(author)` seen by `viewer`.
-    pub fn profile(&self, author: UserId, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
+    /// A page of `profile(author).await` seen by `viewer`.
+    pub async fn profile(&self, author: UserId, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Profile(author.0);
         let spec = page_spec(req, &scope)?;
         if let Some(v) = viewer
-            && self.relation(v, author)?.blocked_either_way()
+            && self.relation(v, author).await?.blocked_either_way()
         {
-            return self.finish_page(&spec, (vec![], false), &scope, viewer, &[]);
+            return self.finish_page(&spec, (vec![], false), &scope, viewer, &[]).await;
         }
         let backend = self.backend.as_ref();
         let authors = [author];
-        let mut source: Box<dyn KeySource> = Box::new(PullSource {
-            backend,
-            authors: &authors,
-            inserts_of: None,
-            dir: spec.dir,
-            bound: spec.cursor,
-            stop: None,
-        });
-        let mut eval = |keys: &[Key]| evaluate_profile(backend, author, viewer, keys);
-        let walked = walk(source.as_mut(), &mut eval, spec.limit)?;
-        self.finish_page(&spec, walked, &scope, viewer, &[])
+        let mut source =
+            PullSource { backend, authors: &authors, inserts_of: None, dir: spec.dir, bound: spec.cursor, stop: None };
+        let eval = Evaluator::Profile { backend, author, viewer };
+        let walked = walk(&mut source, &eval, spec.limit).await?;
+        self.finish_page(&spec, walked, &scope, viewer, &[]).await
     }
 
     /// Inserts an item directly into `user`'s home (a card, a system message).
@@ -633,31 +636,31 @@ impl FeedService {
     /// an unknown id, so an insert never reveals an item its owner could not
     /// read. An item of an author `user` mutes is accepted and stays hidden
     /// from the home while the mute lasts, like the author's other items.
-    pub fn insert_home(&self, user: UserId, item: ItemId) -> Result<(ItemView, Key)> {
-        let it = self.live_item(item)?;
-        let rel = self.relation(user, it.author)?;
+    pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<(ItemView, Key)> {
+        let it = self.live_item(item).await?;
+        let rel = self.relation(user, it.author).await?;
         if !it.visible_to(Some(user), rel.following) || rel.blocked_either_way() {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
         let now = self.clock.now();
         let key = self.ids.next(now)?;
-        self.backend.insert_home(user, item, key)?;
-        self.backend.deliver(key, &[user])?;
-        Ok((self.hydrate_one(it, Some(user))?, key))
+        self.backend.insert_home(user, item, key).await?;
+        self.backend.deliver(key, &[user]).await?;
+        Ok((self.hydrate_one(it, Some(user)).await?, key))
     }
 
     // ---------------------------------------------------------------- graph
 
     /// Follows many targets in one storage round; brings their recent items
     /// into the follower's inbox.
-    pub fn follow_many(&self, user: UserId, targets: &[UserId]) -> Result<Vec<(UserId, FollowStatus)>> {
+    pub async fn follow_many(&self, user: UserId, targets: &[UserId]) -> Result<Vec<(UserId, FollowStatus)>> {
         if targets.len() > MAX_BATCH_FOLLOW {
             return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_FOLLOW} targets per call")));
         }
         if targets.contains(&user) {
             return Err(ServiceError::invalid("targets", "a user cannot follow themselves"));
         }
-        let statuses = self.backend.follow_many(user, targets, self.clock.now(), self.opts.max_following)?;
+        let statuses = self.backend.follow_many(user, targets, self.clock.now(), self.opts.max_following).await?;
         let new: Vec<UserId> = targets
             .iter()
             .zip(&statuses)
@@ -665,27 +668,27 @@ impl FeedService {
             .map(|(t, _)| *t)
             .collect();
         if !new.is_empty()
-            && let Some(floor) = self.backend.inbox_floor(user)?
+            && let Some(floor) = self.backend.inbox_floor(user).await?
         {
             let range = KeyRange { above: Some(floor), below: None };
-            let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len)?;
+            let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len).await?;
             // Cut short at max_len keys, the backfill is complete only down to
             // its oldest key: below that, pages pull from the outboxes.
             let complete_above = match keys.last() {
                 Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
                 _ => floor,
             };
-            self.backend.merge_inbox(user, &keys, complete_above)?;
+            self.backend.merge_inbox(user, &keys, complete_above).await?;
         }
         Ok(targets.iter().copied().zip(statuses).collect())
     }
 
     /// Follows one target: `Ok(since)`, or the reason it was refused.
-    pub fn follow(&self, user: UserId, target: UserId) -> Result<Millis> {
+    pub async fn follow(&self, user: UserId, target: UserId) -> Result<Millis> {
         if user == target {
             return Err(ServiceError::invalid("target", "a user cannot follow themselves"));
         }
-        match self.follow_many(user, &[target])?.pop().map(|(_, s)| s) {
+        match self.follow_many(user, &[target]).await?.pop().map(|(_, s)| s) {
             Some(FollowStatus::Followed(t) | FollowStatus::Already(t)) => Ok(t),
             Some(FollowStatus::Blocked) => {
                 Err(ServiceError::Forbidden(format!("a block separates users {user} and {target}")))
@@ -697,8 +700,8 @@ impl FeedService {
         }
     }
 
-    pub fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
-        self.backend.unfollow(user, target)?;
+    pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
+        self.backend.unfollow(user, target).await?;
         Ok(())
     }
 
@@ -709,19 +712,19 @@ impl FeedService {
         Ok(())
     }
 
-    pub fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
+    pub async fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "block")?;
-        self.backend.set_block(user, target, on, self.clock.now())?;
+        self.backend.set_block(user, target, on, self.clock.now()).await?;
         Ok(())
     }
 
-    pub fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
+    pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
-        self.backend.set_mute(user, target, on, self.clock.now())?;
+        self.backend.set_mute(user, target, on, self.clock.now()).await?;
         Ok(())
     }
 
-    pub fn list(&self, user: UserId, which: ListKind, limit: usize, cursor: Option<&str>) -> Result<UserPage> {
+    pub async fn list(&self, user: UserId, which: ListKind, limit: usize, cursor: Option<&str>) -> Result<UserPage> {
         let limit = if limit == 0 { DEFAULT_PAGE } else { limit };
         if limit > MAX_PAGE {
             return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
@@ -737,7 +740,7 @@ impl FeedService {
             }
             None => None,
         };
-        let mut users = self.backend.list(user, which, after, limit + 1)?;
+        let mut users = self.backend.list(user, which, after, limit + 1).await?;
         let more = users.len() > limit;
         users.truncate(limit);
         let next_cursor = if more {
@@ -750,11 +753,11 @@ impl FeedService {
         Ok(UserPage { users, next_cursor })
     }
 
-    pub fn relationships(&self, user: UserId, targets: &[UserId]) -> Result<Vec<Relation>> {
+    pub async fn relationships(&self, user: UserId, targets: &[UserId]) -> Result<Vec<Relation>> {
         if targets.len() > MAX_BATCH_IDS {
             return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_IDS} targets")));
         }
-        Ok(self.backend.relations(user, targets)?)
+        Ok(self.backend.relations(user, targets).await?)
     }
 
     /// Counts deliveries for the rate shown in `/v1/stats`.
@@ -777,32 +780,36 @@ impl FeedService {
     }
 
     /// Hot authors' newest unpushed keys (for the snapshot).
-    pub fn unpushed_snapshot(&self) -> Result<Vec<(UserId, Key)>> {
-        Ok(self.backend.export_unpushed()?)
+    pub async fn unpushed_snapshot(&self) -> Result<Vec<(UserId, Key)>> {
+        Ok(self.backend.export_unpushed().await?)
     }
 
     /// Readers' last activity (for the snapshot).
-    pub fn activity_snapshot(&self) -> Result<Vec<(UserId, Millis)>> {
-        Ok(self.backend.export_activity()?)
+    pub async fn activity_snapshot(&self) -> Result<Vec<(UserId, Millis)>> {
+        Ok(self.backend.export_activity().await?)
     }
 
     /// Restores the shared state a snapshot carried.
-    pub(crate) fn restore_memory(&self, unpushed: Vec<(UserId, Key)>, active: Vec<(UserId, Millis)>) -> Result<()> {
-        self.backend.import_unpushed(&unpushed)?;
-        self.backend.import_activity(&active)?;
+    pub(crate) async fn restore_memory(
+        &self,
+        unpushed: Vec<(UserId, Key)>,
+        active: Vec<(UserId, Millis)>,
+    ) -> Result<()> {
+        self.backend.import_unpushed(&unpushed).await?;
+        self.backend.import_activity(&active).await?;
         Ok(())
     }
 
     /// Drops the inboxes of readers inactive for longer than
     /// `fanout.active_window`: they stop receiving pushes, and their next read
     /// rebuilds the inbox. Returns how many were dropped.
-    pub fn sweep_inactive(&self) -> Result<usize> {
+    pub async fn sweep_inactive(&self) -> Result<usize> {
         let now = self.clock.now();
-        let stale = self.backend.inactive_before(Millis(now.0.saturating_sub(self.opts.active_window_ms)))?;
+        let stale = self.backend.inactive_before(Millis(now.0.saturating_sub(self.opts.active_window_ms))).await?;
         let mut dropped = 0;
         for u in stale {
-            if self.backend.inbox_floor(u)?.is_some() {
-                self.backend.drop_inbox(u)?;
+            if self.backend.inbox_floor(u).await?.is_some() {
+                self.backend.drop_inbox(u).await?;
                 dropped += 1;
             }
         }
@@ -812,9 +819,9 @@ impl FeedService {
         Ok(dropped)
     }
 
-    pub fn user(&self, user: UserId) -> Result<UserView> {
-        let c = self.backend.counts(user)?;
-        let last = self.backend.last_active(&[user])?.pop().flatten();
+    pub async fn user(&self, user: UserId) -> Result<UserView> {
+        let c = self.backend.counts(user).await?;
+        let last = self.backend.last_active(&[user]).await?.pop().flatten();
         let now = self.clock.now();
         Ok(UserView {
             id: user,
@@ -829,13 +836,13 @@ impl FeedService {
 
     /// Fails when storage cannot take writes until the process restarts
     /// (after a write failed to reach the disk): the liveness probe.
-    pub fn health(&self) -> Result<()> {
-        Ok(self.backend.health()?)
+    pub async fn health(&self) -> Result<()> {
+        Ok(self.backend.health().await?)
     }
 
-    pub fn stats(&self) -> Result<StatsView> {
-        let s = self.backend.stats()?;
-        let ib = self.backend.inbox_stats()?;
+    pub async fn stats(&self) -> Result<StatsView> {
+        let s = self.backend.stats().await?;
+        let ib = self.backend.inbox_stats().await?;
         let now = self.clock.now();
         Ok(StatsView {
             users: s.users,
@@ -858,15 +865,16 @@ mod tests {
     use crate::clock::SystemClock;
     use tideway_store::Store;
 
-    #[test]
-    fn the_delivery_rate_counts_the_last_ten_full_seconds() {
+    #[tokio::test]
+    async fn the_delivery_rate_counts_the_last_ten_full_seconds() {
         let svc = FeedService::new(Arc::new(Store::in_memory(10)), ServiceOptions::default(), Arc::new(SystemClock))
+            .await
             .expect("service");
         svc.record_deliveries(1000);
         svc.record_deliveries(500);
         // The current second is not full yet: it counts once it has passed.
         std::thread::sleep(std::time::Duration::from_millis(1100));
         assert_eq!(svc.deliveries_per_sec(), 150);
-        assert_eq!(svc.stats().expect("stats").delivered_total, 1500);
+        assert_eq!(svc.stats().await.expect("stats").delivered_total, 1500);
     }
 }

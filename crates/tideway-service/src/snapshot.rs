@@ -68,61 +68,68 @@ fn bad(what: &str) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned())
 }
 
-impl FeedService {
-    /// Writes the snapshot (to a temporary file, synced, then renamed).
-    pub fn save_snapshot(&self, path: &Path) -> std::io::Result<SnapshotStats> {
+/// What a snapshot holds, in memory.
+struct Contents {
+    unpushed: Vec<(UserId, Key)>,
+    active: Vec<(UserId, Millis)>,
+    inboxes: Vec<(UserId, Key, Vec<Key>)>,
+}
+
+impl Contents {
+    fn stats(&self) -> SnapshotStats {
+        SnapshotStats {
+            inboxes: self.inboxes.len() as u64,
+            entries: self.inboxes.iter().map(|(_, _, k)| k.len() as u64).sum(),
+        }
+    }
+
+    /// Writes to a temporary file, synced, then renamed (blocking I/O).
+    fn write(&self, path: &Path) -> std::io::Result<()> {
         let tmp = path.with_extension("tmp");
         let file = std::fs::File::create(&tmp)?;
         let mut w = Hashing { inner: BufWriter::new(file), hash: 0xcbf2_9ce4_8422_2325 };
         w.put(MAGIC)?;
-        let unpushed = self.unpushed_snapshot().map_err(std::io::Error::other)?;
-        w.put_u64(unpushed.len() as u64)?;
-        for (u, k) in unpushed {
+        w.put_u64(self.unpushed.len() as u64)?;
+        for (u, k) in &self.unpushed {
             w.put_u64(u.0)?;
-            w.put_u64(k)?;
+            w.put_u64(*k)?;
         }
-        let active = self.activity_snapshot().map_err(std::io::Error::other)?;
-        w.put_u64(active.len() as u64)?;
-        for (u, t) in active {
+        w.put_u64(self.active.len() as u64)?;
+        for (u, t) in &self.active {
             w.put_u64(u.0)?;
             w.put_u64(t.0 as u64)?;
         }
-        let inboxes = self.backend.export_inboxes().map_err(std::io::Error::other)?;
-        let mut stats = SnapshotStats::default();
-        w.put_u64(inboxes.len() as u64)?;
-        for (u, floor, keys) in &inboxes {
+        w.put_u64(self.inboxes.len() as u64)?;
+        for (u, floor, keys) in &self.inboxes {
             w.put_u64(u.0)?;
             w.put_u64(*floor)?;
             w.put(&(keys.len() as u32).to_le_bytes())?;
             for k in keys {
                 w.put_u64(*k)?;
             }
-            stats.inboxes += 1;
-            stats.entries += keys.len() as u64;
         }
         let sum = w.hash;
         let mut inner = w.inner.into_inner().map_err(|e| e.into_error())?;
         inner.write_all(&sum.to_le_bytes())?;
         inner.sync_all()?;
         drop(inner);
-        std::fs::rename(&tmp, path)?;
-        Ok(stats)
+        std::fs::rename(&tmp, path)
     }
 
-    /// Loads and deletes the snapshot if there is one. A damaged file is
-    /// deleted too and reported as an error (inboxes then rebuild on read).
-    pub fn load_snapshot(&self, path: &Path) -> std::io::Result<Option<SnapshotStats>> {
+    /// Reads and deletes the file if there is one (blocking I/O). A damaged
+    /// file is deleted too and reported as an error.
+    fn take(path: &Path) -> std::io::Result<Option<Self>> {
         let file = match std::fs::File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
         };
-        let result = self.read_snapshot(file);
+        let result = Self::read(file);
         std::fs::remove_file(path)?;
         result.map(Some)
     }
 
-    fn read_snapshot(&self, file: std::fs::File) -> std::io::Result<SnapshotStats> {
+    fn read(file: std::fs::File) -> std::io::Result<Self> {
         let mut r = Hashing { inner: BufReader::new(file), hash: 0xcbf2_9ce4_8422_2325 };
         let mut magic = [0u8; 8];
         r.take(&mut magic)?;
@@ -159,14 +166,39 @@ impl FeedService {
         if u64::from_le_bytes(sum) != expect {
             return Err(bad("snapshot checksum mismatch"));
         }
-        self.restore_memory(unpushed, active).map_err(std::io::Error::other)?;
-        let mut stats = SnapshotStats::default();
-        for (u, floor, keys) in inboxes {
-            stats.inboxes += 1;
-            stats.entries += keys.len() as u64;
-            self.backend.import_inbox(u, floor, &keys).map_err(std::io::Error::other)?;
-        }
+        Ok(Self { unpushed, active, inboxes })
+    }
+}
+
+/// Runs blocking file work on the blocking pool.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Send + 'static) -> std::io::Result<T> {
+    tokio::task::spawn_blocking(f).await.map_err(std::io::Error::other)?
+}
+
+impl FeedService {
+    /// Writes the snapshot (to a temporary file, synced, then renamed).
+    pub async fn save_snapshot(&self, path: &Path) -> std::io::Result<SnapshotStats> {
+        let contents = Contents {
+            unpushed: self.unpushed_snapshot().await.map_err(std::io::Error::other)?,
+            active: self.activity_snapshot().await.map_err(std::io::Error::other)?,
+            inboxes: self.backend.export_inboxes().await.map_err(std::io::Error::other)?,
+        };
+        let stats = contents.stats();
+        let path = path.to_owned();
+        blocking(move || contents.write(&path)).await?;
         Ok(stats)
+    }
+
+    /// Loads and deletes the snapshot if there is one. A damaged file is
+    /// deleted too and reported as an error (inboxes then rebuild on read).
+    pub async fn load_snapshot(&self, path: &Path) -> std::io::Result<Option<SnapshotStats>> {
+        let path = path.to_owned();
+        let Some(contents) = blocking(move || Contents::take(&path)).await? else { return Ok(None) };
+        self.restore_memory(contents.unpushed.clone(), contents.active.clone()).await.map_err(std::io::Error::other)?;
+        for (u, floor, keys) in &contents.inboxes {
+            self.backend.import_inbox(*u, *floor, keys).await.map_err(std::io::Error::other)?;
+        }
+        Ok(Some(contents.stats()))
     }
 }
 
@@ -177,67 +209,67 @@ mod tests {
     use tideway_core::{ItemKind, Millis, NewItem, UserId};
     use tideway_store::{Backend, Store};
 
-    fn service(hot: u64) -> Arc<FeedService> {
+    async fn service(hot: u64) -> Arc<FeedService> {
         let backend: Arc<dyn Backend> = Arc::new(Store::in_memory(3));
         let opts = ServiceOptions { max_len: 3, hot_followers: hot, ..ServiceOptions::default() };
-        Arc::new(FeedService::new(backend, opts, Arc::new(ManualClock::new(Millis(1_700_000_000_000)))).expect("svc"))
+        Arc::new(
+            FeedService::new(backend, opts, Arc::new(ManualClock::new(Millis(1_700_000_000_000)))).await.expect("svc"),
+        )
     }
 
-    #[test]
-    fn a_snapshot_round_trips_and_is_used_once() {
+    #[tokio::test]
+    async fn a_snapshot_round_trips_and_is_used_once() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("inboxes.snapshot");
         // Author 2 (one follower) is pushed; author 3 (two followers) is hot.
-        let a = service(2);
-        a.follow_many(UserId(1), &[UserId(2), UserId(3)]).expect("follow");
-        a.follow_many(UserId(4), &[UserId(3)]).expect("follow");
-        a.home(UserId(1), &PageRequest::default()).expect("inbox");
+        let a = service(2).await;
+        a.follow_many(UserId(1), &[UserId(2), UserId(3)]).await.expect("follow");
+        a.follow_many(UserId(4), &[UserId(3)]).await.expect("follow");
+        a.home(UserId(1), &PageRequest::default()).await.expect("inbox");
         for author in [2, 2, 3, 2, 2, 3] {
-            a.create_item(NewItem::new(UserId(author), ItemKind::Post)).expect("post");
+            a.create_item(NewItem::new(UserId(author), ItemKind::Post)).await.expect("post");
         }
-        FanoutWorker::new(a.clone()).drain().expect("drain");
-        let saved = a.save_snapshot(&path).expect("save");
+        FanoutWorker::new(a.clone()).drain().await.expect("drain");
+        let saved = a.save_snapshot(&path).await.expect("save");
         assert_eq!((saved.inboxes, saved.entries), (1, 3), "the reader's inbox, capped at 3");
-        let exported = a.backend().export_inboxes().expect("export");
-        let unpushed = a.unpushed_snapshot().expect("export");
+        let exported = a.backend().export_inboxes().await.expect("export");
+        let unpushed = a.unpushed_snapshot().await.expect("export");
         assert_eq!(unpushed.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![UserId(3)], "the hot author");
 
-        let b = service(1);
-        assert_eq!(b.load_snapshot(&path).expect("load"), Some(saved));
+        let b = service(1).await;
+        assert_eq!(b.load_snapshot(&path).await.expect("load"), Some(saved));
         assert!(!path.exists(), "a snapshot is used once");
-        let mut got = b.backend().export_inboxes().expect("export");
+        let mut got = b.backend().export_inboxes().await.expect("export");
         let mut want = exported;
         got.sort();
         want.sort();
         assert_eq!(got, want);
-        assert_eq!(b.unpushed_snapshot().expect("export"), unpushed);
-        assert!(b.user(UserId(1)).expect("user").active);
-        assert_eq!(b.load_snapshot(&path).expect("load"), None);
+        assert_eq!(b.unpushed_snapshot().await.expect("export"), unpushed);
+        assert!(b.user(UserId(1)).await.expect("user").active);
+        assert_eq!(b.load_snapshot(&path).await.expect("load"), None);
         // The same home on both sides of the restart (b has no items: compare keys).
-        let keys = |s: &FeedService| {
-            s.backend()
-                .read_inbox(UserId(1), tideway_core::merge::KeyRange::ALL, tideway_core::merge::Direction::Older, 10)
-                .expect("read")
-        };
-        assert_eq!(keys(&b), keys(&a));
+        let (all, older) = (tideway_core::merge::KeyRange::ALL, tideway_core::merge::Direction::Older);
+        let after = b.backend().read_inbox(UserId(1), all, older, 10).await.expect("read");
+        let before = a.backend().read_inbox(UserId(1), all, older, 10).await.expect("read");
+        assert_eq!(after, before);
     }
 
-    #[test]
-    fn a_damaged_snapshot_is_refused_and_removed() {
+    #[tokio::test]
+    async fn a_damaged_snapshot_is_refused_and_removed() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("inboxes.snapshot");
-        let a = service(u64::MAX);
-        a.home(UserId(1), &PageRequest::default()).expect("inbox");
-        a.save_snapshot(&path).expect("save");
+        let a = service(u64::MAX).await;
+        a.home(UserId(1), &PageRequest::default()).await.expect("inbox");
+        a.save_snapshot(&path).await.expect("save");
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 9;
         bytes[last] ^= 0xff;
         std::fs::write(&path, bytes).expect("write");
-        let b = service(u64::MAX);
-        assert!(b.load_snapshot(&path).is_err());
+        let b = service(u64::MAX).await;
+        assert!(b.load_snapshot(&path).await.is_err());
         assert!(!path.exists());
         assert!(
-            b.backend().export_inboxes().expect("export").is_empty(),
+            b.backend().export_inboxes().await.expect("export").is_empty(),
             "nothing from a damaged snapshot is installed"
         );
     }

@@ -6,24 +6,24 @@ use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId};
 use tideway_service::{FanoutWorker, FeedService, ManualClock, PageRequest, ServiceOptions};
 use tideway_store::{Backend, NoJournal, Store};
 
-fn setup() -> (Arc<Store<NoJournal>>, Arc<FeedService>) {
+async fn setup() -> (Arc<Store<NoJournal>>, Arc<FeedService>) {
     let store = Arc::new(Store::in_memory(800));
     let backend: Arc<dyn Backend> = store.clone();
     let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
-    let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), clock.clone()).expect("service"));
+    let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), clock.clone()).await.expect("service"));
     let reader = UserId(1);
     let authors: Vec<UserId> = (2..=31).map(UserId).collect();
-    svc.follow_many(reader, &authors).expect("follow");
-    svc.home(reader, &PageRequest::default()).expect("inbox");
+    svc.follow_many(reader, &authors).await.expect("follow");
+    svc.home(reader, &PageRequest::default()).await.expect("inbox");
     let mut ids = Vec::new();
     for round in 0..10 {
         for &a in &authors {
             clock.advance(1);
-            let (v, _) = svc.create_item(NewItem::new(a, ItemKind::Post)).expect("post");
+            let (v, _) = svc.create_item(NewItem::new(a, ItemKind::Post)).await.expect("post");
             ids.push(v.item.id);
             if round % 3 == 0 {
-                svc.react(v.item.id, reader, "like", true).expect("like");
-                svc.react(v.item.id, UserId(99), "wow", true).expect("wow");
+                svc.react(v.item.id, reader, "like", true).await.expect("like");
+                svc.react(v.item.id, UserId(99), "wow", true).await.expect("wow");
             }
         }
     }
@@ -31,61 +31,77 @@ fn setup() -> (Arc<Store<NoJournal>>, Arc<FeedService>) {
         clock.advance(1);
         let mut r = NewItem::new(UserId(5), ItemKind::Repost);
         r.repost_of = Some(*id);
-        svc.create_item(r).expect("repost");
+        svc.create_item(r).await.expect("repost");
         let mut reply = NewItem::new(UserId(6), ItemKind::Reply);
         reply.reply_to = Some(*id);
-        svc.create_item(reply).expect("reply");
+        svc.create_item(reply).await.expect("reply");
     }
-    FanoutWorker::new(svc.clone()).drain().expect("drain");
+    FanoutWorker::new(svc.clone()).drain().await.expect("drain");
     (store, svc)
 }
 
-fn calls_of(store: &Store<NoJournal>, f: impl FnOnce()) -> u64 {
+async fn calls_of(store: &Store<NoJournal>, f: impl AsyncFnOnce()) -> u64 {
     let before = store.calls();
-    f();
+    f().await;
     store.calls() - before
 }
 
-#[test]
-fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
-    let (store, svc) = setup();
+#[tokio::test]
+async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
+    let (store, svc) = setup().await;
     let mut home_calls = Vec::new();
     for limit in [5, 20, 100] {
-        home_calls.push(calls_of(&store, || {
-            let page = svc.home(UserId(1), &PageRequest { limit, ..Default::default() }).expect("home");
-            assert_eq!(page.entries.len(), limit);
-            if limit == 100 {
-                // Hydrated: the reader's likes, counts per kind, replies and reposts.
-                assert!(page.entries.iter().any(|e| e.item.viewer.as_ref().is_some_and(|v| v.reactions == ["like"])));
-                assert!(
-                    page.entries
-                        .iter()
-                        .any(|e| e.item.counts.of_kind("wow") == 1 && e.item.counts.of_kind("like") == 1)
-                );
-                assert!(page.entries.iter().any(|e| e.item.counts.replies == 1 && e.item.counts.reposts == 1));
-            }
-        }));
+        home_calls.push(
+            calls_of(&store, async || {
+                let page = svc.home(UserId(1), &PageRequest { limit, ..Default::default() }).await.expect("home");
+                assert_eq!(page.entries.len(), limit);
+                if limit == 100 {
+                    // Hydrated: the reader's likes, counts per kind, replies and reposts.
+                    assert!(
+                        page.entries.iter().any(|e| e.item.viewer.as_ref().is_some_and(|v| v.reactions == ["like"]))
+                    );
+                    assert!(
+                        page.entries
+                            .iter()
+                            .any(|e| e.item.counts.of_kind("wow") == 1 && e.item.counts.of_kind("like") == 1)
+                    );
+                    assert!(page.entries.iter().any(|e| e.item.counts.replies == 1 && e.item.counts.reposts == 1));
+                }
+            })
+            .await,
+        );
     }
     assert!(home_calls.iter().all(|&c| c == home_calls[0]), "home calls vary with page size: {home_calls:?}");
     assert!(home_calls[0] <= 14, "home page took {} calls", home_calls[0]);
 
     let mut profile_calls = Vec::new();
     for limit in [2, 8] {
-        profile_calls.push(calls_of(&store, || {
-            let p = svc.profile(UserId(5), Some(UserId(1)), &PageRequest { limit, ..Default::default() }).expect("p");
-            assert_eq!(p.entries.len(), limit);
-        }));
+        profile_calls.push(
+            calls_of(&store, async || {
+                let p = svc
+                    .profile(UserId(5), Some(UserId(1)), &PageRequest { limit, ..Default::default() })
+                    .await
+                    .expect("p");
+                assert_eq!(p.entries.len(), limit);
+            })
+            .await,
+        );
     }
     assert_eq!(profile_calls[0], profile_calls[1], "profile calls vary with page size");
 
     let ids: Vec<ItemId> = svc
         .home(UserId(1), &PageRequest { limit: 100, ..Default::default() })
+        .await
         .expect("home")
         .entries
         .iter()
         .map(|e| e.item.item.id)
         .collect();
-    let one = calls_of(&store, || assert_eq!(svc.get_items(&ids[..1], Some(UserId(1))).expect("get").len(), 1));
-    let hundred = calls_of(&store, || assert_eq!(svc.get_items(&ids, Some(UserId(1))).expect("get").len(), 100));
+    let one =
+        calls_of(&store, async || assert_eq!(svc.get_items(&ids[..1], Some(UserId(1))).await.expect("get").len(), 1))
+            .await;
+    let hundred =
+        calls_of(&store, async || assert_eq!(svc.get_items(&ids, Some(UserId(1))).await.expect("get").len(), 100))
+            .await;
     assert_eq!(one, hundred, "batch get calls vary with the number of ids");
 }

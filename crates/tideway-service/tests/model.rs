@@ -210,13 +210,19 @@ fn rows_of(p: &Page) -> Vec<Row> {
 /// Walks a feed older to the end, then newer back to the top, checking both
 /// against `want` (organic) and the older walk page by page against `pages`
 /// (with promotions), and that `limit` is honoured.
-fn check_feed(what: &str, want: &[Row], pages: &[Vec<Row>], limit: usize, read: &dyn Fn(&PageRequest) -> Page) {
+async fn check_feed(
+    what: &str,
+    want: &[Row],
+    pages: &[Vec<Row>],
+    limit: usize,
+    read: impl AsyncFn(&PageRequest) -> Page,
+) {
     let organic = |rows: Vec<Row>| -> Vec<Row> { rows.into_iter().filter(|r| r.1 != "promoted").collect() };
     let mut got_pages: Vec<Vec<Row>> = Vec::new();
     let mut req = PageRequest { limit, ..Default::default() };
     let mut last_cursor = None;
     loop {
-        let page = read(&req);
+        let page = read(&req).await;
         let rows = rows_of(&page);
         assert!(rows.len() <= limit, "{what}: page of {} > limit {limit}", rows.len());
         if page.next_cursor.is_some() {
@@ -240,7 +246,7 @@ fn check_feed(what: &str, want: &[Row], pages: &[Vec<Row>], limit: usize, read: 
     let mut up: Vec<Row> = vec![want[want.len() - 1].clone()];
     let mut after = bottom;
     loop {
-        let page = read(&PageRequest { limit, before: None, after: Some(after.clone()) });
+        let page = read(&PageRequest { limit, before: None, after: Some(after.clone()) }).await;
         let rows = rows_of(&page);
         assert!(rows.len() <= limit, "{what}: newer page over limit");
         let rows = organic(rows);
@@ -283,37 +289,37 @@ struct Harness {
 }
 
 impl Harness {
-    fn new(kind: Kind, opts: ServiceOptions) -> Self {
+    async fn new(kind: Kind, opts: ServiceOptions) -> Self {
         let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
         let mut h = Harness { kind, clock, opts, svc: None, worker: None };
-        h.start();
+        h.start().await;
         h
     }
-    fn start(&mut self) {
+    async fn start(&mut self) {
         let backend: Arc<dyn Backend> = match &self.kind {
             Kind::Memory => Arc::new(Store::in_memory(self.opts.max_len)),
             Kind::Fjall(dir) => {
                 Arc::new(tideway_store_fjall::open(dir.path(), SyncMode::Buffer, self.opts.max_len).expect("open"))
             }
         };
-        let svc = Arc::new(FeedService::new(backend, self.opts.clone(), self.clock.clone()).expect("service"));
+        let svc = Arc::new(FeedService::new(backend, self.opts.clone(), self.clock.clone()).await.expect("service"));
         self.worker = Some(FanoutWorker::new(svc.clone()));
         self.svc = Some(svc);
     }
     /// A restart: `clean` ones go through the inbox snapshot (warm inboxes,
     /// hot authors' unpushed keys); the others lose every inbox.
-    fn restart(&mut self, clean: bool) {
+    async fn restart(&mut self, clean: bool) {
         let snap = match &self.kind {
             Kind::Fjall(dir) => dir.path().join("inboxes.snapshot"),
             Kind::Memory => return,
         };
         if clean {
-            self.svc().save_snapshot(&snap).expect("snapshot");
+            self.svc().save_snapshot(&snap).await.expect("snapshot");
         }
         self.svc = None;
         self.worker = None;
-        self.start();
-        let loaded = self.svc().load_snapshot(&snap).expect("load snapshot");
+        self.start().await;
+        let loaded = self.svc().load_snapshot(&snap).await.expect("load snapshot");
         assert_eq!(loaded.is_some(), clean);
     }
     fn svc(&self) -> &FeedService {
@@ -351,33 +357,35 @@ fn kind_of(e: &ServiceError) -> &'static str {
     }
 }
 
-fn check_all(h: &Harness, m: &Model, ctx: &str) {
-    h.worker().drain().expect("drain");
+async fn check_all(h: &Harness, m: &Model, ctx: &str) {
+    h.worker().drain().await.expect("drain");
     let now = h.svc().now().0;
     for u in 1..=USERS {
         let want = m.home(u);
         let promos = m.promos_for(u, now);
         for limit in [1, 2, 3, 7] {
             let pages = expected_pages(&want, &promos, limit);
-            check_feed(&format!("{ctx} home({u})"), &want, &pages, limit, &|r| {
-                h.svc().home(UserId(u), r).expect("home")
-            });
+            check_feed(&format!("{ctx} home({u})"), &want, &pages, limit, async |r: &PageRequest| {
+                h.svc().home(UserId(u), r).await.expect("home")
+            })
+            .await;
         }
-        let all = h.svc().home(UserId(u), &PageRequest { limit: 100, ..Default::default() }).expect("home");
+        let all = h.svc().home(UserId(u), &PageRequest { limit: 100, ..Default::default() }).await.expect("home");
         check_hydration(&format!("{ctx} home({u})"), m, u, &all);
         for v in [None, Some(1), Some(u % USERS + 1)] {
             let want = m.profile(u, v);
             for limit in [2, 5] {
                 let pages = expected_pages(&want, &[], limit);
-                check_feed(&format!("{ctx} profile({u}) by {v:?}"), &want, &pages, limit, &|r| {
-                    h.svc().profile(UserId(u), v.map(UserId), r).expect("profile")
-                });
+                check_feed(&format!("{ctx} profile({u}) by {v:?}"), &want, &pages, limit, async |r: &PageRequest| {
+                    h.svc().profile(UserId(u), v.map(UserId), r).await.expect("profile")
+                })
+                .await;
             }
         }
     }
 }
 
-fn run(seed: u64, kind: Kind, ops: usize) {
+async fn run(seed: u64, kind: Kind, ops: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     // Caps of 2 to 4 entries: pages cross the push/pull seam constantly.
     let max_len = 2 + (seed % 3) as usize;
@@ -395,7 +403,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
         ..ServiceOptions::default()
     };
     let restartable = matches!(kind, Kind::Fjall(_));
-    let mut h = Harness::new(kind, opts);
+    let mut h = Harness::new(kind, opts).await;
     let mut m = Model { max_following: 4, ..Model::default() };
     for step in 0..ops {
         h.clock.advance(rng.random_range(1..5));
@@ -424,7 +432,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 } else {
                     Ok(())
                 };
-                let got = h.svc().follow(UserId(a), UserId(b)).map(|_| ()).map_err(|e| kind_of(&e));
+                let got = h.svc().follow(UserId(a), UserId(b)).await.map(|_| ()).map_err(|e| kind_of(&e));
                 assert_eq!(got, want, "{ctx}: follow {a}->{b}");
                 if got.is_ok() {
                     m.follows.insert((a, b));
@@ -437,6 +445,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let res = h
                     .svc()
                     .follow_many(UserId(a), &targets.iter().map(|t| UserId(*t)).collect::<Vec<_>>())
+                    .await
                     .expect("batch");
                 for (t, st) in res {
                     let t = t.0;
@@ -457,7 +466,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             }
             20..=27 => {
                 // unfollow
-                h.svc().unfollow(UserId(a), UserId(b)).expect("unfollow");
+                h.svc().unfollow(UserId(a), UserId(b)).await.expect("unfollow");
                 m.follows.remove(&(a, b));
             }
             28..=45 => {
@@ -466,7 +475,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let vis = pick_vis(&mut rng);
                 let mentions: Vec<u64> = if rng.random_bool(0.3) { vec![b] } else { vec![] };
                 let kind = if card { ItemKind::User } else { ItemKind::Post };
-                let (v, created) = h.svc().create_item(post(a, kind, vis, mentions.clone())).expect("post");
+                let (v, created) = h.svc().create_item(post(a, kind, vis, mentions.clone())).await.expect("post");
                 assert!(created);
                 let id = v.item.id.0;
                 m.items.insert(
@@ -498,7 +507,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 };
                 let mut n = post(a, ItemKind::Repost, Visibility::Public, vec![]);
                 n.repost_of = Some(ItemId(t));
-                let got = h.svc().create_item(n);
+                let got = h.svc().create_item(n).await;
                 match (&got, want) {
                     (Ok((v, created)), Ok(())) => {
                         let existing = m
@@ -553,7 +562,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let vis = pick_vis(&mut rng);
                 let mut n = post(a, ItemKind::Reply, vis, vec![]);
                 n.reply_to = Some(ItemId(t));
-                match (h.svc().create_item(n), want) {
+                match (h.svc().create_item(n).await, want) {
                     (Ok((v, _)), Ok(())) => {
                         let id = v.item.id.0;
                         m.items.insert(
@@ -578,7 +587,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             66..=71 => {
                 // delete
                 let Some(t) = any_item(&mut rng, &m) else { continue };
-                h.svc().delete_item(ItemId(t), None).expect("delete");
+                h.svc().delete_item(ItemId(t), None).await.expect("delete");
                 if let Some(i) = m.items.get_mut(&t) {
                     i.deleted = true;
                 }
@@ -591,7 +600,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                     continue;
                 }
                 let vis = pick_vis(&mut rng);
-                let got = h.svc().patch_item(ItemId(t), None, Some(vis), None).map_err(|e| kind_of(&e));
+                let got = h.svc().patch_item(ItemId(t), None, Some(vis), None).await.map_err(|e| kind_of(&e));
                 if it.deleted {
                     assert_eq!(got.err(), Some("not_found"));
                 } else {
@@ -606,7 +615,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                     continue;
                 }
                 let on = rng.random_bool(0.6);
-                h.svc().set_block(UserId(a), UserId(b), on).expect("block");
+                h.svc().set_block(UserId(a), UserId(b), on).await.expect("block");
                 if on {
                     m.blocks.insert((a, b));
                     m.follows.remove(&(a, b));
@@ -620,7 +629,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                     continue;
                 }
                 let on = rng.random_bool(0.6);
-                h.svc().set_mute(UserId(a), UserId(b), on).expect("mute");
+                h.svc().set_mute(UserId(a), UserId(b), on).await.expect("mute");
                 if on {
                     m.mutes.insert((a, b));
                 } else {
@@ -630,7 +639,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             85..=88 => {
                 // direct insert
                 let Some(t) = any_item(&mut rng, &m) else { continue };
-                let got = h.svc().insert_home(UserId(a), ItemId(t));
+                let got = h.svc().insert_home(UserId(a), ItemId(t)).await;
                 // Only what the owner may see can be inserted (else 404, as unknown).
                 let o = &m.items[&t];
                 if o.deleted || !m.visible(o, Some(a)) || m.blocked(a, o.author) {
@@ -642,21 +651,21 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             }
             89..=93 => {
                 // a read: creates or uses the inbox while deliveries may lag
-                let _ = h.svc().home(UserId(a), &PageRequest { limit: 2, ..Default::default() }).expect("home");
+                let _ = h.svc().home(UserId(a), &PageRequest { limit: 2, ..Default::default() }).await.expect("home");
             }
             94..=96 => {
-                let _ = h.worker().step().expect("step");
+                let _ = h.worker().step().await.expect("step");
             }
             97 => {
                 if rng.random_bool(0.5) {
-                    h.svc().backend().drop_inbox(UserId(a)).expect("drop");
+                    h.svc().backend().drop_inbox(UserId(a)).await.expect("drop");
                 } else {
-                    h.svc().sweep_inactive().expect("sweep");
+                    h.svc().sweep_inactive().await.expect("sweep");
                 }
             }
             98 => {
                 if restartable {
-                    h.restart(rng.random_bool(0.5));
+                    h.restart(rng.random_bool(0.5)).await;
                 }
             }
             99..=107 => {
@@ -672,7 +681,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 } else {
                     Ok(())
                 };
-                let got = h.svc().react(ItemId(t), UserId(a), kind, on).map_err(|e| kind_of(&e));
+                let got = h.svc().react(ItemId(t), UserId(a), kind, on).await.map_err(|e| kind_of(&e));
                 assert_eq!(got.as_ref().map(|_| ()).map_err(|e| *e), want, "{ctx}: react {a} {kind} {on} on {t}");
                 if got.is_ok() {
                     if on {
@@ -690,7 +699,7 @@ fn run(seed: u64, kind: Kind, ops: usize) {
                 let now = h.svc().now().0;
                 let (every, start, end) =
                     (rng.random_range(1..=3u32), now - rng.random_range(0..5), now + rng.random_range(1..150));
-                let got = h.svc().create_promotion(ItemId(t), every, Millis(start), Millis(end));
+                let got = h.svc().create_promotion(ItemId(t), every, Millis(start), Millis(end)).await;
                 if m.items[&t].deleted {
                     assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("not_found"));
                 } else {
@@ -700,22 +709,22 @@ fn run(seed: u64, kind: Kind, ops: usize) {
             }
         }
         if step % 60 == 59 {
-            check_all(&h, &m, &format!("seed {seed} step {step}"));
+            check_all(&h, &m, &format!("seed {seed} step {step}")).await;
         }
     }
-    check_all(&h, &m, &format!("seed {seed} end"));
+    check_all(&h, &m, &format!("seed {seed} end")).await;
 }
 
-#[test]
-fn pushed_pages_equal_the_pull_definition_in_memory() {
+#[tokio::test]
+async fn pushed_pages_equal_the_pull_definition_in_memory() {
     for seed in 0..120 {
-        run(seed, Kind::Memory, 240);
+        run(seed, Kind::Memory, 240).await;
     }
 }
 
-#[test]
-fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
+#[tokio::test]
+async fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
     for seed in 1000..1020 {
-        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir")), 200);
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir")), 200).await;
     }
 }

@@ -241,6 +241,12 @@ impl Journal for FjallJournal {
         Ok(pending.1)
     }
 
+    /// Only an fsync is worth a trip to the blocking pool; a buffered
+    /// persist is a write to the page cache.
+    fn blocks(&self) -> bool {
+        self.sync == SyncMode::Fsync
+    }
+
     fn health(&self) -> Result<(), StoreError> {
         // A no-op flush to the OS: fails once fjall has poisoned itself.
         self.db.persist(PersistMode::Buffer).map_err(io)
@@ -332,29 +338,30 @@ mod tests {
         }
     }
 
-    #[test]
-    fn everything_written_is_there_after_reopen() {
+    #[tokio::test]
+    async fn everything_written_is_there_after_reopen() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
             let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
-            s.create_item(post(100, 1), true, Millis(1)).expect("create");
-            s.create_item(post(101, 2), true, Millis(2)).expect("create");
-            s.update_item(ItemId(101), &tideway_store::ItemChange::Delete).expect("delete");
-            let st = s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).expect("follow");
+            s.create_item(post(100, 1), true, Millis(1)).await.expect("create");
+            s.create_item(post(101, 2), true, Millis(2)).await.expect("create");
+            s.update_item(ItemId(101), &tideway_store::ItemChange::Delete).await.expect("delete");
+            let st = s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).await.expect("follow");
             assert_eq!(st, vec![FollowStatus::Followed(Millis(5)); 2]);
-            s.unfollow(UserId(3), UserId(2)).expect("unfollow");
-            s.set_block(UserId(4), UserId(1), true, Millis(6)).expect("block");
-            s.insert_home(UserId(3), ItemId(100), 200).expect("insert");
+            s.unfollow(UserId(3), UserId(2)).await.expect("unfollow");
+            s.set_block(UserId(4), UserId(1), true, Millis(6)).await.expect("block");
+            s.insert_home(UserId(3), ItemId(100), 200).await.expect("insert");
             let recorded = s
                 .advance(1, &[JobProgress::Checkpoint(100, (Millis(5), UserId(3))), JobProgress::Complete(101)])
+                .await
                 .expect("advance");
             assert_eq!(recorded, vec![true, true]);
-            s.set_reaction(ItemId(100), UserId(5), "like", true).expect("react");
-            s.set_reaction(ItemId(100), UserId(6), "like", true).expect("react");
-            s.set_reaction(ItemId(100), UserId(6), "like", false).expect("unreact");
-            s.set_reaction(ItemId(100), UserId(6), "x_wow", true).expect("react");
+            s.set_reaction(ItemId(100), UserId(5), "like", true).await.expect("react");
+            s.set_reaction(ItemId(100), UserId(6), "like", true).await.expect("react");
+            s.set_reaction(ItemId(100), UserId(6), "like", false).await.expect("unreact");
+            s.set_reaction(ItemId(100), UserId(6), "x_wow", true).await.expect("react");
             let p = Promotion { id: 300, item: ItemId(100), every: 5, starts_at: Millis(1), ends_at: Millis(9) };
-            s.create_promotion(p).expect("promotion");
+            s.create_promotion(p).await.expect("promotion");
         }
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
         let st = s.state();
@@ -371,25 +378,27 @@ mod tests {
         assert_eq!(st.promotions.get(&300).map(|p| p.every), Some(5));
     }
 
-    #[test]
-    fn concurrent_writers_share_syncs_and_lose_nothing() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writers_share_syncs_and_lose_nothing() {
         let dir = tempfile::tempdir().expect("tempdir");
         {
             let s = std::sync::Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("open"));
-            s.create_item(post(100, 1), false, Millis(1)).expect("create");
-            let threads: Vec<_> = (0..8u64)
+            s.create_item(post(100, 1), false, Millis(1)).await.expect("create");
+            let writers: Vec<_> = (0..8u64)
                 .map(|t| {
                     let s = s.clone();
-                    std::thread::spawn(move || {
+                    tokio::spawn(async move {
                         for i in 0..100u64 {
-                            s.set_reaction(ItemId(100), UserId(1000 * (t + 1) + i), "like", true).expect("react");
-                            s.follow_many(UserId(1000 * (t + 1) + i), &[UserId(1)], Millis(2), 10).expect("follow");
+                            s.set_reaction(ItemId(100), UserId(1000 * (t + 1) + i), "like", true).await.expect("react");
+                            s.follow_many(UserId(1000 * (t + 1) + i), &[UserId(1)], Millis(2), 10)
+                                .await
+                                .expect("follow");
                         }
                     })
                 })
                 .collect();
-            for t in threads {
-                t.join().expect("thread");
+            for w in writers {
+                w.await.expect("writer");
             }
         }
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");

@@ -15,6 +15,7 @@ use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
 use crate::state::State;
 use crate::traits::*;
+use async_trait::async_trait;
 use parking_lot::{RwLock, RwLockReadGuard};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -36,6 +37,11 @@ pub trait Journal: Send + Sync + 'static {
     fn health(&self) -> Result<()> {
         Ok(())
     }
+    /// Whether `sync` blocks (on the disk): the store then waits for it on
+    /// the blocking pool, never on a runtime worker.
+    fn blocks(&self) -> bool {
+        true
+    }
 }
 
 /// The journal of the in-memory backend: nothing is durable.
@@ -49,6 +55,9 @@ impl Journal for NoJournal {
     fn sync(&self, _: Ticket) -> Result<()> {
         Ok(())
     }
+    fn blocks(&self) -> bool {
+        false
+    }
 }
 
 /// A backend: index + journal + inboxes.
@@ -58,7 +67,8 @@ pub struct Store<J> {
     /// One lock for the index: reads are short and parallel; writes are short
     /// (the fsync happens after it is released).
     state: RwLock<State>,
-    journal: J,
+    /// Shared with the blocking-pool tasks that wait for its syncs.
+    journal: Arc<J>,
     inboxes: InboxSet,
     /// Set when a write failed to reach the disk after the index applied it:
     /// the index may then show changes that were never acknowledged nor made
@@ -83,7 +93,7 @@ impl<J: Journal> Store<J> {
         Self {
             calls: AtomicU64::new(0),
             state: RwLock::new(state),
-            journal,
+            journal: Arc::new(journal),
             inboxes: InboxSet::new(inbox_cap),
             failed: AtomicBool::new(false),
             activity: MemoryActivity::default(),
@@ -119,33 +129,48 @@ impl<J: Journal> Store<J> {
         Ok(())
     }
 
-    /// Waits for `ticket` to be durable; a failure marks the store failed.
-    fn sync(&self, ticket: Ticket) -> Result<()> {
-        self.journal.sync(ticket).inspect_err(|e| {
+    /// Waits for `ticket` to be durable, on the blocking pool when the
+    /// journal blocks; a failure marks the store failed.
+    async fn sync(&self, ticket: Ticket) -> Result<()> {
+        let res = if self.journal.blocks() {
+            let journal = self.journal.clone();
+            match tokio::task::spawn_blocking(move || journal.sync(ticket)).await {
+                Ok(r) => r,
+                Err(e) => Err(StoreError::Io(format!("the sync task failed: {e}"))),
+            }
+        } else {
+            self.journal.sync(ticket)
+        };
+        res.inspect_err(|e| {
             tracing::error!(error = %e, "a write failed to reach the disk: taking no more writes until a restart");
             self.failed.store(true, Ordering::Release);
         })
     }
 
-    fn commit<T>(&self, decide: impl FnOnce(&State) -> Result<(T, Vec<Change>)>) -> Result<T> {
+    /// Decides the changes of a write under the index lock, journals and
+    /// applies them, releases the lock, then waits until they are durable.
+    async fn commit<T: Send>(&self, decide: impl FnOnce(&State) -> Result<(T, Vec<Change>)> + Send) -> Result<T> {
         self.check_failed()?;
-        let mut st = self.state.write();
-        let (out, changes) = decide(&st)?;
-        if changes.is_empty() {
-            return Ok(out);
-        }
-        let ticket = self.journal.write(&changes)?;
-        for c in changes {
-            st.apply(c);
-        }
-        drop(st);
-        self.sync(ticket)?;
+        let (out, ticket) = {
+            let mut st = self.state.write();
+            let (out, changes) = decide(&st)?;
+            if changes.is_empty() {
+                return Ok(out);
+            }
+            let ticket = self.journal.write(&changes)?;
+            for c in changes {
+                st.apply(c);
+            }
+            (out, ticket)
+        };
+        self.sync(ticket).await?;
         Ok(out)
     }
 }
 
+#[async_trait]
 impl<J: Journal> Items for Store<J> {
-    fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
         self.tick();
         self.commit(|st| {
             if let Some(k) = &item.idempotency_key
@@ -168,9 +193,10 @@ impl<J: Journal> Items for Store<J> {
             }
             Ok((CreateOutcome::Created(item), changes))
         })
+        .await
     }
 
-    fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
         self.tick();
         self.commit(|st| match st.item(id) {
             Some(i) if !i.deleted => {
@@ -179,22 +205,29 @@ impl<J: Journal> Items for Store<J> {
             }
             _ => Ok((None, vec![])),
         })
+        .await
     }
 
-    fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+    async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
         self.tick();
         let st = self.state.read();
         Ok(keys.iter().map(|k| st.records.get(k).cloned()).collect())
     }
 
-    fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+    async fn outbox_merge(
+        &self,
+        authors: &[UserId],
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
         self.tick();
         let st = self.state.read();
         let lists: Vec<&[Key]> = authors.iter().filter_map(|a| st.user(*a)).map(|u| u.outbox.as_slice()).collect();
         Ok(merge_sorted(&lists, range, dir, limit))
     }
 
-    fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
+    async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
         self.tick();
         let st = self.state.read();
         let mut set: Option<HashSet<UserId>> = None;
@@ -212,7 +245,11 @@ impl<J: Journal> Items for Store<J> {
             .collect())
     }
 
-    fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
+    async fn hydration(
+        &self,
+        ids: &[ItemId],
+        viewer: Option<UserId>,
+    ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
         self.tick();
         let st = self.state.read();
         Ok(ids
@@ -232,56 +269,58 @@ impl<J: Journal> Items for Store<J> {
             .collect())
     }
 
-    fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
         self.tick();
         self.check_failed()?;
         // A read lock of the state: reactions to one item from many users
         // proceed in parallel; only the pair (item, user) is locked while its
         // change is journaled and applied.
-        let st = self.state.read();
-        let mut pair = st.reactions.lock(item, user);
-        if pair.has(kind) == on {
-            return Ok(false);
-        }
-        let ticket = self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
-        st.reactions.set_locked(&mut pair, kind, on);
-        drop(pair);
-        drop(st);
-        self.sync(ticket)?;
+        let ticket = {
+            let st = self.state.read();
+            let mut pair = st.reactions.lock(item, user);
+            if pair.has(kind) == on {
+                return Ok(false);
+            }
+            let ticket = self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
+            st.reactions.set_locked(&mut pair, kind, on);
+            ticket
+        };
+        self.sync(ticket).await?;
         Ok(true)
     }
 
-    fn create_promotion(&self, p: Promotion) -> Result<()> {
+    async fn create_promotion(&self, p: Promotion) -> Result<()> {
         self.tick();
-        self.commit(|_| Ok(((), vec![Change::PutPromotion(p)])))
+        self.commit(|_| Ok(((), vec![Change::PutPromotion(p)]))).await
     }
 
-    fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
+    async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
         self.tick();
         let st = self.state.read();
         Ok(st.promotions.values().filter(|p| p.starts_at <= now && now < p.ends_at).cloned().collect())
     }
 
-    fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
+    async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
         self.tick();
-        self.commit(|_| Ok(((), vec![Change::PutInsert { key, user, item }])))
+        self.commit(|_| Ok(((), vec![Change::PutInsert { key, user, item }]))).await
     }
 
-    fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+    async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
         self.tick();
         let st = self.state.read();
         Ok(st.user(user).map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit)).unwrap_or_default())
     }
 
-    fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
+    async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
         self.tick();
         let st = self.state.read();
         Ok(items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect())
     }
 }
 
+#[async_trait]
 impl<J: Journal> Graph for Store<J> {
-    fn follow_many(
+    async fn follow_many(
         &self,
         user: UserId,
         targets: &[UserId],
@@ -313,9 +352,10 @@ impl<J: Journal> Graph for Store<J> {
             }
             Ok((statuses, changes))
         })
+        .await
     }
 
-    fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
         self.tick();
         self.commit(|st| {
             if st.has_edge(EdgeKind::Follow, user, target) {
@@ -324,9 +364,10 @@ impl<J: Journal> Graph for Store<J> {
                 Ok((false, vec![]))
             }
         })
+        .await
     }
 
-    fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+    async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
         self.tick();
         self.commit(|st| {
             let mut changes = Vec::new();
@@ -344,9 +385,10 @@ impl<J: Journal> Graph for Store<J> {
             }
             Ok(((), changes))
         })
+        .await
     }
 
-    fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+    async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
         self.tick();
         self.commit(|st| {
             let has = st.has_edge(EdgeKind::Mute, user, target);
@@ -357,15 +399,16 @@ impl<J: Journal> Graph for Store<J> {
             };
             Ok(((), changes))
         })
+        .await
     }
 
-    fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
+    async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
         self.tick();
         let st = self.state.read();
         Ok(st.user(user).map(|u| u.following.iter().map(|e| e.0).collect()).unwrap_or_default())
     }
 
-    fn list(
+    async fn list(
         &self,
         user: UserId,
         which: ListKind,
@@ -382,20 +425,25 @@ impl<J: Journal> Graph for Store<J> {
         Ok(set.iter_before_rev(after.as_ref()).take(limit).map(|&(since, id)| (id, since)).collect())
     }
 
-    fn followers_chunk(&self, user: UserId, after: Option<FollowerPos>, limit: usize) -> Result<Vec<FollowerPos>> {
+    async fn followers_chunk(
+        &self,
+        user: UserId,
+        after: Option<FollowerPos>,
+        limit: usize,
+    ) -> Result<Vec<FollowerPos>> {
         self.tick();
         let st = self.state.read();
         let Some(u) = st.user(user) else { return Ok(vec![]) };
         Ok(u.followers.iter_after(after.as_ref()).take(limit).copied().collect())
     }
 
-    fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+    async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
         self.tick();
         let st = self.state.read();
         Ok(others.iter().map(|o| st.relation(user, *o)).collect())
     }
 
-    fn counts(&self, user: UserId) -> Result<UserCounts> {
+    async fn counts(&self, user: UserId) -> Result<UserCounts> {
         self.tick();
         let st = self.state.read();
         Ok(st
@@ -408,14 +456,14 @@ impl<J: Journal> Graph for Store<J> {
             .unwrap_or_default())
     }
 
-    fn health(&self) -> Result<()> {
+    async fn health(&self) -> Result<()> {
         self.check_failed()?;
         self.journal.health()
     }
 
-    fn stats(&self) -> Result<StoreStats> {
+    async fn stats(&self) -> Result<StoreStats> {
         self.tick();
-        self.health()?;
+        self.health().await?;
         let st = self.state.read();
         Ok(StoreStats {
             users: st.users.len() as u64,
@@ -428,43 +476,46 @@ impl<J: Journal> Graph for Store<J> {
     }
 }
 
+#[async_trait]
 impl<J: Journal> Jobs for Store<J> {
-    fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
+    async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
         self.tick();
         let st = self.state.read();
         Ok(st.jobs.values().take(limit).cloned().collect())
     }
 
-    fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
+    async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
         self.tick();
         let st = self.state.read();
         let until = Millis(now.0.saturating_add(lease_ms));
         Ok(st.jobs.values().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect())
     }
 
-    fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
+    async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
         self.tick();
-        let recorded = self.commit(|st| {
-            let mut recorded = Vec::with_capacity(progress.len());
-            let mut changes = Vec::new();
-            for p in progress {
-                let key = match *p {
-                    JobProgress::Checkpoint(k, _) | JobProgress::Complete(k) => k,
-                };
-                let change = match (st.jobs.get(&key), *p) {
-                    (Some(_), _) if !self.leases.may_advance(key, worker) => None,
-                    // A checkpoint never moves back.
-                    (Some(j), JobProgress::Checkpoint(_, pos)) if j.cursor.is_none_or(|c| c < pos) => {
-                        Some(Change::PutJob(Job { cursor: Some(pos), ..j.clone() }))
-                    }
-                    (Some(_), JobProgress::Complete(_)) => Some(Change::DelJob(key)),
-                    _ => None,
-                };
-                recorded.push(change.is_some());
-                changes.extend(change);
-            }
-            Ok((recorded, changes))
-        })?;
+        let recorded = self
+            .commit(|st| {
+                let mut recorded = Vec::with_capacity(progress.len());
+                let mut changes = Vec::new();
+                for p in progress {
+                    let key = match *p {
+                        JobProgress::Checkpoint(k, _) | JobProgress::Complete(k) => k,
+                    };
+                    let change = match (st.jobs.get(&key), *p) {
+                        (Some(_), _) if !self.leases.may_advance(key, worker) => None,
+                        // A checkpoint never moves back.
+                        (Some(j), JobProgress::Checkpoint(_, pos)) if j.cursor.is_none_or(|c| c < pos) => {
+                            Some(Change::PutJob(Job { cursor: Some(pos), ..j.clone() }))
+                        }
+                        (Some(_), JobProgress::Complete(_)) => Some(Change::DelJob(key)),
+                        _ => None,
+                    };
+                    recorded.push(change.is_some());
+                    changes.extend(change);
+                }
+                Ok((recorded, changes))
+            })
+            .await?;
         for p in progress {
             if let JobProgress::Complete(k) = p {
                 self.leases.release(*k);
@@ -474,87 +525,96 @@ impl<J: Journal> Jobs for Store<J> {
     }
 }
 
+#[async_trait]
 impl<J: Journal> Activity for Store<J> {
-    fn touch(&self, user: UserId, at: Millis) -> Result<()> {
+    async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
         self.activity.touch(user, at);
         Ok(())
     }
-    fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
+    async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
         self.tick();
         Ok(self.activity.last_active(users))
     }
-    fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
+    async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
         Ok(self.activity.inactive_before(cutoff))
     }
-    fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
+    async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
         Ok(self.activity.export())
     }
-    fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
+    async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
         self.activity.import(entries);
         Ok(())
     }
 }
 
+#[async_trait]
 impl<J: Journal> HotAuthors for Store<J> {
-    fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
+    async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
         self.hot.mark(author, key);
         Ok(())
     }
-    fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
+    async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
         self.tick();
         Ok(self.hot.above(authors, floor))
     }
-    fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
+    async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
         Ok(self.hot.export())
     }
-    fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
+    async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
         self.hot.import(entries);
         Ok(())
     }
 }
 
+#[async_trait]
 impl<J: Journal> Inboxes for Store<J> {
-    fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
+    async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
         self.tick();
         Ok(self.inboxes.deliver(key, users))
     }
-    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Option<InboxRead>> {
+    async fn read_inbox(
+        &self,
+        user: UserId,
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Option<InboxRead>> {
         self.tick();
         Ok(self.inboxes.read(user, range, dir, limit))
     }
-    fn begin_rebuild(&self, user: UserId) -> Result<()> {
+    async fn begin_rebuild(&self, user: UserId) -> Result<()> {
         self.tick();
         self.inboxes.begin_rebuild(user);
         Ok(())
     }
-    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+    async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
         self.tick();
         self.inboxes.finish_rebuild(user, keys, floor);
         Ok(())
     }
-    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+    async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
         self.tick();
         self.inboxes.merge(user, keys, floor);
         Ok(())
     }
-    fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
+    async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
         self.tick();
         Ok(self.inboxes.floor(user))
     }
-    fn drop_inbox(&self, user: UserId) -> Result<()> {
+    async fn drop_inbox(&self, user: UserId) -> Result<()> {
         self.tick();
         self.inboxes.drop_inbox(user);
         Ok(())
     }
-    fn inbox_stats(&self) -> Result<InboxStats> {
+    async fn inbox_stats(&self) -> Result<InboxStats> {
         self.tick();
         Ok(self.inboxes.stats())
     }
-    fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
+    async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
         self.tick();
         Ok(self.inboxes.export())
     }
-    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
+    async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
         self.tick();
         self.inboxes.import(user, floor, keys);
         Ok(())

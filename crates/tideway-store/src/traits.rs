@@ -4,6 +4,7 @@
 use crate::change::{Job, Promotion, Record};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxStats};
+use async_trait::async_trait;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId, Visibility};
@@ -105,41 +106,45 @@ impl ItemChange {
 }
 
 /// Items, their outboxes, reposts and home insertions.
+#[async_trait]
 pub trait Items: Send + Sync {
     /// Stores a new item atomically with its fan-out job (when `fan_out`).
     /// Idempotency keys and repeated reposts return the existing item.
-    fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome>;
+    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome>;
     /// Changes an existing, non-deleted item (a patch or a soft delete), as
     /// data a remote engine can apply in one statement. Returns the item as
     /// changed, or `None` when it is unknown or already deleted.
-    fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>>;
+    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>>;
     /// The records named by `keys`, in order.
-    fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
+    async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
     /// Keys authored by any of `authors` in `range`, in `dir` order, at most `limit`.
-    fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    async fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize)
+    -> Result<Vec<Key>>;
     /// For each original, its non-deleted reposts by any of `reposters`.
-    fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>>;
+    async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>>;
     /// Everything a page shows beside the items, in one call: for each item
     /// its counts and, with a viewer, the viewer's own marks.
-    fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>>;
+    async fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>)
+    -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>>;
     /// Sets or clears one reaction; returns whether anything changed.
-    fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool>;
+    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool>;
     /// Stores a promotion.
-    fn create_promotion(&self, p: Promotion) -> Result<()>;
+    async fn create_promotion(&self, p: Promotion) -> Result<()>;
     /// Promotions running at `now`.
-    fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>>;
+    async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>>;
     /// Records an insertion of `item` into `user`'s home at `key`.
-    fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()>;
+    async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()>;
     /// Insertion keys of `user`'s home in `range`.
-    fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
     /// For each item, the earliest key at which it was inserted into `user`'s home.
-    fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>>;
+    async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>>;
 }
 
 /// The follow graph, blocks and mutes.
+#[async_trait]
 pub trait Graph: Send + Sync {
     /// Follows every target in one storage round.
-    fn follow_many(
+    async fn follow_many(
         &self,
         user: UserId,
         targets: &[UserId],
@@ -147,14 +152,14 @@ pub trait Graph: Send + Sync {
         max_following: usize,
     ) -> Result<Vec<FollowStatus>>;
     /// Returns whether an edge was removed.
-    fn unfollow(&self, user: UserId, target: UserId) -> Result<bool>;
+    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool>;
     /// Blocks (removing follows both ways) or unblocks.
-    fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
-    fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
+    async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
+    async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
     /// Everyone `user` follows (at most `graph.max_following`).
-    fn followees(&self, user: UserId) -> Result<Vec<UserId>>;
+    async fn followees(&self, user: UserId) -> Result<Vec<UserId>>;
     /// A page of a list, newest first, after the `(since, id)` position.
-    fn list(
+    async fn list(
         &self,
         user: UserId,
         which: ListKind,
@@ -163,15 +168,16 @@ pub trait Graph: Send + Sync {
     ) -> Result<Vec<(UserId, Millis)>>;
     /// Followers in order of follow after the position `after`: the chunks
     /// of a fan-out job.
-    fn followers_chunk(&self, user: UserId, after: Option<FollowerPos>, limit: usize) -> Result<Vec<FollowerPos>>;
+    async fn followers_chunk(&self, user: UserId, after: Option<FollowerPos>, limit: usize)
+    -> Result<Vec<FollowerPos>>;
     /// The relation of `user` to each of `others`.
-    fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>>;
-    fn counts(&self, user: UserId) -> Result<UserCounts>;
+    async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>>;
+    async fn counts(&self, user: UserId) -> Result<UserCounts>;
     /// Store-wide counters; fails when storage cannot take writes (readiness).
-    fn stats(&self) -> Result<StoreStats>;
+    async fn stats(&self) -> Result<StoreStats>;
     /// Fails when storage cannot take writes and will not recover without a
     /// restart (liveness).
-    fn health(&self) -> Result<()>;
+    async fn health(&self) -> Result<()>;
 }
 
 /// A follower's position in the followers of a user: followers are walked in
@@ -202,69 +208,79 @@ pub type WorkerId = u64;
 /// - a checkpoint never moves back: progress behind the recorded cursor is
 ///   ignored, so a slow worker cannot undo a faster one's work;
 /// - `Complete` removes the job.
+#[async_trait]
 pub trait Jobs: Send + Sync {
     /// Up to `limit` pending jobs, oldest first, whoever holds them.
-    fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
+    async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
     /// Claims jobs for `worker` (see the trait's contract).
-    fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>>;
+    async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>>;
     /// Records the progress of many jobs in one durable write; for each,
     /// whether it was recorded (false: the job is held by another worker,
     /// gone, or the checkpoint would move back).
-    fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>>;
+    async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>>;
 }
 
 /// When each reader last read their home: who is active and gets pushes.
 /// Shared by every node of a deployment (it decides which inboxes exist).
+#[async_trait]
 pub trait Activity: Send + Sync {
     /// Records a read of `user`'s home at `at` (never moves back).
-    fn touch(&self, user: UserId, at: Millis) -> Result<()>;
+    async fn touch(&self, user: UserId, at: Millis) -> Result<()>;
     /// The last read of each user, in order.
-    fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>>;
+    async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>>;
     /// Users whose last read is before `cutoff`.
-    fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>>;
+    async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>>;
     /// Everything, for a snapshot; and back.
-    fn export_activity(&self) -> Result<Vec<(UserId, Millis)>>;
-    fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()>;
+    async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>>;
+    async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()>;
 }
 
 /// Hot authors' items that were not pushed: each hot author's newest
 /// unpushed key. A home page pulls, above the reader's inbox floor, the
 /// outboxes of the followed authors listed here. Shared by every node.
+#[async_trait]
 pub trait HotAuthors: Send + Sync {
     /// Records that `author`'s item `key` was not pushed (keeps the newest).
-    fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()>;
+    async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()>;
     /// Of `authors`, those with an unpushed key above `floor`, in order.
-    fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>>;
+    async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>>;
     /// Everything, for a snapshot (sorted by author); and back.
-    fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>>;
-    fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()>;
+    async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>>;
+    async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()>;
 }
 
 /// Materialised home inboxes (an optimisation: everything in them can be
 /// rebuilt from the outboxes). Each inbox is complete for keys above its
 /// floor, holds at most `timeline.max_len` keys, and may be absent. Every
 /// call may fail (a remote engine is down): losing an inbox loses no data.
+#[async_trait]
 pub trait Inboxes: Send + Sync {
     /// Adds `key` to the present inboxes of `users`; returns how many took it.
-    fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize>;
+    async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize>;
     /// Keys of `user`'s inbox in `range` above its floor; `None` if absent.
-    fn read_inbox(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Option<InboxRead>>;
+    async fn read_inbox(
+        &self,
+        user: UserId,
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Option<InboxRead>>;
     /// Starts a rebuild: the inbox becomes present-but-building and records
     /// deliveries, so none is lost while the outboxes are read.
-    fn begin_rebuild(&self, user: UserId) -> Result<()>;
+    async fn begin_rebuild(&self, user: UserId) -> Result<()>;
     /// Finishes a rebuild with the keys read (newest first) and their floor.
-    fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()>;
+    async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()>;
     /// Merges keys (a follow's backfill) into a present inbox, first raising
     /// its floor to at least `floor` (the backfill is complete only above it).
-    fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()>;
+    async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()>;
     /// The floor of a present inbox.
-    fn inbox_floor(&self, user: UserId) -> Result<Option<Key>>;
-    fn drop_inbox(&self, user: UserId) -> Result<()>;
-    fn inbox_stats(&self) -> Result<InboxStats>;
+    async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>>;
+    async fn drop_inbox(&self, user: UserId) -> Result<()>;
+    async fn inbox_stats(&self) -> Result<InboxStats>;
     /// Every present inbox as (user, floor, keys ascending): for a snapshot.
-    fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>>;
+    async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>>;
     /// Installs an inbox from a snapshot.
-    fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()>;
+    async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()>;
 }
 
 /// Everything a backend provides.

@@ -131,6 +131,7 @@ pub async fn serve(
     let backend = open_backend(&cfg)?;
     let svc = Arc::new(
         FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock))
+            .await
             .map_err(|e| e.to_string())?,
     );
     // Warm inboxes after a clean restart (the snapshot is used once).
@@ -138,7 +139,7 @@ pub async fn serve(
         (cfg.storage.backend == BackendKind::Embedded).then(|| cfg.storage.data_dir.join("inboxes.snapshot"));
     if let Some(path) = &snapshot {
         let t = std::time::Instant::now();
-        match svc.load_snapshot(path) {
+        match svc.load_snapshot(path).await {
             Ok(Some(s)) => tracing::info!(
                 inboxes = s.inboxes,
                 entries = s.entries,
@@ -198,12 +199,9 @@ pub async fn serve(
     }
     // Only a quiet service may be snapshotted: no request and no delivery runs.
     if let (Some(path), true) = (&snapshot, worker_stopped) {
-        let svc = svc.clone();
-        let path = path.clone();
-        match tokio::task::spawn_blocking(move || svc.save_snapshot(&path)).await {
-            Ok(Ok(s)) => tracing::info!(inboxes = s.inboxes, entries = s.entries, "inbox snapshot written"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "inbox snapshot not written: inboxes rebuild on read"),
-            Err(e) => tracing::warn!(error = %e, "inbox snapshot task failed"),
+        match svc.save_snapshot(path).await {
+            Ok(s) => tracing::info!(inboxes = s.inboxes, entries = s.entries, "inbox snapshot written"),
+            Err(e) => tracing::warn!(error = %e, "inbox snapshot not written: inboxes rebuild on read"),
         }
     }
     drop(svc); // closes the store; fjall persists its journal on drop

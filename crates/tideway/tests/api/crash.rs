@@ -185,13 +185,14 @@ async fn a_million_follower_delivery_survives_kill_9() {
     let item = {
         let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("open");
         for f in 2..FOLLOWERS + 2 {
-            store.follow_many(UserId(f), &[UserId(1)], Millis(1), 10).expect("follow");
+            store.follow_many(UserId(f), &[UserId(1)], Millis(1), 10).await.expect("follow");
         }
         let backend: std::sync::Arc<dyn tideway_store::Backend> = std::sync::Arc::new(store);
         let opts = tideway_service::ServiceOptions { hot_followers: u64::MAX, ..Default::default() };
         let svc = tideway_service::FeedService::new(backend, opts, std::sync::Arc::new(tideway_service::SystemClock))
+            .await
             .expect("service");
-        let (v, _) = svc.create_item(NewItem::new(UserId(1), ItemKind::Post)).expect("post");
+        let (v, _) = svc.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
         v.item.id.0.to_string()
     };
     // Deliver in chunks of 100 (10,000 durable steps), and kill -9 midway.
@@ -201,7 +202,7 @@ async fn a_million_follower_delivery_survives_kill_9() {
     drop(p); // SIGKILL
     let cursor = {
         let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("reopen");
-        let jobs = store.pending_jobs(10).expect("jobs");
+        let jobs = store.pending_jobs(10).await.expect("jobs");
         assert_eq!(jobs.len(), 1, "the delivery was still running when killed (raise the chunk count if not)");
         jobs[0].cursor.map_or(0, |c| c.1.0)
     };
