@@ -2,5 +2,6 @@
 //! wiring, shared by `main` and the black-box tests (which start the real
 //! server in-process on port 0, or spawn the binary to crash it).
 
+pub mod import;
 pub mod server;
 pub mod settings;

@@ -37,6 +37,25 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Load a follow graph and/or items from files straight into the
+    /// embedded store (stop the server first). Formats: docs/import.md.
+    Import {
+        /// Edge list: `follower followee` per line (gzip allowed).
+        #[arg(long)]
+        follows: Option<PathBuf>,
+        /// JSON lines of items, each with `author` and `created_at` (gzip allowed).
+        #[arg(long)]
+        items: Option<PathBuf>,
+        /// Time recorded for every imported follow (RFC 3339; default now).
+        #[arg(long)]
+        since: Option<String>,
+        /// Data directory of the embedded store (overrides storage.data_dir).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Print the configuration: the effective one (defaults, file and
     /// environment applied), or with --example the commented defaults.
     Config {
@@ -66,6 +85,30 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Command::Import { follows, items, since, data_dir, config } => {
+            let cfg = match settings::load(config.as_deref(), None, data_dir) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("tideway: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let since = match since.as_deref().map(|s| tideway_core::Millis::parse_rfc3339("--since", s)).transpose() {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("tideway: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let args = tideway::import::ImportArgs { follows, items, since };
+            match tideway::import::run(&cfg, &args) {
+                Ok(summary) => emit(&format!("{summary}\n")),
+                Err(e) => {
+                    eprintln!("tideway import: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
         Command::Serve { listen, data_dir, config } => {
             server::init_tracing();
             let cfg = match settings::load(config.as_deref(), listen, data_dir) {

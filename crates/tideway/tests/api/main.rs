@@ -9,6 +9,7 @@ mod feeds;
 mod graph;
 mod hardening;
 mod helpers;
+mod import;
 mod items;
 mod promotions;
 mod reactions;
