@@ -1,0 +1,223 @@
+//! Feed pages: home (inbox above the floor, outboxes below), profile,
+//! promotions woven in, direct home insertions, inbox rebuilds.
+
+use super::{FeedService, PageSpec, page_spec};
+use crate::error::{Result, ServiceError};
+use crate::feed::{Evaluator, Found, HomeSource, PullSource, walk};
+use crate::view::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use tideway_core::cursor::{Cursor, FeedScope};
+use tideway_core::merge::{Direction, KeyRange, merge_sorted};
+use tideway_core::{Item, ItemId, Key, Relation, UserId};
+use tideway_store::Promotion;
+
+impl FeedService {
+    /// Turns walked entries into a page: positions, cursors, promotions (home
+    /// only: `promos` are the promoted items the viewer may see), hydration.
+    pub(super) async fn finish_page(
+        &self,
+        spec: &PageSpec,
+        (mut found, more): (Vec<Found>, bool),
+        scope: &FeedScope<'_>,
+        viewer: Option<UserId>,
+        promos: &[(Promotion, Arc<Item>)],
+    ) -> Result<Page> {
+        let enc = |k: Key, index: i64| Cursor { key: k, aux: index as u64 }.encode(scope);
+        if spec.dir == Direction::Newer {
+            found.reverse();
+        }
+        // Organic positions from the top of the feed, newest first.
+        let m = found.len() as i64;
+        let index_at = |p: usize| match spec.dir {
+            Direction::Older => spec.index + 1 + p as i64,
+            Direction::Newer => spec.index - (m - p as i64),
+        };
+        // Weave promotions in: after organic entry k when k % every == 0,
+        // each promotion at most once per page, never with a cursor of its own.
+        let mut rows: Vec<(Option<Found>, usize, i64)> = Vec::with_capacity(found.len() + promos.len());
+        let mut used = vec![false; promos.len()];
+        for (p, f) in found.into_iter().enumerate() {
+            let k = index_at(p);
+            rows.push((Some(f), p, k));
+            for (i, (promo, _)) in promos.iter().enumerate() {
+                if !used[i] && k > 0 && k % i64::from(promo.every.max(1)) == 0 {
+                    used[i] = true;
+                    rows.push((None, i, k));
+                }
+            }
+        }
+        // `limit` counts every entry: cut the side away from the cursor.
+        // `cut`: an organic entry was left for the next page (dropping only
+        // promotions must not announce a page that would be empty).
+        // Newer pages keep the organic entries nearest the cursor: promotions
+        // give way first, then the newest organic entries (the next poll).
+        let mut cut = false;
+        if rows.len() > spec.limit {
+            match spec.dir {
+                Direction::Older => cut = rows.drain(spec.limit..).any(|r| r.0.is_some()),
+                Direction::Newer => {
+                    while rows.len() > spec.limit {
+                        let at = rows.iter().position(|r| r.0.is_none()).unwrap_or(0);
+                        rows.remove(at);
+                    }
+                }
+            }
+        }
+        let organic: Vec<(Key, i64)> = rows.iter().filter_map(|r| r.0.as_ref().map(|f| (f.entry.key, r.2))).collect();
+        let (next, prev) = match spec.dir {
+            Direction::Older => {
+                let next = if more || cut { organic.last().map(|&(k, i)| enc(k, i)) } else { None };
+                let prev = match (organic.first(), spec.cursor) {
+                    (Some(&(k, i)), _) => Some(enc(k, i)),
+                    (None, Some(c)) => Some(enc(c.saturating_sub(1), spec.index)),
+                    (None, None) => None,
+                };
+                (next, prev)
+            }
+            Direction::Newer => {
+                let c = spec.cursor.unwrap_or(0);
+                let prev = Some(organic.first().map_or_else(|| enc(c, spec.index), |&(k, i)| enc(k, i)));
+                let next =
+                    Some(organic.last().map_or_else(|| enc(c.saturating_add(1), spec.index), |&(k, i)| enc(k, i)));
+                (next, prev)
+            }
+        };
+        // One hydration call for the organic items and the promoted ones.
+        let items: Vec<Arc<Item>> = rows
+            .iter()
+            .map(|(f, i, _)| match f {
+                Some(f) => f.item.clone(),
+                None => promos[*i].1.clone(),
+            })
+            .collect();
+        let views = self.hydrate(items, viewer).await?;
+        let mut last_cursor = spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default();
+        let entries = rows
+            .into_iter()
+            .zip(views)
+            .map(|((f, _, k), item)| match f {
+                Some(f) => {
+                    last_cursor = enc(f.entry.key, k);
+                    EntryView {
+                        cursor: last_cursor.clone(),
+                        reason: f.entry.reason.into(),
+                        item,
+                        sources: f.entry.sources,
+                    }
+                }
+                None => EntryView { cursor: last_cursor.clone(), reason: Reason::Promoted, item, sources: vec![] },
+            })
+            .collect();
+        Ok(Page { entries, next_cursor: next, prev_cursor: prev })
+    }
+
+    /// The running promotions whose items `user` may see in home.
+    pub(super) async fn promotions_for(&self, user: UserId) -> Result<Vec<(Promotion, Arc<Item>)>> {
+        let promos = self.backend.active_promotions(self.clock.now()).await?;
+        if promos.is_empty() {
+            return Ok(vec![]);
+        }
+        let ids: Vec<ItemId> = promos.iter().map(|p| p.item).collect();
+        let items = self.live_items(&ids).await?;
+        let authors: Vec<UserId> = items.iter().flatten().map(|i| i.author).collect();
+        let rels: HashMap<UserId, Relation> =
+            authors.iter().copied().zip(self.backend.relations(user, &authors).await?).collect();
+        Ok(promos
+            .into_iter()
+            .zip(items)
+            .filter_map(|(p, i)| i.map(|i| (p, i)))
+            .filter(|(_, i)| {
+                let r = if i.author == user {
+                    Relation::default()
+                } else {
+                    rels.get(&i.author).copied().unwrap_or_default()
+                };
+                i.visible_to(Some(user), r.following) && !r.hidden(true)
+            })
+            .collect())
+    }
+
+    /// `F(u)`: the users `u` follows, and `u`.
+    pub(super) async fn sources_of(&self, user: UserId) -> Result<Vec<UserId>> {
+        let mut f = self.backend.followees(user).await?;
+        f.push(user);
+        Ok(f)
+    }
+
+    /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
+    /// `F(user)` (at most `max_len` keys of work) when it is absent.
+    pub(super) async fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<()> {
+        if self.backend.inbox_floor(user).await?.is_some() {
+            return Ok(());
+        }
+        self.backend.begin_rebuild(user).await?;
+        let n = self.opts.max_len;
+        let mut outbox = self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n).await?;
+        let mut inserts = self.backend.inserts(user, KeyRange::ALL, Direction::Older, n).await?;
+        outbox.reverse();
+        inserts.reverse();
+        let keys = merge_sorted(&[&outbox, &inserts], KeyRange::ALL, Direction::Older, n);
+        // Complete above the floor: everything, unless the cap cut it short.
+        let floor = if keys.len() >= n { keys.last().map_or(0, |k| k.saturating_sub(1)) } else { 0 };
+        self.backend.finish_rebuild(user, &keys, floor).await?;
+        metrics::counter!("tideway_inbox_rebuilds_total").increment(1);
+        Ok(())
+    }
+
+    /// A page of `home(user).await`. Reading marks the user active.
+    pub async fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
+        let scope = FeedScope::Home(user.0);
+        let spec = page_spec(req, &scope)?;
+        self.backend.touch(user, self.clock.now()).await?;
+        let f_list = self.sources_of(user).await?;
+        let f_set: HashSet<UserId> = f_list.iter().copied().collect();
+        self.ensure_inbox(user, &f_list).await?;
+        let floor = self.backend.inbox_floor(user).await?.unwrap_or(0);
+        let pulled = self.backend.unpushed_above(&f_list, floor).await?;
+        let backend = self.backend.as_ref();
+        let mut source = HomeSource::new(backend, user, &f_list, &pulled, spec.dir, spec.cursor);
+        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set };
+        let walked = walk(&mut source, &eval, spec.limit).await?;
+        let promos = self.promotions_for(user).await?;
+        self.finish_page(&spec, walked, &scope, Some(user), &promos).await
+    }
+
+    /// A page of `profile(author).await` seen by `viewer`.
+    pub async fn profile(&self, author: UserId, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
+        let scope = FeedScope::Profile(author.0);
+        let spec = page_spec(req, &scope)?;
+        if let Some(v) = viewer
+            && self.relation(v, author).await?.blocked_either_way()
+        {
+            return self.finish_page(&spec, (vec![], false), &scope, viewer, &[]).await;
+        }
+        let backend = self.backend.as_ref();
+        let authors = [author];
+        let mut source =
+            PullSource { backend, authors: &authors, inserts_of: None, dir: spec.dir, bound: spec.cursor, stop: None };
+        let eval = Evaluator::Profile { backend, author, viewer };
+        let walked = walk(&mut source, &eval, spec.limit).await?;
+        self.finish_page(&spec, walked, &scope, viewer, &[]).await
+    }
+
+    /// Inserts an item directly into `user`'s home (a card, a system message).
+    /// Returns the item and the key (feed position) of the insertion.
+    /// The item must be one `user` may see (visible to them, no block
+    /// between them and its author): anything else answers 404, exactly as
+    /// an unknown id, so an insert never reveals an item its owner could not
+    /// read. An item of an author `user` mutes is accepted and stays hidden
+    /// from the home while the mute lasts, like the author's other items.
+    pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<(ItemView, Key)> {
+        let it = self.live_item(item).await?;
+        let rel = self.relation(user, it.author).await?;
+        if !it.visible_to(Some(user), rel.following) || rel.blocked_either_way() {
+            return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
+        }
+        let now = self.clock.now();
+        let key = self.ids.next(now)?;
+        self.backend.insert_home(user, item, key).await?;
+        self.backend.deliver(key, &[user]).await?;
+        Ok((self.hydrate_one(it, Some(user)).await?, key))
+    }
+}

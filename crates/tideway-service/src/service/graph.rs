@@ -1,0 +1,122 @@
+//! The follow graph: follows (with the inbox backfill), blocks, mutes,
+//! the following and followers lists, relationships.
+
+use super::FeedService;
+use crate::error::{Result, ServiceError};
+use crate::view::*;
+use tideway_core::cursor::{Cursor, FeedScope};
+use tideway_core::limits::{DEFAULT_PAGE, MAX_BATCH_FOLLOW, MAX_BATCH_IDS, MAX_PAGE};
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Millis, Relation, UserId};
+use tideway_store::{FollowStatus, ListKind};
+
+impl FeedService {
+    /// Follows many targets in one storage round; brings their recent items
+    /// into the follower's inbox.
+    pub async fn follow_many(&self, user: UserId, targets: &[UserId]) -> Result<Vec<(UserId, FollowStatus)>> {
+        if targets.len() > MAX_BATCH_FOLLOW {
+            return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_FOLLOW} targets per call")));
+        }
+        if targets.contains(&user) {
+            return Err(ServiceError::invalid("targets", "a user cannot follow themselves"));
+        }
+        let statuses = self.backend.follow_many(user, targets, self.clock.now(), self.opts.max_following).await?;
+        let new: Vec<UserId> = targets
+            .iter()
+            .zip(&statuses)
+            .filter(|(_, s)| matches!(s, FollowStatus::Followed(_)))
+            .map(|(t, _)| *t)
+            .collect();
+        if !new.is_empty()
+            && let Some(floor) = self.backend.inbox_floor(user).await?
+        {
+            let range = KeyRange { above: Some(floor), below: None };
+            let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len).await?;
+            // Cut short at max_len keys, the backfill is complete only down to
+            // its oldest key: below that, pages pull from the outboxes.
+            let complete_above = match keys.last() {
+                Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
+                _ => floor,
+            };
+            self.backend.merge_inbox(user, &keys, complete_above).await?;
+        }
+        Ok(targets.iter().copied().zip(statuses).collect())
+    }
+
+    /// Follows one target: `Ok(since)`, or the reason it was refused.
+    pub async fn follow(&self, user: UserId, target: UserId) -> Result<Millis> {
+        if user == target {
+            return Err(ServiceError::invalid("target", "a user cannot follow themselves"));
+        }
+        match self.follow_many(user, &[target]).await?.pop().map(|(_, s)| s) {
+            Some(FollowStatus::Followed(t) | FollowStatus::Already(t)) => Ok(t),
+            Some(FollowStatus::Blocked) => {
+                Err(ServiceError::Forbidden(format!("a block separates users {user} and {target}")))
+            }
+            Some(FollowStatus::Limit) | None => Err(ServiceError::LimitExceeded(format!(
+                "user {user} already follows {} users, the most allowed (graph.max_following)",
+                self.opts.max_following
+            ))),
+        }
+    }
+
+    pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
+        self.backend.unfollow(user, target).await?;
+        Ok(())
+    }
+
+    pub(super) fn check_not_self(user: UserId, target: UserId, what: &str) -> Result<()> {
+        if user == target {
+            return Err(ServiceError::invalid("target", format!("a user cannot {what} themselves")));
+        }
+        Ok(())
+    }
+
+    pub async fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
+        Self::check_not_self(user, target, "block")?;
+        self.backend.set_block(user, target, on, self.clock.now()).await?;
+        Ok(())
+    }
+
+    pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
+        Self::check_not_self(user, target, "mute")?;
+        self.backend.set_mute(user, target, on, self.clock.now()).await?;
+        Ok(())
+    }
+
+    pub async fn list(&self, user: UserId, which: ListKind, limit: usize, cursor: Option<&str>) -> Result<UserPage> {
+        let limit = if limit == 0 { DEFAULT_PAGE } else { limit };
+        if limit > MAX_PAGE {
+            return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
+        }
+        let scope = match which {
+            ListKind::Following => FeedScope::Following(user.0),
+            ListKind::Followers => FeedScope::Followers(user.0),
+        };
+        let after = match cursor {
+            Some(c) => {
+                let c = Cursor::decode(c, &scope)?;
+                Some((Millis(i64::try_from(c.key).unwrap_or(i64::MAX)), UserId(c.aux)))
+            }
+            None => None,
+        };
+        let mut users = self.backend.list(user, which, after, limit + 1).await?;
+        let more = users.len() > limit;
+        users.truncate(limit);
+        let next_cursor = if more {
+            users
+                .last()
+                .map(|(id, since)| Cursor { key: u64::try_from(since.0).unwrap_or(0), aux: id.0 }.encode(&scope))
+        } else {
+            None
+        };
+        Ok(UserPage { users, next_cursor })
+    }
+
+    pub async fn relationships(&self, user: UserId, targets: &[UserId]) -> Result<Vec<Relation>> {
+        if targets.len() > MAX_BATCH_IDS {
+            return Err(ServiceError::invalid("targets", format!("at most {MAX_BATCH_IDS} targets")));
+        }
+        Ok(self.backend.relations(user, targets).await?)
+    }
+}

@@ -1,0 +1,321 @@
+//! Items: create, read, patch, delete, hydration, reactions and promotions.
+
+use super::{FeedService, MAX_ID_ATTEMPTS};
+use crate::error::{Result, ServiceError};
+use crate::view::*;
+use std::sync::Arc;
+use tideway_core::limits::MAX_BATCH_IDS;
+use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
+use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, StoreError};
+
+impl FeedService {
+    pub(super) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
+        Ok(match self.backend.records(&[id.0]).await?.pop().flatten() {
+            Some(tideway_store::Record::Item(i)) => Some(i),
+            _ => None,
+        })
+    }
+
+    /// The items named by `ids`, in order; `None` for unknown or deleted ones.
+    pub(super) async fn live_items(&self, ids: &[ItemId]) -> Result<Vec<Option<Arc<Item>>>> {
+        let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
+        Ok(self
+            .backend
+            .records(&keys)
+            .await?
+            .into_iter()
+            .map(|r| match r {
+                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
+                _ => None,
+            })
+            .collect())
+    }
+
+    pub(super) async fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
+        match self.load_item(id).await? {
+            Some(i) if !i.deleted => Ok(i),
+            _ => Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted"))),
+        }
+    }
+
+    pub(super) async fn relation(&self, user: UserId, other: UserId) -> Result<Relation> {
+        if user == other {
+            return Ok(Relation::default());
+        }
+        Ok(self.backend.relations(user, &[other]).await?.pop().unwrap_or_default())
+    }
+
+    /// Creates an item. Returns the item and whether it was new (false: an
+    /// idempotent repeat, or a repeated repost).
+    pub async fn create_item(&self, new: NewItem) -> Result<(ItemView, bool)> {
+        let mut new = new.validated()?;
+        let author = new.author;
+        let mut reply_to_author = None;
+        if let Some(target) = new.repost_of {
+            let mut original = self.live_item(target).await?;
+            if let Some(inner) = original.repost_of {
+                original = self.live_item(inner).await?; // a repost of a repost reposts the original
+            }
+            if original.visibility != Visibility::Public {
+                return Err(ServiceError::Forbidden(format!(
+                    "item {} is not public and cannot be reposted",
+                    original.id
+                )));
+            }
+            if self.relation(author, original.author).await?.blocked_either_way() {
+                return Err(ServiceError::Forbidden(format!(
+                    "a block separates user {author} from the author of item {}",
+                    original.id
+                )));
+            }
+            new.repost_of = Some(original.id);
+        }
+        if let Some(parent_id) = new.reply_to {
+            let parent = self.live_item(parent_id).await?;
+            let rel = self.relation(author, parent.author).await?;
+            if rel.blocked_either_way() {
+                return Err(ServiceError::Forbidden(format!(
+                    "a block separates user {author} from the author of item {parent_id}"
+                )));
+            }
+            if !parent.visible_to(Some(author), rel.following) {
+                return Err(ServiceError::NotFound(format!("item {parent_id} does not exist or was deleted")));
+            }
+            reply_to_author = Some(parent.author);
+        }
+        let now = self.clock.now();
+        if let Some(t) = new.created_at {
+            // Imports are of the past. A time a little ahead (the app's clock
+            // runs fast) is taken as now; further ahead would sit above every
+            // newer item and hide new posts from pollers.
+            if t.0 > now.0.saturating_add(self.opts.max_clock_skew_ms) {
+                return Err(ServiceError::invalid(
+                    "created_at",
+                    format!(
+                        "{t} is ahead of the server clock ({now}) by more than items.max_clock_skew ({} ms); \
+                         created_at is for importing the past",
+                        self.opts.max_clock_skew_ms
+                    ),
+                ));
+            }
+            if t > now {
+                new.created_at = None;
+            }
+        }
+        // Hot authors are not pushed: their followers pull them on read.
+        let hot = !new.kind.is_card() && self.backend.counts(author).await?.followers >= self.opts.hot_followers;
+        let fan_out = !new.kind.is_card() && !hot;
+        let mut attempt = 0;
+        let outcome = loop {
+            let id = match new.created_at {
+                Some(t) => self.ids.at(t)?,
+                None => self.ids.next(now)?,
+            };
+            let item = Item {
+                id: ItemId(id),
+                author,
+                kind: new.kind.clone(),
+                body: new.body.clone(),
+                visibility: new.visibility,
+                tags: new.tags.clone(),
+                mentions: new.mentions.clone(),
+                object: new.object.clone(),
+                repost_of: new.repost_of,
+                reply_to: new.reply_to,
+                reply_to_author,
+                idempotency_key: new.idempotency_key.clone(),
+                deleted: false,
+            };
+            match self.backend.create_item(item, fan_out, now).await {
+                Err(StoreError::IdTaken(key)) if attempt < MAX_ID_ATTEMPTS => {
+                    self.ids.taken(key);
+                    attempt += 1;
+                }
+                Err(StoreError::IdTaken(key)) => {
+                    return Err(ServiceError::Conflict(format!(
+                        "no free item id found near {} after {MAX_ID_ATTEMPTS} tries; retry",
+                        tideway_core::ids::key_time(key)
+                    )));
+                }
+                other => break other?,
+            }
+        };
+        match outcome {
+            CreateOutcome::Created(item) => {
+                if fan_out || hot {
+                    // The author's own home sees the item at once; followers
+                    // get it from the worker, or pull it if the author is hot.
+                    self.backend.deliver(item.id.0, &[author]).await?;
+                }
+                if fan_out {
+                    self.work.notify_one();
+                }
+                if hot {
+                    // Readers whose inbox floor is below this key pull the
+                    // author's outbox (HotAuthors is shared by every node).
+                    self.backend.mark_unpushed(author, item.id.0).await?;
+                    metrics::counter!("tideway_items_pulled_total").increment(1);
+                }
+                metrics::counter!("tideway_items_created_total").increment(1);
+                Ok((self.hydrate_one(item, Some(author)).await?, true))
+            }
+            CreateOutcome::Existing(item) if item.deleted => Err(ServiceError::Conflict(format!(
+                "idempotency key was used by item {}, which has since been deleted",
+                item.id
+            ))),
+            CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
+                Ok((self.hydrate_one(item, Some(author)).await?, false))
+            }
+        }
+    }
+
+    /// Checks that `actor` (when a user token acts) is the author.
+    pub(super) fn check_author(item: &Item, actor: Option<UserId>) -> Result<()> {
+        match actor {
+            Some(a) if a != item.author => Err(ServiceError::Forbidden(format!(
+                "only the author (user {}) may change item {}",
+                item.author, item.id
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// An item as `viewer` sees it: 404 when it is deleted, unknown, not
+    /// visible to the viewer or separated from them by a block. Without a
+    /// viewer (the app's server key reading on its own behalf) every
+    /// non-deleted item is returned, whatever its visibility.
+    pub async fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
+        let item = self.live_item(id).await?;
+        if let Some(v) = viewer {
+            let rel = self.relation(v, item.author).await?;
+            if !item.visible_to(Some(v), rel.following) || rel.blocked_either_way() {
+                return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
+            }
+        }
+        self.hydrate_one(item, viewer).await
+    }
+
+    /// Items in the order asked; deleted and unknown ones omitted, and with a
+    /// viewer those the viewer cannot see (no viewer: the server's own read,
+    /// every non-deleted item).
+    pub async fn get_items(&self, ids: &[ItemId], viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+        if ids.len() > MAX_BATCH_IDS {
+            return Err(ServiceError::invalid("ids", format!("at most {MAX_BATCH_IDS} ids")));
+        }
+        let items: Vec<Arc<Item>> = self.live_items(ids).await?.into_iter().flatten().collect();
+        let visible: Vec<Arc<Item>> = match viewer {
+            None => items,
+            Some(v) => {
+                let authors: Vec<UserId> = items.iter().map(|i| i.author).collect();
+                let rels = self.backend.relations(v, &authors).await?;
+                items
+                    .into_iter()
+                    .zip(rels)
+                    .filter(|(i, r)| {
+                        let r = if i.author == v { Relation::default() } else { *r };
+                        i.visible_to(Some(v), r.following) && !r.blocked_either_way()
+                    })
+                    .map(|(i, _)| i)
+                    .collect()
+            }
+        };
+        self.hydrate(visible, viewer).await
+    }
+
+    pub async fn patch_item(
+        &self,
+        id: ItemId,
+        body: Option<serde_json::Map<String, serde_json::Value>>,
+        visibility: Option<Visibility>,
+        actor: Option<UserId>,
+    ) -> Result<ItemView> {
+        let item = self.live_item(id).await?;
+        Self::check_author(&item, actor)?;
+        if let Some(b) = &body {
+            tideway_core::item::check_body(b)?;
+        }
+        if item.kind == ItemKind::Repost && visibility.is_some_and(|v| v != Visibility::Public) {
+            return Err(ServiceError::invalid("visibility", "a repost is always public"));
+        }
+        let updated = self
+            .backend
+            .update_item(id, &ItemChange::Patch { body, visibility })
+            .await?
+            .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
+        self.hydrate_one(updated, actor).await
+    }
+
+    /// Soft-deletes an item; deleting a deleted item is a no-op.
+    pub async fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
+        match self.load_item(id).await? {
+            None => Err(ServiceError::NotFound(format!("item {id} does not exist"))),
+            Some(i) if i.deleted => Self::check_author(&i, actor),
+            Some(i) => {
+                Self::check_author(&i, actor)?;
+                self.backend.update_item(id, &ItemChange::Delete).await?;
+                Ok(())
+            }
+        }
+    }
+
+    pub(super) async fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
+        self.hydrate(vec![item], viewer)
+            .await?
+            .pop()
+            .ok_or_else(|| ServiceError::NotFound("item vanished while being read".into()))
+    }
+
+    /// Counts and viewer marks for many items in one storage call.
+    pub(super) async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+        let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
+        let hydration = self.backend.hydration(&ids, viewer).await?;
+        Ok(items.into_iter().zip(hydration).map(|(item, (counts, viewer))| ItemView { item, counts, viewer }).collect())
+    }
+
+    /// Registers a promoted item.
+    pub async fn create_promotion(
+        &self,
+        item: ItemId,
+        every: u32,
+        starts_at: Millis,
+        ends_at: Millis,
+    ) -> Result<Promotion> {
+        if every == 0 || every > 1000 {
+            return Err(ServiceError::invalid("every", "must be 1..=1000 organic entries"));
+        }
+        if ends_at <= starts_at {
+            return Err(ServiceError::invalid("ends_at", "must be after starts_at"));
+        }
+        self.live_item(item).await?;
+        let p = Promotion { id: self.ids.next(self.clock.now())?, item, every, starts_at, ends_at };
+        self.backend.create_promotion(p.clone()).await?;
+        Ok(p)
+    }
+
+    /// Sets (`on`) or clears one reaction of `user` to `item`; returns the
+    /// item's counts after the change.
+    pub async fn react(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<ItemCounts> {
+        let valid = kind.len() <= 32
+            && kind.starts_with(|c: char| c.is_ascii_lowercase())
+            && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+        if !valid {
+            return Err(ServiceError::invalid(
+                "kind",
+                format!("{kind:?} must match [a-z][a-z0-9_]{{0,31}} (like, or an app kind)"),
+            ));
+        }
+        let it = self.live_item(item).await?;
+        let rel = self.relation(user, it.author).await?;
+        if !it.visible_to(Some(user), rel.following) {
+            return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
+        }
+        if on && rel.blocked_either_way() {
+            return Err(ServiceError::Forbidden(format!(
+                "a block separates user {user} from the author of item {item}"
+            )));
+        }
+        self.backend.set_reaction(item, user, kind, on).await?;
+        metrics::counter!("tideway_reactions_total").increment(1);
+        Ok(self.backend.hydration(&[item], None).await?.pop().map(|(c, _)| c).unwrap_or_default())
+    }
+}

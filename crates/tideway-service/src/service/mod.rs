@@ -1,0 +1,157 @@
+//! [`FeedService`]: one method per API operation, over a storage backend,
+//! one room per concern:
+//! * [`items`]: items, hydration, reactions, promotions;
+//! * [`feeds`]: home and profile pages, home insertions, inbox rebuilds;
+//! * [`graph`]: follows, blocks, mutes, lists, relationships;
+//! * [`ops`]: users, stats, health, the inactive sweep, snapshot state.
+
+mod feeds;
+mod graph;
+mod items;
+mod ops;
+
+use crate::clock::Clock;
+use crate::config::Config;
+use crate::error::{Result, ServiceError};
+use crate::view::*;
+use parking_lot::Mutex;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use tideway_core::cursor::{Cursor, FeedScope};
+use tideway_core::limits::{DEFAULT_PAGE, MAX_PAGE};
+use tideway_core::merge::Direction;
+use tideway_core::{IdGenerator, Key, Millis};
+use tideway_store::Backend;
+use tokio::sync::Notify;
+
+/// Ids tried for one new item before giving up (a collision only happens
+/// for imported times; each one makes the allocator jump further).
+const MAX_ID_ATTEMPTS: u32 = 1024;
+
+/// Settings the service needs (a subset of [`Config`]).
+#[derive(Debug, Clone)]
+pub struct ServiceOptions {
+    pub max_len: usize,
+    pub max_following: usize,
+    pub hot_followers: u64,
+    pub active_window_ms: i64,
+    pub chunk_size: usize,
+    pub node_id: u16,
+    /// How far ahead of the server clock an imported `created_at` may be.
+    pub max_clock_skew_ms: i64,
+    /// How long a fan-out worker holds a job it claimed without progress.
+    pub lease_ms: i64,
+}
+
+impl ServiceOptions {
+    pub fn from_config(c: &Config) -> Self {
+        Self {
+            max_len: c.timeline.max_len,
+            max_following: c.graph.max_following,
+            hot_followers: c.fanout.hot_followers,
+            active_window_ms: i64::try_from(c.fanout.active_window.0.as_millis()).unwrap_or(i64::MAX),
+            chunk_size: c.fanout.chunk_size,
+            node_id: c.server.node_id,
+            max_clock_skew_ms: i64::try_from(c.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX),
+            lease_ms: i64::try_from(c.fanout.lease.0.as_millis()).unwrap_or(i64::MAX),
+        }
+    }
+}
+
+impl Default for ServiceOptions {
+    fn default() -> Self {
+        Self::from_config(&Config::default())
+    }
+}
+
+/// The feed service.
+pub struct FeedService {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) opts: ServiceOptions,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ids: IdGenerator,
+    /// Wakes the fan-out worker when a job is enqueued.
+    pub(crate) work: Notify,
+    pub(crate) delivered_total: AtomicU64,
+    /// Deliveries per wall-clock second, the last 16 seconds (second, count).
+    pub(crate) delivery_rate: Mutex<[(u64, u64); 16]>,
+}
+
+/// The parsed direction and bound of a page request.
+struct PageSpec {
+    pub(super) limit: usize,
+    pub(super) dir: Direction,
+    pub(super) cursor: Option<Key>,
+    /// The organic position (1 = top) of the cursor's entry, as the cursor
+    /// carries it: promotions are placed "after every N organic entries,
+    /// counted from the top" across pages. 0 without a cursor.
+    pub(super) index: i64,
+}
+
+/// A cursor's key and organic position.
+fn cursor_of(s: &str, scope: &FeedScope<'_>) -> Result<(Option<Key>, i64)> {
+    let c = Cursor::decode(s, scope)?;
+    Ok((Some(c.key), c.aux as i64))
+}
+
+fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
+    let limit = if req.limit == 0 { DEFAULT_PAGE } else { req.limit };
+    if limit > MAX_PAGE {
+        return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
+    }
+    let (dir, (cursor, index)) = match (&req.before, &req.after) {
+        (Some(_), Some(_)) => return Err(ServiceError::invalid("before", "give before or after, not both")),
+        (Some(b), None) => (Direction::Older, cursor_of(b, scope)?),
+        (None, Some(a)) => (Direction::Newer, cursor_of(a, scope)?),
+        (None, None) => (Direction::Older, (None, 0)),
+    };
+    Ok(PageSpec { limit, dir, cursor, index })
+}
+
+impl FeedService {
+    pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
+        let ids = IdGenerator::new(opts.node_id)?;
+        ids.observe(backend.stats().await?.max_key);
+        Ok(Self {
+            backend,
+            opts,
+            clock,
+            ids,
+            work: Notify::new(),
+            delivered_total: AtomicU64::new(0),
+            delivery_rate: Mutex::new([(0, 0); 16]),
+        })
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
+    pub fn options(&self) -> &ServiceOptions {
+        &self.opts
+    }
+
+    pub fn now(&self) -> Millis {
+        self.clock.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::SystemClock;
+    use tideway_store::Store;
+
+    #[tokio::test]
+    async fn the_delivery_rate_counts_the_last_ten_full_seconds() {
+        let svc = FeedService::new(Arc::new(Store::in_memory(10)), ServiceOptions::default(), Arc::new(SystemClock))
+            .await
+            .expect("service");
+        svc.record_deliveries(1000);
+        svc.record_deliveries(500);
+        // The current second is not full yet: it counts once it has passed.
+        std::thread::sleep(std::time::Duration::from_millis(1100));
+        assert_eq!(svc.deliveries_per_sec(), 150);
+        assert_eq!(svc.stats().await.expect("stats").delivered_total, 1500);
+    }
+}
