@@ -108,13 +108,17 @@ pub struct ObjectRef {
     pub id: String,
 }
 
+/// An item's body: an opaque JSON object, shared.
+pub type Body = std::sync::Arc<serde_json::Map<String, serde_json::Value>>;
+
 /// A stored item. `created_at` is the time encoded in `id`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Item {
     pub id: ItemId,
     pub author: UserId,
     pub kind: ItemKind,
-    pub body: serde_json::Map<String, serde_json::Value>,
+    /// Shared: pages hand it to the serializer without copying it.
+    pub body: Body,
     pub visibility: Visibility,
     pub tags: Vec<String>,
     pub mentions: Vec<UserId>,
@@ -136,7 +140,7 @@ impl Item {
             id,
             author,
             kind,
-            body: serde_json::Map::new(),
+            body: Body::default(),
             visibility: Visibility::Public,
             tags: vec![],
             mentions: vec![],
@@ -366,7 +370,7 @@ mod tests {
             id: ItemId(1),
             author: UserId(1),
             kind: ItemKind::Post,
-            body: serde_json::Map::new(),
+            body: Body::default(),
             visibility: Visibility::Followers,
             tags: vec![],
             mentions: vec![UserId(3)],

@@ -19,5 +19,5 @@ pub use cursor::{Cursor, FeedScope};
 pub use entry::{Appearance, AppearanceKind, Entry, Relation};
 pub use error::DomainError;
 pub use ids::{IdGenerator, ItemId, Key, UserId};
-pub use item::{Item, ItemKind, NewItem, ObjectRef, Visibility};
+pub use item::{Body, Item, ItemKind, NewItem, ObjectRef, Visibility};
 pub use time::Millis;

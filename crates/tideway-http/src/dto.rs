@@ -2,7 +2,6 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use tideway_core::{ItemId, Millis, ObjectRef, Relation, UserId};
 use tideway_service::{EntryView, ItemView, Page, StatsView, UserPage, UserView};
 use utoipa::ToSchema;
@@ -104,14 +103,14 @@ pub struct ViewerJson {
     pub reposted: bool,
 }
 
-/// An item's body, serialized straight from the stored item: a page of 20
-/// items with 400-byte bodies no longer deep-copies 20 JSON maps per read.
+/// An item's body, serialized straight from the shared stored body: a page
+/// of 20 items with 400-byte bodies copies no JSON map.
 #[derive(Debug)]
-pub struct Body(pub Arc<tideway_core::Item>);
+pub struct Body(pub tideway_core::Body);
 
 impl Serialize for Body {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        self.0.body.serialize(s)
+        self.0.serialize(s)
     }
 }
 
@@ -149,7 +148,7 @@ impl From<&ItemView> for ItemJson {
             id: i.id.to_string(),
             author: i.author.to_string(),
             kind: i.kind.as_string(),
-            body: Body(i.clone()),
+            body: Body(v.body.clone()),
             visibility: vis_str(i.visibility).to_owned(),
             tags: i.tags.clone(),
             mentions: i.mentions.iter().map(UserId::to_string).collect(),

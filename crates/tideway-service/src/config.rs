@@ -27,6 +27,49 @@ impl<'de> Deserialize<'de> for HumanDuration {
     }
 }
 
+/// A size in bytes written like `64MiB`, `1GiB`, `500MB` or `1048576`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    pub fn parse(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a size like 64MiB, 1GiB or 1048576"))?;
+        let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "kib" => 1 << 10,
+            "mib" => 1 << 20,
+            "gib" => 1 << 30,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            other => return Err(format!("{s:?}: unknown unit {other:?} (use B, KiB, MiB, GiB, KB, MB or GB)")),
+        };
+        n.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("{s:?} is too large"))
+    }
+}
+
+impl Serialize for ByteSize {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (n, unit) = match self.0 {
+            b if b >= 1 << 30 && b % (1 << 30) == 0 => (b >> 30, "GiB"),
+            b if b >= 1 << 20 && b % (1 << 20) == 0 => (b >> 20, "MiB"),
+            b if b >= 1 << 10 && b % (1 << 10) == 0 => (b >> 10, "KiB"),
+            b => (b, "B"),
+        };
+        s.serialize_str(&format!("{n}{unit}"))
+    }
+}
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        ByteSize::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -106,11 +149,19 @@ pub struct StorageConfig {
     pub backend: BackendKind,
     pub data_dir: PathBuf,
     pub sync: SyncKind,
+    /// Item bodies kept in memory (recent and hot ones) by the embedded
+    /// store, which keeps every body on disk.
+    pub cache_size: ByteSize,
 }
 
 impl Default for StorageConfig {
     fn default() -> Self {
-        Self { backend: BackendKind::Embedded, data_dir: PathBuf::from("./data"), sync: SyncKind::Fsync }
+        Self {
+            backend: BackendKind::Embedded,
+            data_dir: PathBuf::from("./data"),
+            sync: SyncKind::Fsync,
+            cache_size: ByteSize(64 << 20),
+        }
     }
 }
 
@@ -311,5 +362,24 @@ impl Config {
             return Err("auth.jwt_secret must be at least 16 characters".into());
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_and_print_back() {
+        for (text, bytes) in
+            [("64MiB", 64 << 20), ("1GiB", 1 << 30), ("500MB", 500_000_000), ("4096", 4096), ("2 kib", 2048)]
+        {
+            assert_eq!(ByteSize::parse(text), Ok(ByteSize(bytes)), "{text}");
+        }
+        for bad in ["", "MiB", "12XB", "-1", "99999999999999GiB"] {
+            assert!(ByteSize::parse(bad).is_err(), "{bad}");
+        }
+        let printed = serde_json::to_string(&StorageConfig::default().cache_size).unwrap_or_default();
+        assert_eq!(printed, "\"64MiB\"");
     }
 }

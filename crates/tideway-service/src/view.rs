@@ -9,6 +9,8 @@ pub use tideway_store::{ItemCounts, Promotion, ViewerMarks};
 #[derive(Debug, Clone, PartialEq)]
 pub struct ItemView {
     pub item: Arc<Item>,
+    /// The item's body (the index may keep items without theirs).
+    pub body: tideway_core::Body,
     pub counts: ItemCounts,
     pub viewer: Option<ViewerMarks>,
 }

@@ -141,7 +141,9 @@ impl FjallJournal {
         let mut st = State::default();
         for g in self.items.iter() {
             let (_, v) = g.into_inner().map_err(io)?;
-            let item: Item = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("item: {e}")))?;
+            let mut item: Item = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("item: {e}")))?;
+            // Bodies stay on disk: the index holds what pages filter on.
+            item.body = tideway_store::stripped_body();
             st.apply(Change::PutItem(Arc::new(item)));
         }
         for g in self.inserts.iter() {
@@ -245,6 +247,23 @@ impl Journal for FjallJournal {
     /// persist is a write to the page cache.
     fn blocks(&self) -> bool {
         self.sync == SyncMode::Fsync
+    }
+
+    fn keeps_bodies(&self) -> bool {
+        true
+    }
+
+    /// Point reads of the items keyspace (fjall's block cache and the OS
+    /// page cache serve the warm ones).
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<(tideway_core::Body, usize)>>, StoreError> {
+        ids.iter()
+            .map(|id| {
+                let Some(v) = self.items.get(id.0.to_be_bytes()).map_err(io)? else { return Ok(None) };
+                let item: Item =
+                    serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
+                Ok(Some((item.body, v.len())))
+            })
+            .collect()
     }
 
     fn health(&self) -> Result<(), StoreError> {
@@ -468,6 +487,32 @@ mod tests {
         let st = s.state();
         assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 800)]);
         assert_eq!(st.user(UserId(1)).map(|u| u.followers.len()), Some(800));
+    }
+
+    #[tokio::test]
+    async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
+        use tideway_store::{Items, is_stripped};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut body = serde_json::Map::new();
+        body.insert("text".into(), serde_json::json!("hello"));
+        {
+            let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+            let item = Item { body: Arc::new(body.clone()), ..post(100, 1) };
+            s.create_item(item, false, Millis(1)).await.expect("create");
+            // Durable: the index keeps the item without its body.
+            assert!(s.state().item(ItemId(100)).is_some_and(|i| is_stripped(&i.body)));
+            assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
+        }
+        {
+            let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen").with_body_cache(1 << 16);
+            assert!(s.state().item(ItemId(100)).is_some_and(|i| is_stripped(&i.body)), "not loaded at start");
+            let patch =
+                tideway_store::ItemChange::Patch { body: None, visibility: Some(tideway_core::Visibility::Followers) };
+            s.update_item(ItemId(100), &patch).await.expect("patch").expect("exists");
+        }
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body))], "still on disk");
+        assert_eq!(s.body_cache_usage().0, 1, "read once, cached");
     }
 
     #[test]

@@ -263,7 +263,7 @@ mod tests {
             id: ItemId(id),
             author: UserId(author),
             kind: if repost_of.is_some() { ItemKind::Repost } else { ItemKind::Post },
-            body: serde_json::Map::new(),
+            body: tideway_core::Body::default(),
             visibility: Visibility::Public,
             tags: vec![],
             mentions: vec![],

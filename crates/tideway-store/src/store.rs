@@ -21,7 +21,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
-use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
+use tideway_core::{Body, Item, ItemId, Key, Millis, Relation, UserId};
 
 /// A position in the journal: what a write must wait for to be durable.
 pub type Ticket = u64;
@@ -42,7 +42,45 @@ pub trait Journal: Send + Sync + 'static {
     fn blocks(&self) -> bool {
         true
     }
+    /// Whether the journal reads item bodies back ([`Journal::read_bodies`]):
+    /// the index then keeps none once they are durable, and a bounded cache
+    /// holds the recent and hot ones.
+    fn keeps_bodies(&self) -> bool {
+        false
+    }
+    /// The stored bodies of items, with their stored size in bytes.
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<(Body, usize)>>> {
+        Ok(vec![None; ids.len()])
+    }
 }
+
+/// The body of an item whose body the index does not hold (shared: one
+/// allocation for all of them, recognised by address).
+pub fn stripped_body() -> Body {
+    static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(Body::default);
+    STRIPPED.clone()
+}
+
+/// Whether an item's body was left on disk.
+pub fn is_stripped(body: &Body) -> bool {
+    static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(stripped_body);
+    Arc::ptr_eq(body, &STRIPPED)
+}
+
+/// Weighs cached bodies by their stored size.
+#[derive(Clone)]
+struct BodyWeight;
+
+impl quick_cache::Weighter<ItemId, (Body, usize)> for BodyWeight {
+    fn weight(&self, _: &ItemId, v: &(Body, usize)) -> u64 {
+        v.1 as u64 + 64
+    }
+}
+
+type BodyCache = quick_cache::sync::Cache<ItemId, (Body, usize), BodyWeight>;
+
+/// Bytes of bodies cached by default.
+pub const DEFAULT_BODY_CACHE: u64 = 64 << 20;
 
 /// The journal of the in-memory backend: nothing is durable.
 #[derive(Debug, Default, Clone, Copy)]
@@ -79,6 +117,8 @@ pub struct Store<J> {
     activity: MemoryActivity,
     hot: MemoryHotAuthors,
     leases: JobLeases,
+    /// Recent and hot bodies, when the journal keeps them on disk.
+    bodies: Option<BodyCache>,
 }
 
 impl Store<NoJournal> {
@@ -99,7 +139,58 @@ impl<J: Journal> Store<J> {
             activity: MemoryActivity::default(),
             hot: MemoryHotAuthors::default(),
             leases: JobLeases::default(),
+            bodies: None,
         }
+        .with_body_cache(DEFAULT_BODY_CACHE)
+    }
+
+    /// Sizes the body cache (bytes; used only when the journal keeps bodies).
+    pub fn with_body_cache(mut self, bytes: u64) -> Self {
+        self.bodies = self.journal.keeps_bodies().then(|| {
+            // ~1 KB a body: the estimate only sizes the cache's index.
+            let items = usize::try_from(bytes / 1024).unwrap_or(usize::MAX).max(16);
+            BodyCache::with_weighter(items, bytes.max(1 << 16), BodyWeight)
+        });
+        self
+    }
+
+    /// Bodies cached now (entries, bytes).
+    pub fn body_cache_usage(&self) -> (u64, u64) {
+        self.bodies.as_ref().map_or((0, 0), |c| (c.len() as u64, c.weight()))
+    }
+
+    /// Once a write is durable its bodies leave the index: the journal has
+    /// them, and the cache keeps them while they are recent or hot.
+    fn strip_bodies(&self, written: &[ItemId]) {
+        let Some(cache) = &self.bodies else { return };
+        if written.is_empty() {
+            return;
+        }
+        let mut st = self.state.write();
+        for id in written {
+            if let Some(Record::Item(i)) = st.records.get_mut(&id.0)
+                && !is_stripped(&i.body)
+            {
+                let size = serde_json::to_vec(&*i.body).map_or(0, |v| v.len());
+                cache.insert(*id, (i.body.clone(), size));
+                *i = Arc::new(Item { body: stripped_body(), ..(**i).clone() });
+            }
+        }
+    }
+
+    /// A stripped item's body: from the cache, else the journal (blocking:
+    /// callers on the runtime go through `bodies`).
+    fn body_now(&self, id: ItemId) -> Result<Option<Body>> {
+        if let Some(cache) = &self.bodies
+            && let Some((b, _)) = cache.get(&id)
+        {
+            return Ok(Some(b));
+        }
+        let read = self.journal.read_bodies(&[id])?.pop().flatten();
+        if let (Some(cache), Some(v)) = (&self.bodies, &read) {
+            cache.insert(id, v.clone());
+        }
+        Ok(read.map(|(b, _)| b))
     }
 
     /// A read view of the index (benchmarks and tests).
@@ -151,19 +242,27 @@ impl<J: Journal> Store<J> {
     /// applies them, releases the lock, then waits until they are durable.
     async fn commit<T: Send>(&self, decide: impl FnOnce(&State) -> Result<(T, Vec<Change>)> + Send) -> Result<T> {
         self.check_failed()?;
-        let (out, ticket) = {
+        let (out, ticket, written) = {
             let mut st = self.state.write();
             let (out, changes) = decide(&st)?;
             if changes.is_empty() {
                 return Ok(out);
             }
             let ticket = self.journal.write(&changes)?;
+            let written: Vec<ItemId> = changes
+                .iter()
+                .filter_map(|c| match c {
+                    Change::PutItem(i) => Some(i.id),
+                    _ => None,
+                })
+                .collect();
             for c in changes {
                 st.apply(c);
             }
-            (out, ticket)
+            (out, ticket, written)
         };
         self.sync(ticket).await?;
+        self.strip_bodies(&written);
         Ok(out)
     }
 }
@@ -200,7 +299,13 @@ impl<J: Journal> Items for Store<J> {
         self.tick();
         self.commit(|st| match st.item(id) {
             Some(i) if !i.deleted => {
-                let new = Arc::new(change.apply(i));
+                let mut new = change.apply(i);
+                if is_stripped(&new.body) && !matches!(change, ItemChange::Delete) {
+                    // The patch keeps the body, which only the journal has.
+                    // A rare write (a visibility change): read it in place.
+                    new.body = self.body_now(id)?.unwrap_or_default();
+                }
+                let new = Arc::new(new);
                 Ok((Some(new.clone()), vec![Change::PutItem(new)]))
             }
             _ => Ok((None, vec![])),
@@ -212,6 +317,44 @@ impl<J: Journal> Items for Store<J> {
         self.tick();
         let st = self.state.read();
         Ok(keys.iter().map(|k| st.records.get(k).cloned()).collect())
+    }
+
+    async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
+        self.tick();
+        let mut out: Vec<Option<Body>> = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        {
+            let st = self.state.read();
+            for (n, id) in ids.iter().enumerate() {
+                match st.item(*id) {
+                    Some(i) if is_stripped(&i.body) => match self.bodies.as_ref().and_then(|c| c.get(id)) {
+                        Some((b, _)) => out.push(Some(b)),
+                        None => {
+                            missing.push((n, *id));
+                            out.push(None);
+                        }
+                    },
+                    Some(i) => out.push(Some(i.body.clone())),
+                    None => out.push(None),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        // Cache misses read the disk: on the blocking pool.
+        let journal = self.journal.clone();
+        let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
+        let read = tokio::task::spawn_blocking(move || journal.read_bodies(&want))
+            .await
+            .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))??;
+        for ((n, id), got) in missing.into_iter().zip(read) {
+            if let (Some(cache), Some(v)) = (&self.bodies, &got) {
+                cache.insert(id, v.clone());
+            }
+            out[n] = got.map(|(b, _)| b);
+        }
+        Ok(out)
     }
 
     async fn outbox_merge(

@@ -96,7 +96,7 @@ impl ItemChange {
     pub fn apply(&self, item: &Item) -> Item {
         match self {
             ItemChange::Patch { body, visibility } => Item {
-                body: body.clone().unwrap_or_else(|| item.body.clone()),
+                body: body.clone().map(std::sync::Arc::new).unwrap_or_else(|| item.body.clone()),
                 visibility: visibility.unwrap_or(item.visibility),
                 ..item.clone()
             },
@@ -115,8 +115,12 @@ pub trait Items: Send + Sync {
     /// data a remote engine can apply in one statement. Returns the item as
     /// changed, or `None` when it is unknown or already deleted.
     async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>>;
-    /// The records named by `keys`, in order.
+    /// The records named by `keys`, in order. An item's `body` may be left
+    /// out (the store keeps bodies on disk): [`Items::bodies`] reads them.
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
+    /// The bodies of items, in order (`None`: unknown item): one call for a
+    /// page, served from a bounded cache or the disk.
+    async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<tideway_core::Body>>>;
     /// Keys authored by any of `authors` in `range`, in `dir` order, at most `limit`.
     async fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize)
     -> Result<Vec<Key>>;

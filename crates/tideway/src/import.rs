@@ -253,7 +253,7 @@ fn for_each_item(
 fn item_of(new: NewItem, id: u64) -> Item {
     Item {
         visibility: new.visibility,
-        body: new.body,
+        body: std::sync::Arc::new(new.body),
         tags: new.tags,
         mentions: new.mentions,
         object: new.object,

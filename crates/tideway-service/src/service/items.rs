@@ -115,7 +115,7 @@ impl FeedService {
                 id: ItemId(id),
                 author,
                 kind: new.kind.clone(),
-                body: new.body.clone(),
+                body: std::sync::Arc::new(new.body.clone()),
                 visibility: new.visibility,
                 tags: new.tags.clone(),
                 mentions: new.mentions.clone(),
@@ -269,7 +269,18 @@ impl FeedService {
     pub(super) async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
         let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
         let hydration = self.backend.hydration(&ids, viewer).await?;
-        Ok(items.into_iter().zip(hydration).map(|(item, (counts, viewer))| ItemView { item, counts, viewer }).collect())
+        let bodies = self.backend.bodies(&ids).await?;
+        Ok(items
+            .into_iter()
+            .zip(hydration)
+            .zip(bodies)
+            .map(|((item, (counts, viewer)), body)| ItemView {
+                body: body.unwrap_or_else(|| item.body.clone()),
+                item,
+                counts,
+                viewer,
+            })
+            .collect())
     }
 
     /// Registers a promoted item.
