@@ -53,6 +53,13 @@ struct Args {
     /// `embedded` (fjall, the default backend) or `memory`.
     #[arg(long, default_value = "embedded")]
     backend: String,
+    /// Bytes of item bodies the embedded store keeps in memory (its body
+    /// cache), like `storage.cache_size`: `64MiB`, `64KiB`…
+    #[arg(long, default_value = "64MiB")]
+    cache_size: String,
+    /// Length of each post's body text (0: the short default text).
+    #[arg(long, default_value_t = 0)]
+    body_bytes: usize,
     /// fsync every acknowledged write (embedded only), as the server's default does.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     fsync: bool,
@@ -189,7 +196,12 @@ fn main() -> Result<(), String> {
         "embedded" => {
             let sync =
                 if args.fsync { tideway_store_fjall::SyncMode::Fsync } else { tideway_store_fjall::SyncMode::Buffer };
-            let s = Arc::new(tideway_store_fjall::open(dir.path(), sync, opts.max_len).map_err(|e| e.to_string())?);
+            let cache = tideway_service::config::ByteSize::parse(&args.cache_size)?.0;
+            let s = Arc::new(
+                tideway_store_fjall::open(dir.path(), sync, opts.max_len)
+                    .map_err(|e| e.to_string())?
+                    .with_body_cache(cache),
+            );
             (s.clone(), Box::new(move || s.state().graph_bytes()))
         }
         other => return Err(format!("--backend {other}: expected embedded or memory")),
@@ -267,7 +279,8 @@ fn main() -> Result<(), String> {
         for _ in 0..args.posts {
             let a = users[dist.sample(&mut rng)];
             let mut new = NewItem::new(UserId(a), ItemKind::Post);
-            new.body.insert("text".to_owned(), serde_json::Value::from("benchmark post"));
+            let text = if args.body_bytes == 0 { "benchmark post".to_owned() } else { "x".repeat(args.body_bytes) };
+            new.body.insert("text".to_owned(), serde_json::Value::from(text));
             let (item, _) = block(svc.create_item(new)).map_err(|e| e.to_string())?;
             posted.push((item.item.id.0, a));
         }
