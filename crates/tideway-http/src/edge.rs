@@ -79,11 +79,7 @@ pub async fn middleware(State(edge): State<Arc<Edge>>, mut req: Request, next: N
     } else {
         edge.limits.check(actor.as_ref().ok().copied(), address)
     };
-    let caller = match &actor {
-        Ok(Actor::Server) => "server".to_owned(),
-        Ok(Actor::User(u)) => u.to_string(),
-        Err(_) => "-".to_owned(),
-    };
+    let caller = actor.as_ref().ok().copied();
     req.extensions_mut().insert(Authenticated(actor));
 
     let mut resp = match verdict {
@@ -119,6 +115,11 @@ pub async fn middleware(State(edge): State<Arc<Edge>>, mut req: Request, next: N
     let status = resp.status().as_u16();
     record(&method, route.clone(), status, elapsed.as_secs_f64());
     if edge.access_log {
+        let caller = match caller {
+            Some(Actor::Server) => "server".to_owned(),
+            Some(Actor::User(u)) => u.to_string(),
+            None => "-".to_owned(),
+        };
         let _enter = span.enter();
         tracing::info!(target: "tideway::access", %caller, status, micros = elapsed.as_micros() as u64, "request");
     }

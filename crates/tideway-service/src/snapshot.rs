@@ -194,11 +194,13 @@ impl FeedService {
     pub async fn load_snapshot(&self, path: &Path) -> std::io::Result<Option<SnapshotStats>> {
         let path = path.to_owned();
         let Some(contents) = blocking(move || Contents::take(&path)).await? else { return Ok(None) };
-        self.restore_memory(contents.unpushed.clone(), contents.active.clone()).await.map_err(std::io::Error::other)?;
-        for (u, floor, keys) in &contents.inboxes {
+        let stats = contents.stats();
+        let Contents { unpushed, active, inboxes } = contents;
+        self.restore_memory(unpushed, active).await.map_err(std::io::Error::other)?;
+        for (u, floor, keys) in &inboxes {
             self.backend.import_inbox(*u, *floor, keys).await.map_err(std::io::Error::other)?;
         }
-        Ok(Some(contents.stats()))
+        Ok(Some(stats))
     }
 }
 

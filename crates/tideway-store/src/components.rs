@@ -9,74 +9,59 @@ use tideway_core::{Key, Millis, UserId};
 
 use crate::traits::WorkerId;
 
-/// When each reader last read their home.
-#[derive(Debug, Default)]
-pub struct MemoryActivity {
-    /// Why a mutex: a home read writes one entry; reads of many users and
-    /// the minute's sweep are rare. Sharding is not needed at these rates.
-    last: Mutex<FxHashMap<UserId, Millis>>,
+/// The newest value recorded per user: a reader's last home read (activity)
+/// and a hot author's newest unpushed key are both this.
+#[derive(Debug)]
+pub struct NewestPerUser<T> {
+    /// Why a mutex: one write per home read or hot post; the batch reads and
+    /// the minute's sweep are short. Sharding is not needed at these rates.
+    newest: Mutex<FxHashMap<UserId, T>>,
 }
 
-impl MemoryActivity {
-    pub fn touch(&self, user: UserId, at: Millis) {
-        let mut m = self.last.lock();
-        let e = m.entry(user).or_insert(at);
-        *e = (*e).max(at);
+impl<T> Default for NewestPerUser<T> {
+    fn default() -> Self {
+        Self { newest: Mutex::new(FxHashMap::default()) }
+    }
+}
+
+impl<T: Copy + Ord> NewestPerUser<T> {
+    /// Records `value` for `user`; a smaller one than recorded changes nothing.
+    pub fn record(&self, user: UserId, value: T) {
+        let mut m = self.newest.lock();
+        let e = m.entry(user).or_insert(value);
+        *e = (*e).max(value);
     }
 
-    pub fn last_active(&self, users: &[UserId]) -> Vec<Option<Millis>> {
-        let m = self.last.lock();
+    /// The value of each user, in order.
+    pub fn get(&self, users: &[UserId]) -> Vec<Option<T>> {
+        let m = self.newest.lock();
         users.iter().map(|u| m.get(u).copied()).collect()
     }
 
-    pub fn inactive_before(&self, cutoff: Millis) -> Vec<UserId> {
-        self.last.lock().iter().filter(|(_, t)| **t < cutoff).map(|(u, _)| *u).collect()
+    /// Users whose value satisfies `keep` (a scan of every recorded user).
+    pub fn users_where(&self, keep: impl Fn(T) -> bool) -> Vec<UserId> {
+        self.newest.lock().iter().filter(|(_, v)| keep(**v)).map(|(u, _)| *u).collect()
     }
 
-    pub fn export(&self) -> Vec<(UserId, Millis)> {
-        let mut v: Vec<(UserId, Millis)> = self.last.lock().iter().map(|(u, t)| (*u, *t)).collect();
+    /// Everything, sorted by user (for a snapshot).
+    pub fn export(&self) -> Vec<(UserId, T)> {
+        let mut v: Vec<(UserId, T)> = self.newest.lock().iter().map(|(u, t)| (*u, *t)).collect();
         v.sort();
         v
     }
 
-    pub fn import(&self, entries: &[(UserId, Millis)]) {
-        for (u, t) in entries {
-            self.touch(*u, *t);
+    pub fn import(&self, entries: &[(UserId, T)]) {
+        for (u, v) in entries {
+            self.record(*u, *v);
         }
     }
 }
+
+/// When each reader last read their home.
+pub type MemoryActivity = NewestPerUser<Millis>;
 
 /// Each hot author's newest unpushed key.
-#[derive(Debug, Default)]
-pub struct MemoryHotAuthors {
-    /// A mutex: written once per hot author's post, read once per home page.
-    newest: Mutex<FxHashMap<UserId, Key>>,
-}
-
-impl MemoryHotAuthors {
-    pub fn mark(&self, author: UserId, key: Key) {
-        let mut m = self.newest.lock();
-        let e = m.entry(author).or_insert(key);
-        *e = (*e).max(key);
-    }
-
-    pub fn above(&self, authors: &[UserId], floor: Key) -> Vec<UserId> {
-        let m = self.newest.lock();
-        authors.iter().filter(|a| m.get(a).is_some_and(|k| *k > floor)).copied().collect()
-    }
-
-    pub fn export(&self) -> Vec<(UserId, Key)> {
-        let mut v: Vec<(UserId, Key)> = self.newest.lock().iter().map(|(u, k)| (*u, *k)).collect();
-        v.sort();
-        v
-    }
-
-    pub fn import(&self, entries: &[(UserId, Key)]) {
-        for (u, k) in entries {
-            self.mark(*u, *k);
-        }
-    }
-}
+pub type MemoryHotAuthors = NewestPerUser<Key>;
 
 /// Leases of fan-out jobs: which worker holds a job, until when. Not
 /// durable: after a restart of the only process no lease is live anyway.

@@ -671,15 +671,15 @@ impl<J: Journal> Jobs for Store<J> {
 #[async_trait]
 impl<J: Journal> Activity for Store<J> {
     async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
-        self.activity.touch(user, at);
+        self.activity.record(user, at);
         Ok(())
     }
     async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
         self.tick();
-        Ok(self.activity.last_active(users))
+        Ok(self.activity.get(users))
     }
     async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
-        Ok(self.activity.inactive_before(cutoff))
+        Ok(self.activity.users_where(|t| t < cutoff))
     }
     async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
         Ok(self.activity.export())
@@ -693,12 +693,23 @@ impl<J: Journal> Activity for Store<J> {
 #[async_trait]
 impl<J: Journal> HotAuthors for Store<J> {
     async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
-        self.hot.mark(author, key);
+        self.hot.record(author, key);
         Ok(())
     }
     async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
         self.tick();
-        Ok(self.hot.above(authors, floor))
+        // Hot authors are few and a reader follows up to 2,000: scan the
+        // few, then keep the reader's order, rather than look up every
+        // followee on every home page.
+        let hot = self.hot.users_where(|k| k > floor);
+        if hot.is_empty() {
+            return Ok(Vec::new());
+        }
+        if hot.len() <= 16 {
+            return Ok(authors.iter().filter(|a| hot.contains(a)).copied().collect());
+        }
+        let hot: HashSet<UserId> = hot.into_iter().collect();
+        Ok(authors.iter().filter(|a| hot.contains(a)).copied().collect())
     }
     async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
         Ok(self.hot.export())

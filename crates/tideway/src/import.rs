@@ -41,7 +41,7 @@ pub struct ImportArgs {
 }
 
 /// What an import did.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Summary {
     pub follow_lines: u64,
     pub follows: u64,
@@ -51,17 +51,34 @@ pub struct Summary {
     pub blocked: u64,
     pub over_limit: u64,
     pub items: u64,
+    /// Seconds spent on each file (reading, checking, writing).
+    pub follows_secs: f64,
+    pub items_secs: f64,
 }
 
 impl std::fmt::Display for Summary {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        writeln!(f, "follows imported: {} (of {} lines)", self.follows, self.follow_lines)?;
+        let rate = |n: u64, secs: f64| n as f64 / secs.max(1e-9);
+        writeln!(
+            f,
+            "follows imported: {} (of {} lines) in {:.1} s ({:.0} follows/s)",
+            self.follows,
+            self.follow_lines,
+            self.follows_secs,
+            rate(self.follows, self.follows_secs)
+        )?;
         writeln!(
             f,
             "follows skipped: {} duplicate, {} self, {} already there, {} blocked, {} beyond graph.max_following",
             self.duplicates, self.self_follows, self.existing, self.blocked, self.over_limit
         )?;
-        write!(f, "items imported: {}", self.items)
+        write!(
+            f,
+            "items imported: {} in {:.1} s ({:.0} items/s)",
+            self.items,
+            self.items_secs,
+            rate(self.items, self.items_secs)
+        )
     }
 }
 
@@ -288,8 +305,7 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
             .map_err(|e| format!("writing follows: {e}"))?;
         bar.finish_and_clear();
         s.follows = keep.len() as u64;
-        let secs = t.elapsed().as_secs_f64();
-        eprintln!("follows: {} in {secs:.1} s ({:.0} follows/s)", s.follows, s.follows as f64 / secs.max(1e-9));
+        s.follows_secs = t.elapsed().as_secs_f64();
     }
     if let Some(path) = &args.items {
         let skew = i64::try_from(cfg.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX);
@@ -312,10 +328,8 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
         // Pass 2: ids, then atomic batches.
         let ids = IdGenerator::new(cfg.server.node_id).map_err(|e| e.to_string())?;
         let mut batch = Vec::with_capacity(ITEM_BATCH);
-        let mut written = 0u64;
-        let mut flush = |batch: &mut Vec<Item>| -> Result<(), String> {
+        let flush = |batch: &mut Vec<Item>| -> Result<(), String> {
             importer.write_items(batch).map_err(|e| format!("writing items: {e}"))?;
-            written += batch.len() as u64;
             batch.clear();
             Ok(())
         };
@@ -336,8 +350,7 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
             Ok(())
         })?;
         flush(&mut batch)?;
-        let secs = t.elapsed().as_secs_f64();
-        eprintln!("items: {written} in {secs:.1} s ({:.0} items/s)", written as f64 / secs.max(1e-9));
+        s.items_secs = t.elapsed().as_secs_f64();
     }
     importer.finish().map_err(|e| format!("making the import durable: {e}"))?;
     Ok(s)
