@@ -198,9 +198,7 @@ fn main() -> Result<(), String> {
                 if args.fsync { tideway_store_fjall::SyncMode::Fsync } else { tideway_store_fjall::SyncMode::Buffer };
             let cache = tideway_service::config::ByteSize::parse(&args.cache_size)?.0;
             let s = Arc::new(
-                tideway_store_fjall::open(dir.path(), sync, opts.max_len)
-                    .map_err(|e| e.to_string())?
-                    .with_body_cache(cache),
+                tideway_store_fjall::open_cached(dir.path(), sync, opts.max_len, cache).map_err(|e| e.to_string())?,
             );
             (s.clone(), Box::new(move || s.state().graph_bytes()))
         }

@@ -48,8 +48,10 @@ pub struct Promotion {
 /// One durable change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
-    /// Create or replace an item (soft delete is a replace with `deleted`).
+    /// Creates an item.
     PutItem(Arc<Item>),
+    /// Replaces a live item (a patch, or a soft delete with `deleted`).
+    UpdateItem(Arc<Item>),
     PutInsert {
         key: Key,
         user: UserId,

@@ -26,5 +26,5 @@ pub use change::{Change, EdgeKind, Job, Promotion, Record};
 pub use error::StoreError;
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use state::State;
-pub use store::{DEFAULT_BODY_CACHE, Journal, NoJournal, Store, Ticket, is_stripped, stripped_body};
+pub use store::{DEFAULT_BODY_CACHE, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};
 pub use traits::*;

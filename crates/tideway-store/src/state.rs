@@ -1,6 +1,13 @@
-//! The in-memory index: every record, edge and job, organised for the reads
-//! of the feeds. It changes only through [`State::apply`], the same way at
-//! start-up (replaying what the journal holds) and on every write.
+//! The in-memory index: edges, jobs and the per-item keys and counters the
+//! feeds read, organised for those reads. It changes only through
+//! [`State::apply`], on every write (and, for what the journal replays, at
+//! start-up).
+//!
+//! Item records live here whole in the in-memory backend. A backend whose
+//! journal keeps them ([`State::items_elsewhere`]) holds a record here only
+//! from its write until it is durable; after that the journal and a bounded
+//! cache serve it, and the index keeps 8 bytes of it (its outbox key) plus
+//! its share of the counters.
 
 use crate::blocks::SortedBlocks;
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
@@ -36,7 +43,13 @@ pub struct UserState {
 /// The whole in-memory index.
 #[derive(Debug, Default)]
 pub struct State {
+    /// Home insertions, and items (all of them, or with
+    /// [`State::items_elsewhere`] only those not yet durable).
     pub records: FxHashMap<Key, Record>,
+    /// Item records are kept by the journal, not here: `records` holds an
+    /// item only until it is durable, `idempotency` only its pending keys,
+    /// and a replaced item is known to have been live.
+    pub items_elsewhere: bool,
     pub users: FxHashMap<UserId, UserState>,
     /// Non-deleted reposts of each original.
     pub reposts: FxHashMap<ItemId, Vec<(UserId, ItemId)>>,
@@ -140,7 +153,23 @@ impl State {
     /// leaves the same state), which makes journal replay safe.
     pub fn apply(&mut self, change: Change) {
         match change {
-            Change::PutItem(item) => self.put_item(item),
+            Change::PutItem(item) => {
+                let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
+                let prev_live = match prev {
+                    Some(Record::Item(p)) if !self.items_elsewhere => Some(!p.deleted),
+                    _ => None,
+                };
+                self.put_item(item, prev_live);
+            }
+            Change::UpdateItem(item) => {
+                let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
+                let prev_live = match prev {
+                    Some(Record::Item(p)) => !p.deleted,
+                    // Only a live item is ever updated.
+                    _ => true,
+                };
+                self.put_item(item, Some(prev_live));
+            }
             Change::PutInsert { key, user, item } => {
                 self.max_key = self.max_key.max(key);
                 self.records.insert(key, Record::Insert { key, user, item });
@@ -166,15 +195,13 @@ impl State {
         }
     }
 
-    fn put_item(&mut self, item: Arc<Item>) {
+    /// Indexes an item already placed in `records`; `prev_live` says whether
+    /// the record it replaced was live (`None`: there was none).
+    fn put_item(&mut self, item: Arc<Item>, prev_live: Option<bool>) {
         self.max_key = self.max_key.max(item.id.0);
-        let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
-        let was_live = match &prev {
-            Some(Record::Item(p)) => !p.deleted,
-            _ => false,
-        };
+        let was_live = prev_live.unwrap_or(false);
         let is_live = !item.deleted;
-        if prev.is_none() {
+        if prev_live.is_none() {
             insert_sorted(&mut self.user_mut(item.author).outbox, item.id.0);
             if let Some(k) = &item.idempotency_key {
                 self.idempotency.insert((item.author, k.clone()), item.id);
@@ -184,6 +211,42 @@ impl State {
             return;
         }
         let delta: i64 = if is_live { 1 } else { -1 };
+        self.count_item(&item, delta);
+    }
+
+    /// Loads one item's outbox key from a journal's persisted index (keys of
+    /// one author in ascending order).
+    pub fn load_outbox_key(&mut self, author: UserId, id: ItemId, live: bool) {
+        self.max_key = self.max_key.max(id.0);
+        let u = self.user_mut(author);
+        insert_sorted(&mut u.outbox, id.0);
+        if live {
+            u.items += 1;
+            self.items_live += 1;
+        }
+    }
+
+    /// Drops the spare capacity of every outbox (after loading them).
+    pub fn shrink_outboxes(&mut self) {
+        for u in self.users.values_mut() {
+            u.outbox.shrink_to_fit();
+        }
+    }
+
+    /// Loads one live repost from a journal's persisted index.
+    pub fn load_repost(&mut self, original: ItemId, author: UserId, repost: ItemId) {
+        self.reposts.entry(original).or_default().push((author, repost));
+        self.repost_by.insert((author, original), repost);
+    }
+
+    /// Loads one live reply from a journal's persisted index.
+    pub fn load_reply(&mut self, parent: ItemId) {
+        *self.replies.entry(parent).or_default() += 1;
+    }
+
+    /// Counts an item in or out (`delta` ±1): live items, reposts, replies.
+    fn count_item(&mut self, item: &Item, delta: i64) {
+        let is_live = delta > 0;
         self.items_live = self.items_live.saturating_add_signed(delta);
         let u = self.user_mut(item.author);
         u.items = u.items.saturating_add_signed(delta);

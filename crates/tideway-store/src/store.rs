@@ -26,6 +26,9 @@ use tideway_core::{Body, Item, ItemId, Key, Millis, Relation, UserId};
 /// A position in the journal: what a write must wait for to be durable.
 pub type Ticket = u64;
 
+/// A stored value read back, with its stored size in bytes.
+pub type Stored<T> = Option<(T, usize)>;
+
 /// Where changes go to become durable.
 pub trait Journal: Send + Sync + 'static {
     /// Writes one atomic batch (all of it or none); returns its ticket.
@@ -42,15 +45,29 @@ pub trait Journal: Send + Sync + 'static {
     fn blocks(&self) -> bool {
         true
     }
-    /// Whether the journal reads item bodies back ([`Journal::read_bodies`]):
-    /// the index then keeps none once they are durable, and a bounded cache
-    /// holds the recent and hot ones.
-    fn keeps_bodies(&self) -> bool {
+    /// Whether the journal keeps item records and reads them back
+    /// ([`Journal::read_items`], [`Journal::read_bodies`]): the index then
+    /// holds an item only until it is durable, and bounded caches hold the
+    /// recent and hot records and bodies.
+    fn keeps_items(&self) -> bool {
         false
     }
-    /// The stored bodies of items, with their stored size in bytes.
-    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<(Body, usize)>>> {
+    /// Stored items without their bodies ([`stripped_body`]), with their
+    /// stored size in bytes.
+    fn read_items(&self, ids: &[ItemId]) -> Result<Vec<Stored<Arc<Item>>>> {
         Ok(vec![None; ids.len()])
+    }
+    /// The stored bodies of items, with their stored size in bytes.
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Stored<Body>>> {
+        Ok(vec![None; ids.len()])
+    }
+    /// Whether an item with this id is stored.
+    fn has_item(&self, _id: ItemId) -> Result<bool> {
+        Ok(false)
+    }
+    /// The stored item created by `author` with this idempotency key.
+    fn idempotent(&self, _author: UserId, _key: &str) -> Result<Option<ItemId>> {
+        Ok(None)
     }
 }
 
@@ -67,20 +84,43 @@ pub fn is_stripped(body: &Body) -> bool {
     Arc::ptr_eq(body, &STRIPPED)
 }
 
-/// Weighs cached bodies by their stored size.
+/// Weighs cached values by their stored size (plus the entry's own cost).
 #[derive(Clone)]
-struct BodyWeight;
+struct StoredWeight;
 
-impl quick_cache::Weighter<ItemId, (Body, usize)> for BodyWeight {
-    fn weight(&self, _: &ItemId, v: &(Body, usize)) -> u64 {
+impl<T> quick_cache::Weighter<ItemId, (T, usize)> for StoredWeight {
+    fn weight(&self, _: &ItemId, v: &(T, usize)) -> u64 {
         v.1 as u64 + 64
     }
 }
 
-type BodyCache = quick_cache::sync::Cache<ItemId, (Body, usize), BodyWeight>;
+type BodyCache = quick_cache::sync::Cache<ItemId, (Body, usize), StoredWeight>;
+type RecordCache = quick_cache::sync::Cache<ItemId, (Arc<Item>, usize), StoredWeight>;
 
-/// Bytes of bodies cached by default.
+/// Bytes cached by default (records and bodies).
 pub const DEFAULT_BODY_CACHE: u64 = 64 << 20;
+
+/// The caches of a journal that keeps items: a quarter of the bytes for
+/// records (what pages filter on: small, read for every entry considered),
+/// the rest for bodies (read only for the entries a page shows).
+struct Caches {
+    records: RecordCache,
+    bodies: BodyCache,
+}
+
+impl Caches {
+    fn new(bytes: u64) -> Self {
+        let bytes = bytes.max(1 << 16);
+        let (rec, body) = (bytes / 4, bytes - bytes / 4);
+        // The estimates (~256 B a record, ~1 KB a body) only size the
+        // caches' own indexes; the weights bound them.
+        let n = |b: u64, each: u64| usize::try_from(b / each).unwrap_or(usize::MAX).max(16);
+        Caches {
+            records: RecordCache::with_weighter(n(rec, 256), rec, StoredWeight),
+            bodies: BodyCache::with_weighter(n(body, 1024), body, StoredWeight),
+        }
+    }
+}
 
 /// The journal of the in-memory backend: nothing is durable.
 #[derive(Debug, Default, Clone, Copy)]
@@ -117,8 +157,8 @@ pub struct Store<J> {
     activity: MemoryActivity,
     hot: MemoryHotAuthors,
     leases: JobLeases,
-    /// Recent and hot bodies, when the journal keeps them on disk.
-    bodies: Option<BodyCache>,
+    /// Recent and hot records and bodies, when the journal keeps items.
+    caches: Option<Caches>,
 }
 
 impl Store<NoJournal> {
@@ -129,7 +169,8 @@ impl Store<NoJournal> {
 }
 
 impl<J: Journal> Store<J> {
-    pub fn new(journal: J, state: State, inbox_cap: usize) -> Self {
+    pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
+        state.items_elsewhere = journal.keeps_items();
         Self {
             calls: AtomicU64::new(0),
             state: RwLock::new(state),
@@ -139,56 +180,86 @@ impl<J: Journal> Store<J> {
             activity: MemoryActivity::default(),
             hot: MemoryHotAuthors::default(),
             leases: JobLeases::default(),
-            bodies: None,
+            caches: None,
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
 
-    /// Sizes the body cache (bytes; used only when the journal keeps bodies).
+    /// Sizes the caches of records and bodies (bytes in all; used only when
+    /// the journal keeps items).
     pub fn with_body_cache(mut self, bytes: u64) -> Self {
-        self.bodies = self.journal.keeps_bodies().then(|| {
-            // ~1 KB a body: the estimate only sizes the cache's index.
-            let items = usize::try_from(bytes / 1024).unwrap_or(usize::MAX).max(16);
-            BodyCache::with_weighter(items, bytes.max(1 << 16), BodyWeight)
-        });
+        self.caches = self.journal.keeps_items().then(|| Caches::new(bytes));
         self
     }
 
     /// Bodies cached now (entries, bytes).
     pub fn body_cache_usage(&self) -> (u64, u64) {
-        self.bodies.as_ref().map_or((0, 0), |c| (c.len() as u64, c.weight()))
+        self.caches.as_ref().map_or((0, 0), |c| (c.bodies.len() as u64, c.bodies.weight()))
     }
 
-    /// Once a write is durable its bodies leave the index: the journal has
-    /// them, and the cache keeps them while they are recent or hot.
-    fn strip_bodies(&self, written: &[ItemId]) {
-        let Some(cache) = &self.bodies else { return };
+    /// Records cached now (entries, bytes).
+    pub fn record_cache_usage(&self) -> (u64, u64) {
+        self.caches.as_ref().map_or((0, 0), |c| (c.records.len() as u64, c.records.weight()))
+    }
+
+    /// Once a write is durable, its items leave the index for the caches
+    /// (the journal has them). An item replaced meanwhile by a later write
+    /// stays: that write settles it. Runs under the write lock, so a reader
+    /// finds each item in the index or in the cache, never in neither.
+    fn settle(&self, written: &[Arc<Item>]) {
+        let Some(caches) = &self.caches else { return };
         if written.is_empty() {
             return;
         }
         let mut st = self.state.write();
-        for id in written {
-            if let Some(Record::Item(i)) = st.records.get_mut(&id.0)
-                && !is_stripped(&i.body)
-            {
-                let size = serde_json::to_vec(&*i.body).map_or(0, |v| v.len());
-                cache.insert(*id, (i.body.clone(), size));
-                *i = Arc::new(Item { body: stripped_body(), ..(**i).clone() });
+        for item in written {
+            let id = item.id;
+            match st.records.get(&id.0) {
+                Some(Record::Item(i)) if Arc::ptr_eq(i, item) => {}
+                _ => continue,
             }
+            st.records.remove(&id.0);
+            if let Some(k) = &item.idempotency_key
+                && st.idempotency.get(&(item.author, k.clone())) == Some(&id)
+            {
+                st.idempotency.remove(&(item.author, k.clone()));
+            }
+            let body_size = serde_json::to_vec(&*item.body).map_or(0, |v| v.len());
+            let record = Arc::new(Item { body: stripped_body(), ..(**item).clone() });
+            let record_size = 128 + item.tags.iter().map(String::len).sum::<usize>() + 8 * item.mentions.len();
+            caches.bodies.insert(id, (item.body.clone(), body_size));
+            caches.records.insert(id, (record, record_size));
         }
     }
 
-    /// A stripped item's body: from the cache, else the journal (blocking:
-    /// callers on the runtime go through `bodies`).
+    /// An item as stored now: the index, the cache, else the journal (a
+    /// blocking read: for write paths, which hold the write lock anyway;
+    /// pages go through `records`). The body may be stripped.
+    fn item_now(&self, st: &State, id: ItemId) -> Result<Option<Arc<Item>>> {
+        if let Some(i) = st.item(id) {
+            return Ok(Some(i.clone()));
+        }
+        let Some(caches) = &self.caches else { return Ok(None) };
+        if let Some((i, _)) = caches.records.get(&id) {
+            return Ok(Some(i));
+        }
+        let read = self.journal.read_items(&[id])?.pop().flatten();
+        if let Some(v) = &read {
+            caches.records.insert(id, v.clone());
+        }
+        Ok(read.map(|(i, _)| i))
+    }
+
+    /// A stripped item's body: from the cache, else the journal (blocking).
     fn body_now(&self, id: ItemId) -> Result<Option<Body>> {
-        if let Some(cache) = &self.bodies
-            && let Some((b, _)) = cache.get(&id)
+        if let Some(caches) = &self.caches
+            && let Some((b, _)) = caches.bodies.get(&id)
         {
             return Ok(Some(b));
         }
         let read = self.journal.read_bodies(&[id])?.pop().flatten();
-        if let (Some(cache), Some(v)) = (&self.bodies, &read) {
-            cache.insert(id, v.clone());
+        if let (Some(caches), Some(v)) = (&self.caches, &read) {
+            caches.bodies.insert(id, v.clone());
         }
         Ok(read.map(|(b, _)| b))
     }
@@ -249,10 +320,10 @@ impl<J: Journal> Store<J> {
                 return Ok(out);
             }
             let ticket = self.journal.write(&changes)?;
-            let written: Vec<ItemId> = changes
+            let written: Vec<Arc<Item>> = changes
                 .iter()
                 .filter_map(|c| match c {
-                    Change::PutItem(i) => Some(i.id),
+                    Change::PutItem(i) | Change::UpdateItem(i) => Some(i.clone()),
                     _ => None,
                 })
                 .collect();
@@ -262,7 +333,7 @@ impl<J: Journal> Store<J> {
             (out, ticket, written)
         };
         self.sync(ticket).await?;
-        self.strip_bodies(&written);
+        self.settle(&written);
         Ok(out)
     }
 }
@@ -272,17 +343,25 @@ impl<J: Journal> Items for Store<J> {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
         self.tick();
         self.commit(|st| {
-            if let Some(k) = &item.idempotency_key
-                && let Some(existing) = st.idempotency.get(&(item.author, k.clone())).and_then(|id| st.item(*id))
-            {
-                return Ok((CreateOutcome::Existing(existing.clone()), vec![]));
+            if let Some(k) = &item.idempotency_key {
+                // Pending keys are in the index; durable ones, with a journal
+                // that keeps items, only in the journal.
+                let known = match st.idempotency.get(&(item.author, k.clone())) {
+                    Some(id) => Some(*id),
+                    None if st.items_elsewhere => self.journal.idempotent(item.author, k)?,
+                    None => None,
+                };
+                if let Some(existing) = known.map(|id| self.item_now(st, id)).transpose()?.flatten() {
+                    return Ok((CreateOutcome::Existing(existing), vec![]));
+                }
             }
             if let Some(orig) = item.repost_of
-                && let Some(existing) = st.repost_by.get(&(item.author, orig)).and_then(|id| st.item(*id))
+                && let Some(id) = st.repost_by.get(&(item.author, orig))
+                && let Some(existing) = self.item_now(st, *id)?
             {
-                return Ok((CreateOutcome::AlreadyReposted(existing.clone()), vec![]));
+                return Ok((CreateOutcome::AlreadyReposted(existing), vec![]));
             }
-            if st.records.contains_key(&item.id.0) {
+            if st.records.contains_key(&item.id.0) || (st.items_elsewhere && self.journal.has_item(item.id)?) {
                 return Err(StoreError::IdTaken(item.id.0));
             }
             let item = Arc::new(item);
@@ -297,16 +376,17 @@ impl<J: Journal> Items for Store<J> {
 
     async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
         self.tick();
-        self.commit(|st| match st.item(id) {
+        self.commit(|st| match self.item_now(st, id)? {
             Some(i) if !i.deleted => {
-                let mut new = change.apply(i);
-                if is_stripped(&new.body) && !matches!(change, ItemChange::Delete) {
-                    // The patch keeps the body, which only the journal has.
-                    // A rare write (a visibility change): read it in place.
+                let mut new = change.apply(&i);
+                if is_stripped(&new.body) {
+                    // The change keeps the body, which only the journal has:
+                    // a rare write (a visibility change or a delete) reads it
+                    // in place, so the record written is whole.
                     new.body = self.body_now(id)?.unwrap_or_default();
                 }
                 let new = Arc::new(new);
-                Ok((Some(new.clone()), vec![Change::PutItem(new)]))
+                Ok((Some(new.clone()), vec![Change::UpdateItem(new)]))
             }
             _ => Ok((None, vec![])),
         })
@@ -315,8 +395,38 @@ impl<J: Journal> Items for Store<J> {
 
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
         self.tick();
-        let st = self.state.read();
-        Ok(keys.iter().map(|k| st.records.get(k).cloned()).collect())
+        let mut out: Vec<Option<Record>> = Vec::with_capacity(keys.len());
+        let mut missing = Vec::new();
+        {
+            let st = self.state.read();
+            for (n, k) in keys.iter().enumerate() {
+                let found = match (st.records.get(k), &self.caches) {
+                    (Some(r), _) => Some(r.clone()),
+                    (None, Some(c)) => c.records.get(&ItemId(*k)).map(|(i, _)| Record::Item(i)),
+                    (None, None) => None,
+                };
+                if found.is_none() && self.caches.is_some() {
+                    missing.push((n, ItemId(*k)));
+                }
+                out.push(found);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        // Cache misses read the disk: on the blocking pool.
+        let journal = self.journal.clone();
+        let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
+        let read = tokio::task::spawn_blocking(move || journal.read_items(&want))
+            .await
+            .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))??;
+        for ((n, id), got) in missing.into_iter().zip(read) {
+            if let (Some(c), Some(v)) = (&self.caches, &got) {
+                c.records.insert(id, v.clone());
+            }
+            out[n] = got.map(|(i, _)| Record::Item(i));
+        }
+        Ok(out)
     }
 
     async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
@@ -326,16 +436,16 @@ impl<J: Journal> Items for Store<J> {
         {
             let st = self.state.read();
             for (n, id) in ids.iter().enumerate() {
-                match st.item(*id) {
-                    Some(i) if is_stripped(&i.body) => match self.bodies.as_ref().and_then(|c| c.get(id)) {
+                match (st.item(*id), &self.caches) {
+                    (Some(i), _) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
+                    (_, Some(c)) => match c.bodies.get(id) {
                         Some((b, _)) => out.push(Some(b)),
                         None => {
                             missing.push((n, *id));
                             out.push(None);
                         }
                     },
-                    Some(i) => out.push(Some(i.body.clone())),
-                    None => out.push(None),
+                    (i, None) => out.push(i.map(|i| i.body.clone())),
                 }
             }
         }
@@ -349,8 +459,8 @@ impl<J: Journal> Items for Store<J> {
             .await
             .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))??;
         for ((n, id), got) in missing.into_iter().zip(read) {
-            if let (Some(cache), Some(v)) = (&self.bodies, &got) {
-                cache.insert(id, v.clone());
+            if let (Some(c), Some(v)) = (&self.caches, &got) {
+                c.bodies.insert(id, v.clone());
             }
             out[n] = got.map(|(b, _)| b);
         }

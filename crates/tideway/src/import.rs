@@ -314,7 +314,10 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
         let mut keys: HashSet<(UserId, String)> = HashSet::new();
         for_each_item(path, now, skew, &mut |n, item| {
             if let Some(k) = &item.idempotency_key {
-                let taken = importer.state().idempotency.contains_key(&(item.author, k.clone()));
+                let taken = importer
+                    .idempotent(item.author, k)
+                    .map_err(|e| line_error(path, n, format!("reading the data directory: {e}")))?
+                    .is_some();
                 if taken || !keys.insert((item.author, k.clone())) {
                     return Err(line_error(
                         path,
@@ -337,7 +340,10 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
             let at = item.created_at.unwrap_or(now);
             let id = loop {
                 let k = ids.at(at).map_err(|e| line_error(path, n, e))?;
-                if importer.state().records.contains_key(&k) {
+                if importer
+                    .has_item(ItemId(k))
+                    .map_err(|e| line_error(path, n, format!("reading the data directory: {e}")))?
+                {
                     ids.taken(k);
                     continue;
                 }

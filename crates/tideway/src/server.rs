@@ -34,9 +34,8 @@ fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
                 SyncKind::Buffer => SyncMode::Buffer,
             };
             let started = std::time::Instant::now();
-            let store = tideway_store_fjall::open(&cfg.storage.data_dir, sync, cap)
-                .map_err(|e| e.to_string())?
-                .with_body_cache(cfg.storage.cache_size.0);
+            let store = tideway_store_fjall::open_cached(&cfg.storage.data_dir, sync, cap, cfg.storage.cache_size.0)
+                .map_err(|e| e.to_string())?;
             tracing::info!(
                 data_dir = %cfg.storage.data_dir.display(),
                 elapsed_ms = started.elapsed().as_millis() as u64,
