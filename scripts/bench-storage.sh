@@ -59,7 +59,7 @@ report() { # label bin dir n empty_rss
     r=$(measure "$2" "$3"); secs=${r% *}; rss=${r#* }
     per=$(( (rss - $5) / $4 ))
     printf '%-10s %10d items  ready in %6.2f s  resident %7.1f MB  %5d B/item beyond an empty server\n' \
-        "$1" "$4" "$secs" "$(echo "$rss / 1048576" | bc -l)" "$per"
+        "$1" "$4" "$secs" "$(echo "$rss / 1048576" | bc -l)" "$per" >&2
     echo "$secs $per"
 }
 
@@ -82,9 +82,9 @@ for n in "${COUNTS[@]}"; do
             printf '%-10s import of %d items: %.1f s\n' "$which" "$n" "$(echo "$(date +%s.%N) - $t0" | bc -l)"
         fi
     done
-    this=$(report this "$BIN" "$BENCH_DIR/data-this-$n" "$n" "$E" | tee /dev/stderr | tail -1)
+    this=$(report this "$BIN" "$BENCH_DIR/data-this-$n" "$n" "$E")
     if [ -n "${BASELINE_BIN:-}" ]; then
-        base=$(report baseline "$BASELINE_BIN" "$BENCH_DIR/data-baseline-$n" "$n" "$EB" | tee /dev/stderr | tail -1)
+        base=$(report baseline "$BASELINE_BIN" "$BENCH_DIR/data-baseline-$n" "$n" "$EB")
         printf 'ratio (baseline / this): ready x%.1f, resident per item x%.1f\n' \
             "$(echo "${base% *} / ${this% *}" | bc -l)" "$(echo "${base#* } / (${this#* } + 0.001)" | bc -l)"
     fi

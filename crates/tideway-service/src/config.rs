@@ -149,8 +149,8 @@ pub struct StorageConfig {
     pub backend: BackendKind,
     pub data_dir: PathBuf,
     pub sync: SyncKind,
-    /// Item bodies kept in memory (recent and hot ones) by the embedded
-    /// store, which keeps every body on disk.
+    /// Memory for the embedded store's caches, in all: the engine's blocks,
+    /// and the recent and hot item records and bodies (every item is on disk).
     pub cache_size: ByteSize,
 }
 
