@@ -250,6 +250,17 @@ impl<J: Journal> Store<J> {
         Ok(read.map(|(i, _)| i))
     }
 
+    /// Runs a journal read (cache misses read the disk) on the blocking pool.
+    async fn read_off_runtime<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&J) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let journal = self.journal.clone();
+        tokio::task::spawn_blocking(move || read(&journal))
+            .await
+            .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))?
+    }
+
     /// A stripped item's body: from the cache, else the journal (blocking).
     fn body_now(&self, id: ItemId) -> Result<Option<Body>> {
         if let Some(caches) = &self.caches
@@ -414,12 +425,8 @@ impl<J: Journal> Items for Store<J> {
         if missing.is_empty() {
             return Ok(out);
         }
-        // Cache misses read the disk: on the blocking pool.
-        let journal = self.journal.clone();
         let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
-        let read = tokio::task::spawn_blocking(move || journal.read_items(&want))
-            .await
-            .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))??;
+        let read = self.read_off_runtime(move |j| j.read_items(&want)).await?;
         for ((n, id), got) in missing.into_iter().zip(read) {
             if let (Some(c), Some(v)) = (&self.caches, &got) {
                 c.records.insert(id, v.clone());
@@ -452,12 +459,8 @@ impl<J: Journal> Items for Store<J> {
         if missing.is_empty() {
             return Ok(out);
         }
-        // Cache misses read the disk: on the blocking pool.
-        let journal = self.journal.clone();
         let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
-        let read = tokio::task::spawn_blocking(move || journal.read_bodies(&want))
-            .await
-            .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))??;
+        let read = self.read_off_runtime(move |j| j.read_bodies(&want)).await?;
         for ((n, id), got) in missing.into_iter().zip(read) {
             if let (Some(c), Some(v)) = (&self.caches, &got) {
                 c.bodies.insert(id, v.clone());
