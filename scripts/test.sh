@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The test command of the README (and of CI: .ci/run calls exactly this).
-# Works on a fresh machine: the tests use the embedded store only, so no
-# other server is needed; schemathesis is installed (pinned, from PyPI) into a
-# virtualenv outside the clone on first use. A persistent target dir outside the clone keeps
+# Works on a fresh machine: scripts/services.sh checks, installs (apt-get) and
+# starts the engines the scale-out tests use (PostgreSQL, MariaDB, Redis) and
+# a Redis Cluster of its own on free ports, stopped again on exit; each test
+# takes a fresh database or key prefix. schemathesis is installed (pinned,
+# from PyPI) into a virtualenv outside the clone on first use. A persistent target dir outside the clone keeps
 # repeated runs fast; override with CARGO_TARGET_DIR.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +17,9 @@ echo "== lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== API contract: schemathesis against the OpenAPI document"
 scripts/schemathesis.sh
+echo "== engines: PostgreSQL, MariaDB, Redis, a Redis Cluster"
+eval "$(scripts/services.sh up)"
+trap 'scripts/services.sh down' EXIT
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast

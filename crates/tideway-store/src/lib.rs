@@ -6,6 +6,9 @@
 //! * With [`NoJournal`] a `Store` is the in-memory backend of the tests.
 //! * `tideway-store-fjall` provides the durable journal of the embedded
 //!   default and loads its contents back into the index at start-up.
+//! * [`Split`] puts the durable traits and the shared ones (inboxes,
+//!   activity, hot authors) on two engines: `tideway-store-redis` provides
+//!   the shared half on Redis or a Redis Cluster.
 //!
 //! Every trait method is one call per page or per fan-out chunk (never one
 //! call per item), so that a Redis pipeline or one SQL statement can
@@ -17,6 +20,7 @@ pub mod components;
 pub mod error;
 pub mod inbox;
 pub mod reactions;
+pub mod split;
 pub mod state;
 pub mod store;
 pub mod traits;
@@ -25,6 +29,7 @@ pub use blocks::SortedBlocks;
 pub use change::{Change, EdgeKind, Job, Promotion, Record};
 pub use error::StoreError;
 pub use inbox::{InboxRead, InboxSet, InboxStats};
+pub use split::{Durable, Shared, Split};
 pub use state::State;
 pub use store::{DEFAULT_BODY_CACHE, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};
 pub use traits::*;

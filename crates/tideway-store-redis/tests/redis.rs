@@ -1,0 +1,183 @@
+//! The shared half on real Redis servers: every conformance suite against a
+//! single Redis and against a three-node Redis Cluster (the durable half is
+//! the in-memory store), a model test of inboxes against the in-memory
+//! implementation, the trimming bound and the recovery from a lost script
+//! cache. `scripts/services.sh up` starts the servers and names them in
+//! TIDEWAY_TEST_REDIS_URL and TIDEWAY_TEST_REDIS_CLUSTER (scripts/test.sh
+//! does this); each test uses a fresh key prefix and deletes its keys.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use tideway_conformance::{INBOX_CAP, SUITES};
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Key, UserId};
+use tideway_store::{HotAuthors, InboxSet, Inboxes, Split, Store};
+use tideway_store_redis::{RedisOptions, RedisShared};
+
+fn urls(var: &str) -> Vec<String> {
+    let v = std::env::var(var).unwrap_or_else(|_| {
+        panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"` (scripts/test.sh does)")
+    });
+    v.split(',').map(str::to_owned).collect()
+}
+
+fn single() -> Vec<String> {
+    urls("TIDEWAY_TEST_REDIS_URL")
+}
+
+fn cluster() -> Vec<String> {
+    let u = urls("TIDEWAY_TEST_REDIS_CLUSTER");
+    assert!(u.len() >= 3, "a cluster of three nodes: {u:?}");
+    u
+}
+
+async fn connect(urls: Vec<String>, cap: usize) -> Arc<RedisShared> {
+    let mut opts = RedisOptions::new(urls, cap);
+    opts.prefix = format!("test{}:", rand::random::<u64>());
+    Arc::new(RedisShared::connect(opts).await.expect("connect to redis"))
+}
+
+async fn conforms(urls: Vec<String>, name: &str) {
+    for (suite, check) in SUITES {
+        eprintln!("{name}: {suite}");
+        let shared = connect(urls.clone(), INBOX_CAP).await;
+        let backend = Split::new(Arc::new(Store::in_memory(INBOX_CAP)), shared.clone());
+        check(&backend).await;
+        shared.purge().await.expect("purge");
+    }
+}
+
+#[tokio::test]
+async fn single_redis_conforms() {
+    conforms(single(), "redis").await;
+}
+
+#[tokio::test]
+async fn redis_cluster_conforms() {
+    conforms(cluster(), "redis cluster").await;
+}
+
+/// Random deliveries (in and out of order, repeated), rebuilds, merges and
+/// drops on Redis and on the in-memory inboxes: every read is the same.
+async fn matches_the_memory_inboxes(urls: Vec<String>, seed: u64) {
+    const CAP: usize = 16;
+    let redis = connect(urls, CAP).await;
+    let model = InboxSet::new(CAP);
+    let users: Vec<UserId> = (1..=6).map(UserId).collect();
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let mut next: Key = 1000;
+    for step in 0..1500 {
+        let u = users[rng.random_range(0..users.len())];
+        match rng.random_range(0..100) {
+            0..55 => {
+                // Mostly new keys, sometimes an older or a repeated one.
+                next += rng.random_range(1..4);
+                let key = if rng.random_bool(0.2) { next - rng.random_range(0..40) } else { next };
+                let to: Vec<UserId> = users.iter().copied().filter(|_| rng.random_bool(0.5)).collect();
+                let want = model.deliver(key, &to);
+                assert_eq!(redis.deliver(key, &to).await.expect("deliver"), want, "step {step}: deliver {key}");
+            }
+            55..62 => {
+                model.begin_rebuild(u);
+                redis.begin_rebuild(u).await.expect("begin");
+            }
+            62..70 => {
+                let keys: Vec<Key> = (0..rng.random_range(0..30)).map(|_| next - rng.random_range(0..80)).collect();
+                let floor = next.saturating_sub(rng.random_range(20..100));
+                model.finish_rebuild(u, &keys, floor);
+                redis.finish_rebuild(u, &keys, floor).await.expect("finish");
+            }
+            70..76 => {
+                let keys: Vec<Key> = (0..rng.random_range(0..10)).map(|_| next - rng.random_range(0..60)).collect();
+                let floor = next.saturating_sub(rng.random_range(30..120));
+                model.merge(u, &keys, floor);
+                redis.merge_inbox(u, &keys, floor).await.expect("merge");
+            }
+            76..78 => {
+                model.drop_inbox(u);
+                redis.drop_inbox(u).await.expect("drop");
+            }
+            _ => {
+                let range = KeyRange { above: Some(next - rng.random_range(0..50)), below: None };
+                let range = if rng.random_bool(0.5) { KeyRange::ALL } else { range };
+                let dir = if rng.random_bool(0.5) { Direction::Older } else { Direction::Newer };
+                let limit = rng.random_range(1..30);
+                let want = model.read(u, range, dir, limit);
+                assert_eq!(
+                    redis.read_inbox(u, range, dir, limit).await.expect("read"),
+                    want,
+                    "step {step}: read {u:?}"
+                );
+                assert_eq!(redis.inbox_floor(u).await.expect("floor"), model.floor(u), "step {step}");
+            }
+        }
+    }
+    let mut want = model.export();
+    want.sort_unstable_by_key(|(u, ..)| *u);
+    assert_eq!(redis.export_inboxes().await.expect("export"), want);
+    redis.purge().await.expect("purge");
+}
+
+#[tokio::test]
+async fn inboxes_match_the_in_memory_ones_on_redis() {
+    for seed in 1..=3 {
+        matches_the_memory_inboxes(single(), seed).await;
+    }
+}
+
+#[tokio::test]
+async fn inboxes_match_the_in_memory_ones_on_a_cluster() {
+    matches_the_memory_inboxes(cluster(), 7).await;
+}
+
+/// A full inbox stays within cap + cap/10 slots (about 9 bytes an entry)
+/// however many keys arrive, and reads only the newest `cap`.
+#[tokio::test]
+async fn a_full_inbox_stays_compact() {
+    const CAP: usize = 800;
+    let redis = connect(single(), CAP).await;
+    let u = UserId(5);
+    redis.finish_rebuild(u, &[], 0).await.expect("create");
+    let mut biggest = 0;
+    for k in 1..=5000u64 {
+        assert_eq!(redis.deliver(k, &[u]).await.expect("deliver"), 1);
+        biggest = biggest.max(redis.inbox_value_len(u).await.expect("length"));
+    }
+    let read = redis.read_inbox(u, KeyRange::ALL, Direction::Older, 10_000).await.expect("read").expect("present");
+    assert_eq!(read.keys.len(), CAP);
+    assert_eq!((read.keys[0], read.floor), (5000, 5000 - CAP as u64));
+    assert!(biggest <= 16 + (CAP + CAP / 10) * 8, "the value grew to {biggest} bytes");
+    assert!(biggest as f64 / CAP as f64 <= 9.1, "{} bytes per entry", biggest as f64 / CAP as f64);
+    redis.purge().await.expect("purge");
+}
+
+/// A server that lost its scripts (restart, failover, SCRIPT FLUSH) gets
+/// them again on the next call.
+#[tokio::test]
+async fn scripts_come_back_after_a_flush() {
+    let redis = connect(single(), 10).await;
+    let u = UserId(9);
+    redis.finish_rebuild(u, &[1], 0).await.expect("create");
+    let client = redis::Client::open(single()[0].as_str()).expect("client");
+    let mut c = client.get_multiplexed_async_connection().await.expect("conn");
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut c).await.expect("flush scripts");
+    assert_eq!(redis.deliver(2, &[u]).await.expect("deliver after the flush"), 1);
+    redis.mark_unpushed(u, 77).await.expect("mark after the flush");
+    assert_eq!(redis.unpushed_above(&[u], 0).await.expect("above"), vec![u]);
+    redis.purge().await.expect("purge");
+}
+
+/// An unreachable server or a malformed URL is refused at connect, naming
+/// the setting to fix.
+#[tokio::test]
+async fn a_bad_url_is_refused_naming_the_setting() {
+    for urls in [vec!["redis://127.0.0.1:1".to_string()], vec!["http://example".to_string()], vec![]] {
+        let mut opts = RedisOptions::new(urls.clone(), 10);
+        opts.timeout = std::time::Duration::from_millis(300);
+        match RedisShared::connect(opts).await {
+            Ok(_) => panic!("{urls:?} connected"),
+            Err(e) => assert!(e.to_string().contains("TIDEWAY_REDIS__URLS"), "{urls:?}: {e}"),
+        }
+    }
+}

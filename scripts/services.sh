@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The engines the scale-out tests run on: PostgreSQL, MariaDB, one Redis, and
+# a three-node Redis Cluster on free loopback ports.
+#
+#   eval "$(scripts/services.sh up)"   # check, install (apt-get), start; print exports
+#   scripts/services.sh down           # stop what `up` started for this run
+#
+# `up` uses a running server where there is one (PostgreSQL on 5432, MariaDB on
+# 3306, Redis on 6379), starts a stopped one, and installs a missing one with
+# apt-get (as root). The Redis Cluster is always this run's own: three
+# `redis-server --cluster-enabled yes` on free ports under a temporary
+# directory, removed by `down`. Progress goes to standard error; standard
+# output is only the `export` lines:
+#
+#   TIDEWAY_TEST_POSTGRES_URL  postgres://postgres@127.0.0.1:5432/test
+#   TIDEWAY_TEST_MYSQL_URL     mysql://root@127.0.0.1:3306/test
+#   TIDEWAY_TEST_REDIS_URL     redis://127.0.0.1:6379
+#   TIDEWAY_TEST_REDIS_CLUSTER comma-separated node URLs
+#   TIDEWAY_TEST_CLUSTER_DIR   the cluster's directory (what `down` removes)
+#
+# Each test gives itself a fresh database or key prefix, so runs on the same
+# servers do not see each other.
+set -euo pipefail
+
+log() { echo "services: $*" >&2; }
+
+apt_install() { # packages...
+    if [ "$(id -u)" != 0 ]; then
+        log "missing $*: install them (apt-get install $*) or run as root"
+        exit 1
+    fi
+    log "installing $* with apt-get"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2 ||
+        { apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >&2; }
+}
+
+wait_for() { # what, command...
+    local what=$1; shift
+    for _ in $(seq 1 150); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.2
+    done
+    log "$what did not come up"
+    exit 1
+}
+
+redis_up() {
+    command -v redis-server >/dev/null || apt_install redis-server
+    if ! redis-cli -h 127.0.0.1 -p 6379 ping >/dev/null 2>&1; then
+        log "starting Redis on 6379"
+        mkdir -p /var/lib/redis /var/log/redis
+        redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no \
+            --dir /var/lib/redis --logfile /var/log/redis/ci.log >&2
+        wait_for "Redis" redis-cli -h 127.0.0.1 -p 6379 ping
+    fi
+    echo "export TIDEWAY_TEST_REDIS_URL=redis://127.0.0.1:6379"
+}
+
+port_free() { # port
+    ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+cluster_up() {
+    local dir ports=() p urls=()
+    dir=$(mktemp -d /tmp/tideway-redis-cluster.XXXXXX)
+    # Three ports whose cluster-bus ports (+10000) are free as well.
+    while [ ${#ports[@]} -lt 3 ]; do
+        p=$((20000 + RANDOM % 20000))
+        if port_free "$p" && port_free $((p + 10000)) && [[ " ${ports[*]} " != *" $p "* ]]; then
+            ports+=("$p")
+        fi
+    done
+    for p in "${ports[@]}"; do
+        mkdir -p "$dir/$p"
+        redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --cluster-enabled yes \
+            --cluster-config-file "$dir/$p/nodes.conf" --dir "$dir/$p" --save "" --appendonly no \
+            --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >&2
+        wait_for "Redis Cluster node $p" redis-cli -p "$p" ping
+        urls+=("redis://127.0.0.1:$p")
+    done
+    log "creating a Redis Cluster on ${ports[*]}"
+    redis-cli --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-yes >"$dir/create.log" 2>&1 ||
+        { cat "$dir/create.log" >&2; exit 1; }
+    for p in "${ports[@]}"; do
+        wait_for "the cluster's state on $p" sh -c "redis-cli -p $p cluster info | grep -q cluster_state:ok"
+    done
+    echo "export TIDEWAY_TEST_REDIS_CLUSTER=$(IFS=,; echo "${urls[*]}")"
+    echo "export TIDEWAY_TEST_CLUSTER_DIR=$dir"
+}
+
+postgres_up() {
+    command -v pg_ctlcluster >/dev/null || apt_install postgresql
+    if ! pg_isready -q -h 127.0.0.1 -p 5432; then
+        log "starting PostgreSQL"
+        local version; version=$(ls /etc/postgresql | sort -V | tail -1)
+        pg_ctlcluster --skip-systemctl-redirect "$version" main start >&2 || true
+        wait_for "PostgreSQL" pg_isready -q -h 127.0.0.1 -p 5432
+    fi
+    # A fresh install asks for passwords on TCP: the tests connect as postgres
+    # on loopback without one.
+    if ! psql -h 127.0.0.1 -U postgres -d postgres -Atc 'select 1' >/dev/null 2>&1; then
+        local hba; hba=$(ls /etc/postgresql/*/main/pg_hba.conf | sort -V | tail -1)
+        log "allowing loopback connections without a password in $hba"
+        sed -i '1i host all all 127.0.0.1/32 trust' "$hba"
+        su postgres -c "psql -Atc 'select pg_reload_conf()'" >/dev/null
+        wait_for "PostgreSQL on loopback" psql -h 127.0.0.1 -U postgres -d postgres -Atc 'select 1'
+    fi
+    if [ "$(psql -h 127.0.0.1 -U postgres -d postgres -Atc "select 1 from pg_database where datname = 'test'")" != 1 ]; then
+        psql -h 127.0.0.1 -U postgres -d postgres -qc 'create database test' >&2
+    fi
+    echo "export TIDEWAY_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test"
+}
+
+mysql_up() {
+    command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || apt_install mariadb-server
+    if ! mysqladmin -h 127.0.0.1 -u root ping >/dev/null 2>&1; then
+        log "starting MariaDB"
+        mkdir -p /run/mysqld && chown mysql:mysql /run/mysqld 2>/dev/null || true
+        start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd >&2
+        wait_for "MariaDB" mysqladmin -h 127.0.0.1 -u root ping
+    fi
+    # A fresh install lets root in through the socket only.
+    if ! mysql -h 127.0.0.1 -u root -e 'select 1' >/dev/null 2>&1; then
+        log "allowing root on loopback without a password"
+        mysql -u root -e "ALTER USER 'root'@'localhost' IDENTIFIED VIA mysql_native_password USING PASSWORD('') OR unix_socket" >&2
+    fi
+    mysql -h 127.0.0.1 -u root -e 'create database if not exists test' >&2
+    echo "export TIDEWAY_TEST_MYSQL_URL=mysql://root@127.0.0.1:3306/test"
+}
+
+down() {
+    local dir=${TIDEWAY_TEST_CLUSTER_DIR:-}
+    [ -n "$dir" ] && [ -d "$dir" ] || return 0
+    for pid in "$dir"/*/redis.pid; do
+        [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
+    done
+    rm -rf "$dir"
+    log "stopped the Redis Cluster in $dir"
+}
+
+case "${1:-up}" in
+up)
+    redis_up
+    cluster_up
+    postgres_up
+    mysql_up
+    ;;
+down) down ;;
+*)
+    echo "usage: $0 up|down" >&2
+    exit 2
+    ;;
+esac
