@@ -156,6 +156,18 @@ impl<'a> HomeSource<'a> {
         Self { backend, user, authors, pulled, dir, bound, pull_only: false }
     }
 
+    /// A source that reads no inbox: every key from the outboxes (and the
+    /// reader's insertions), when the inboxes are unavailable.
+    pub fn pull_only(
+        backend: &'a dyn Backend,
+        user: UserId,
+        authors: &'a [UserId],
+        dir: Direction,
+        bound: Option<Key>,
+    ) -> Self {
+        Self { backend, user, authors, pulled: &[], dir, bound, pull_only: true }
+    }
+
     /// Keys of the pulled authors in `range` above `floor`.
     async fn pulled_above(&self, floor: Key, range: KeyRange, n: usize) -> Result<Vec<Key>> {
         if self.pulled.is_empty() {
@@ -190,7 +202,16 @@ impl KeySource for HomeSource<'_> {
                         return self.pull(None, n).await;
                     }
                     let range = KeyRange { above: None, below: self.bound };
-                    match self.backend.read_inbox(self.user, range, Direction::Older, n).await? {
+                    let read = match self.backend.read_inbox(self.user, range, Direction::Older, n).await {
+                        Ok(read) => read,
+                        // The inbox became unreachable mid-page: the outboxes
+                        // below the bound hold every key it would have had.
+                        Err(e) => {
+                            tracing::warn!(error = %e, "inbox read failed: pulling the rest of the page");
+                            None
+                        }
+                    };
+                    match read {
                         Some(r) if !r.keys.is_empty() || !self.pulled.is_empty() => {
                             let extra = self.pulled_above(r.floor, range, n).await?;
                             let keys = merge_walk(r.keys, extra, Direction::Older, n);
@@ -212,7 +233,8 @@ impl KeySource for HomeSource<'_> {
                     }
                 }
                 Direction::Newer => {
-                    let floor = if self.pull_only { None } else { self.backend.inbox_floor(self.user).await? };
+                    let floor =
+                        if self.pull_only { None } else { self.backend.inbox_floor(self.user).await.ok().flatten() };
                     let Some(floor) = floor else {
                         self.pull_only = true;
                         return self.pull(None, n).await;
@@ -226,7 +248,7 @@ impl KeySource for HomeSource<'_> {
                         continue;
                     }
                     let range = KeyRange { above: self.bound, below: None };
-                    match self.backend.read_inbox(self.user, range, Direction::Newer, n).await? {
+                    match self.backend.read_inbox(self.user, range, Direction::Newer, n).await.ok().flatten() {
                         None => self.pull_only = true,
                         // The floor rose since it was read: pull up to it first.
                         Some(r) if r.floor > self.bound.unwrap_or(0) => continue,

@@ -165,18 +165,37 @@ impl FeedService {
         Ok(())
     }
 
+    /// Marks `user` active, makes sure their inbox exists and returns the
+    /// followed authors whose unpushed items are above its floor.
+    async fn prepare_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<Vec<UserId>> {
+        self.backend.touch(user, self.clock.now()).await?;
+        self.ensure_inbox(user, f_list).await?;
+        let floor = self.backend.inbox_floor(user).await?.unwrap_or(0);
+        Ok(self.backend.unpushed_above(f_list, floor).await?)
+    }
+
     /// A page of `home(user).await`. Reading marks the user active.
     pub async fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
-        self.backend.touch(user, self.clock.now()).await?;
         let f_list = self.sources_of(user).await?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
-        self.ensure_inbox(user, &f_list).await?;
-        let floor = self.backend.inbox_floor(user).await?.unwrap_or(0);
-        let pulled = self.backend.unpushed_above(&f_list, floor).await?;
+        // Inboxes, activity and hot-author marks are shared state that may
+        // be unreachable (a Redis outage): the page is then pulled from the
+        // outboxes, exactly as defined, only slower.
+        let pulled = match self.prepare_inbox(user, &f_list).await {
+            Ok(pulled) => Some(pulled),
+            Err(e) => {
+                tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");
+                metrics::counter!("tideway_home_pulled_on_error_total").increment(1);
+                None
+            }
+        };
         let backend = self.backend.as_ref();
-        let mut source = HomeSource::new(backend, user, &f_list, &pulled, spec.dir, spec.cursor);
+        let mut source = match &pulled {
+            Some(pulled) => HomeSource::new(backend, user, &f_list, pulled, spec.dir, spec.cursor),
+            None => HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor),
+        };
         let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         let promos = self.promotions_for(user).await?;
@@ -216,8 +235,11 @@ impl FeedService {
         }
         let now = self.clock.now();
         let key = self.ids.next(now)?;
-        self.backend.insert_home(user, item, key).await?;
+        // The inbox first: if the shared state is down nothing is written;
+        // if the durable write fails, the inbox holds a key without a record,
+        // which pages skip.
         self.backend.deliver(key, &[user]).await?;
+        self.backend.insert_home(user, item, key).await?;
         Ok((self.hydrate_one(it, Some(user)).await?, key))
     }
 }

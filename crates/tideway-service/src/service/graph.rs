@@ -20,6 +20,10 @@ impl FeedService {
         if targets.contains(&user) {
             return Err(ServiceError::invalid("targets", "a user cannot follow themselves"));
         }
+        // The inboxes are shared state on a remote engine in a scaled-out
+        // deployment: if they cannot be reached, refuse before the follows
+        // are stored, or the inbox would miss the backfill below.
+        self.backend.inbox_floor(user).await?;
         let statuses = self.backend.follow_many(user, targets, self.clock.now(), self.opts.max_following).await?;
         let new: Vec<UserId> = targets
             .iter()
@@ -28,19 +32,36 @@ impl FeedService {
             .map(|(t, _)| *t)
             .collect();
         if !new.is_empty()
-            && let Some(floor) = self.backend.inbox_floor(user).await?
+            && let Err(e) = self.backfill(user, &new).await
         {
-            let range = KeyRange { above: Some(floor), below: None };
-            let keys = self.backend.outbox_merge(&new, range, Direction::Older, self.opts.max_len).await?;
-            // Cut short at max_len keys, the backfill is complete only down to
-            // its oldest key: below that, pages pull from the outboxes.
-            let complete_above = match keys.last() {
-                Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
-                _ => floor,
-            };
-            self.backend.merge_inbox(user, &keys, complete_above).await?;
+            // The follows are stored; an inbox that missed the backfill would
+            // lack their items, so it goes, and the next read rebuilds it.
+            tracing::warn!(user = user.0, error = %e, "follow backfill failed: dropping the inbox");
+            if let Err(e) = self.backend.drop_inbox(user).await {
+                tracing::error!(user = user.0, error = %e, "could not drop an inbox that missed a backfill");
+                metrics::counter!("tideway_inbox_backfill_lost_total").increment(1);
+            }
         }
         Ok(targets.iter().copied().zip(statuses).collect())
+    }
+
+    /// Brings the recent items of newly followed authors into `user`'s inbox,
+    /// if present. Runs after the follows are durable, so an item posted in
+    /// between is either in the outboxes read here or delivered by its job.
+    async fn backfill(&self, user: UserId, new: &[UserId]) -> Result<()> {
+        let Some(floor) = self.backend.inbox_floor(user).await? else {
+            return Ok(());
+        };
+        let range = KeyRange { above: Some(floor), below: None };
+        let keys = self.backend.outbox_merge(new, range, Direction::Older, self.opts.max_len).await?;
+        // Cut short at max_len keys, the backfill is complete only down to
+        // its oldest key: below that, pages pull from the outboxes.
+        let complete_above = match keys.last() {
+            Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
+            _ => floor,
+        };
+        self.backend.merge_inbox(user, &keys, complete_above).await?;
+        Ok(())
     }
 
     /// Follows one target: `Ok(since)`, or the reason it was refused.

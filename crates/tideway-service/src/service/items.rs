@@ -126,6 +126,17 @@ impl FeedService {
                 idempotency_key: new.idempotency_key.clone(),
                 deleted: false,
             };
+            // Shared state first (the author's own inbox, the hot-author
+            // mark), so that an unreachable Redis refuses the post before
+            // anything durable is written. Both are safe ahead of the item:
+            // a page skips an inbox key without a record, and a mark only
+            // makes readers pull an outbox that has nothing new yet.
+            if fan_out || hot {
+                self.backend.deliver(id, &[author]).await?;
+            }
+            if hot {
+                self.backend.mark_unpushed(author, id).await?;
+            }
             match self.backend.create_item(item, fan_out, now).await {
                 Err(StoreError::IdTaken(key)) if attempt < MAX_ID_ATTEMPTS => {
                     self.ids.taken(key);
@@ -142,18 +153,14 @@ impl FeedService {
         };
         match outcome {
             CreateOutcome::Created(item) => {
-                if fan_out || hot {
-                    // The author's own home sees the item at once; followers
-                    // get it from the worker, or pull it if the author is hot.
-                    self.backend.deliver(item.id.0, &[author]).await?;
-                }
+                // The author's own home had the item before it was stored;
+                // followers get it from the worker, or pull it if the author
+                // is hot (readers whose inbox floor is below its key pull the
+                // outboxes of marked authors; the marks are shared by every node).
                 if fan_out {
                     self.work.notify_one();
                 }
                 if hot {
-                    // Readers whose inbox floor is below this key pull the
-                    // author's outbox (HotAuthors is shared by every node).
-                    self.backend.mark_unpushed(author, item.id.0).await?;
                     metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
                 metrics::counter!("tideway_items_created_total").increment(1);
