@@ -18,13 +18,22 @@
 //!
 //! # Inbox layout
 //!
-//! `floor: u64 BE | state: 'R' ready or 'B' building | 3 zero bytes |
-//! count: u32 BE | slots × key: u64 BE`, keys ascending, the first `count`
+//! `floor: u64 | slots: u32 (top bit: building) | count: u32 | newest: u64 |
+//! slots × key: u64`, all big-endian, keys ascending, the first `count`
 //! slots used. A full inbox holds up to `cap + cap/10` keys before a script
 //! trims it to `cap`; readers see only the newest `cap` (the floor rises to
-//! the newest key beyond them), so the contract's cap holds at every
-//! moment while most deliveries are a 12-byte write in place (no copy of the
-//! inbox, no reallocation). About 9 bytes per entry for a full inbox.
+//! the newest key beyond them), so the contract's cap holds at every moment
+//! while a delivery in order reads the 24-byte header and writes 20 bytes in
+//! place (no copy of the inbox, no reallocation). About 9 bytes an entry for
+//! a full inbox.
+//!
+//! One script run delivers a key to every inbox of a fan-out chunk that one
+//! node serves: the inbox keys are passed as arguments, not declared keys
+//! (a cluster refuses declared keys of several slots in one call), and each
+//! call goes to the node that serves them by this crate's copy of the
+//! cluster's slot map. A script that reaches a key its node no longer serves
+//! (a resharding moved the slot) fails; the batch is then sent again after
+//! the slot map is read again (deliveries are idempotent).
 
 mod scripts;
 
@@ -44,6 +53,8 @@ use tideway_store::{Activity, HotAuthors, InboxRead, InboxStats, Inboxes, Result
 const SHARDS: u64 = 16;
 /// How long `inbox_stats` reuses a count (it scans every inbox key).
 const STATS_TTL: Duration = Duration::from_secs(10);
+/// Inboxes per delivery script run (a run blocks its Redis: ~1 µs each).
+const DELIVER_SLICE: usize = 1000;
 /// Keys per SCAN step and per pipeline of reads.
 const SCAN_BATCH: usize = 1000;
 
@@ -140,16 +151,21 @@ struct Parsed {
     keys: Vec<Key>,
 }
 
+/// The building flag in an inbox's slots word.
+const BUILDING: u32 = 1 << 31;
+
 /// Header size of an inbox value.
-const HEADER: usize = 16;
+const HEADER: usize = 24;
 
 fn parse(v: &[u8], cap: usize) -> Result<Parsed> {
     let bad = || StoreError::Corrupt(format!("an inbox value of {} bytes", v.len()));
     if v.len() < HEADER || !(v.len() - HEADER).is_multiple_of(8) {
         return Err(bad());
     }
+    let flags = u32::from_be_bytes([v[8], v[9], v[10], v[11]]);
     let count = u32::from_be_bytes([v[12], v[13], v[14], v[15]]) as usize;
-    if count > (v.len() - HEADER) / 8 {
+    let slots = (flags & !BUILDING) as usize;
+    if count > slots || slots != (v.len() - HEADER) / 8 {
         return Err(bad());
     }
     let all = &v[HEADER..HEADER + count * 8];
@@ -159,7 +175,7 @@ fn parse(v: &[u8], cap: usize) -> Result<Parsed> {
         floor = floor.max(be(&all[(skip - 1) * 8..]));
     }
     let keys = all[skip * 8..].chunks_exact(8).map(be).collect();
-    Ok(Parsed { floor, building: v[8] == b'B', keys })
+    Ok(Parsed { floor, building: flags & BUILDING != 0, keys })
 }
 
 /// Packs keys ascending, deduplicated.
@@ -498,15 +514,27 @@ impl Inboxes for RedisShared {
             return Ok(0);
         }
         let kb = key.to_be_bytes();
-        let mut batch = Batch::default();
+        // One script run per node (per slice of a big chunk), the inboxes it
+        // serves as arguments.
+        let mut by_node: HashMap<Option<Node>, Vec<String>> = HashMap::new();
         for &u in users {
             let key = self.inbox_key(u);
-            let mut cmd = self.evalsha(&self.scripts.deliver, &key);
-            cmd.arg(&kb[..]).arg(self.cap).arg(self.slack);
-            batch.add(key, cmd);
+            let node = if self.cluster { self.node_of(&key) } else { None };
+            by_node.entry(node).or_default().push(key);
+        }
+        let mut batch = Batch::default();
+        for keys in by_node.values() {
+            for slice in keys.chunks(DELIVER_SLICE) {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(self.scripts.deliver.get_hash()).arg(0).arg(&kb[..]).arg(self.cap).arg(self.slack);
+                for k in slice {
+                    cmd.arg(k);
+                }
+                batch.add(slice[0].clone(), cmd);
+            }
         }
         let took: Vec<i64> = self.run_as(&batch).await?;
-        Ok(took.iter().filter(|&&t| t == 1).count())
+        Ok(took.iter().sum::<i64>() as usize)
     }
 
     async fn read_inbox(
@@ -535,7 +563,7 @@ impl Inboxes for RedisShared {
 
     async fn begin_rebuild(&self, user: UserId) -> Result<()> {
         let mut header = vec![0u8; HEADER];
-        header[8] = b'B';
+        header[8..12].copy_from_slice(&BUILDING.to_be_bytes());
         // NX: an inbox that exists (ready or building) stays as it is.
         self.query::<Option<String>>(redis::cmd("SET").arg(self.inbox_key(user)).arg(header).arg("NX")).await?;
         Ok(())
@@ -741,8 +769,9 @@ mod tests {
     fn parse_applies_the_cap_and_raises_the_floor() {
         let mut v = vec![0u8; HEADER];
         v[..8].copy_from_slice(&5u64.to_be_bytes());
-        v[8] = b'R';
+        v[8..12].copy_from_slice(&5u32.to_be_bytes());
         v[12..16].copy_from_slice(&4u32.to_be_bytes());
+        v[16..24].copy_from_slice(&40u64.to_be_bytes());
         for k in [10u64, 20, 30, 40, 0] {
             v.extend_from_slice(&k.to_be_bytes());
         }
@@ -750,7 +779,9 @@ mod tests {
         assert_eq!((p.floor, p.keys, p.building), (10, vec![20, 30, 40], false), "one spare slot, one trimmed");
         let p = parse(&v, 10).expect("parse");
         assert_eq!((p.floor, p.keys.len()), (5, 4));
-        assert!(parse(&v[..20], 3).is_err(), "a torn value");
+        assert!(parse(&v[..28], 3).is_err(), "a torn value");
+        v[8..12].copy_from_slice(&(5u32 | BUILDING).to_be_bytes());
+        assert!(parse(&v, 3).expect("parse").building);
         v[12..16].copy_from_slice(&9u32.to_be_bytes());
         assert!(parse(&v, 3).is_err(), "a count beyond the slots");
     }

@@ -1,17 +1,19 @@
-//! The Lua scripts that change an inbox atomically on the Redis node that
-//! holds it (each touches one key, so they run unchanged on a Cluster).
+//! The Lua scripts that change inboxes atomically on the Redis node that
+//! holds them.
 //!
 //! An inbox is one Redis string (see the crate docs for the layout): a
-//! 16-byte header (floor, state, count) then `slots` 8-byte big-endian keys,
-//! the first `count` of them used, ascending. Keys are compared as bytes
-//! (big-endian order is numeric order): Lua's numbers are doubles and cannot
-//! hold a 64-bit key, and its string `<` follows the server's locale.
+//! 24-byte header (floor, slots and state, count, newest key) then `slots`
+//! 8-byte big-endian keys, the first `count` of them used, ascending. Keys are
+//! compared as bytes (big-endian order is numeric order): Lua's numbers are
+//! doubles and cannot hold a 64-bit key, and its string `<` follows the
+//! server's locale.
 
 /// Shared helpers. `gt(a, b)`: 8-byte key `a` above `b`. `write`: stores an
 /// inbox, trimming it to `cap` once it holds more than `cap + slack` keys
 /// (the floor rises to the newest key trimmed) and leaving free slots so
-/// that most deliveries write 12 bytes in place.
+/// that most deliveries write in place.
 const PRELUDE: &str = r"
+local BUILDING = 2147483648
 local function gt(a, b)
   for i = 1, 8 do
     local x, y = string.byte(a, i), string.byte(b, i)
@@ -29,7 +31,7 @@ local function effective_floor(floor, s, base, n, cap)
   end
   return floor
 end
-local function write(k, floor, state, entries, n, cap, slack)
+local function write(k, floor, building, entries, n, cap, slack)
   if n > cap + slack then
     local cut = n - cap
     local t = entry(entries, 0, cut - 1)
@@ -43,49 +45,57 @@ local function write(k, floor, state, entries, n, cap, slack)
   else
     slots = math.min(cap + slack, n + math.max(math.floor(n / 4), 4))
   end
-  redis.call('SET', k, floor .. state .. '\0\0\0' .. struct.pack('>I4', n) .. entries .. string.rep('\0', (slots - n) * 8))
+  local last = string.rep('\0', 8)
+  if n > 0 then last = entry(entries, 0, n - 1) end
+  local flags = slots
+  if building then flags = flags + BUILDING end
+  redis.call('SET', k, floor .. struct.pack('>I4I4', flags, n) .. last .. entries .. string.rep('\0', (slots - n) * 8))
 end
 ";
 
-/// KEYS[1] inbox; ARGV: key (8 bytes), cap, slack. Returns 1 when the
-/// inbox took the key (present, above its floor, not held yet), else 0.
+/// ARGV: key (8 bytes), cap, slack, then the inbox keys (undeclared: the
+/// caller sends one call per node with the inboxes that node serves, so one
+/// script run delivers a whole chunk of followers). Returns how many
+/// inboxes took the key (present, above the floor, not held yet).
 const DELIVER: &str = r"
-local k, key = KEYS[1], ARGV[1]
-local cap, slack = tonumber(ARGV[2]), tonumber(ARGV[3])
-local h = redis.call('GETRANGE', k, 0, 15)
-if #h < 16 then return 0 end
-local n = struct.unpack('>I4', h, 13)
-local floor = string.sub(h, 1, 8)
-if n > cap then
-  local o = 16 + (n - cap - 1) * 8
-  local t = redis.call('GETRANGE', k, o, o + 7)
-  if gt(t, floor) then floor = t end
-end
-if not gt(key, floor) then return 0 end
-local last = nil
-if n > 0 then last = redis.call('GETRANGE', k, 16 + (n - 1) * 8, 16 + n * 8 - 1) end
-local v, entries
-if last == nil or gt(key, last) then
-  local slots = (redis.call('STRLEN', k) - 16) / 8
-  if n < slots then
-    redis.call('SETRANGE', k, 16 + n * 8, key)
-    redis.call('SETRANGE', k, 12, struct.pack('>I4', n + 1))
-    return 1
+local key, cap, slack = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local took = 0
+for i = 4, #ARGV do
+  local k = ARGV[i]
+  local h = redis.call('GETRANGE', k, 0, 23)
+  if #h == 24 then
+    local flags, n = struct.unpack('>I4I4', h, 9)
+    local slots, building = flags % BUILDING, flags >= BUILDING
+    if n == 0 or gt(key, string.sub(h, 17, 24)) then
+      -- Above every key held (so above the floor), or into an empty inbox.
+      if n > 0 or gt(key, string.sub(h, 1, 8)) then
+        if n < slots then
+          redis.call('SETRANGE', k, 24 + n * 8, key)
+          redis.call('SETRANGE', k, 12, struct.pack('>I4', n + 1) .. key)
+        else
+          local v = redis.call('GET', k)
+          write(k, string.sub(v, 1, 8), building, string.sub(v, 25, 24 + n * 8) .. key, n + 1, cap, slack)
+        end
+        took = took + 1
+      end
+    else
+      local v = redis.call('GET', k)
+      if gt(key, effective_floor(string.sub(v, 1, 8), v, 24, n, cap)) then
+        local lo, hi = 0, n - 1
+        while lo < hi do
+          local mid = math.floor((lo + hi) / 2)
+          if gt(key, entry(v, 24, mid)) then lo = mid + 1 else hi = mid end
+        end
+        if entry(v, 24, lo) ~= key then
+          local entries = string.sub(v, 25, 24 + lo * 8) .. key .. string.sub(v, 25 + lo * 8, 24 + n * 8)
+          write(k, string.sub(v, 1, 8), building, entries, n + 1, cap, slack)
+          took = took + 1
+        end
+      end
+    end
   end
-  v = redis.call('GET', k)
-  entries = string.sub(v, 17, 16 + n * 8) .. key
-else
-  v = redis.call('GET', k)
-  local lo, hi = 0, n - 1
-  while lo < hi do
-    local mid = math.floor((lo + hi) / 2)
-    if gt(key, entry(v, 16, mid)) then lo = mid + 1 else hi = mid end
-  end
-  if entry(v, 16, lo) == key then return 0 end
-  entries = string.sub(v, 17, 16 + lo * 8) .. key .. string.sub(v, 17 + lo * 8, 16 + n * 8)
 end
-write(k, string.sub(v, 1, 8), string.sub(v, 9, 9), entries, n + 1, cap, slack)
-return 1
+return took
 ";
 
 /// KEYS[1] inbox; ARGV: floor (8 bytes), keys (packed, ascending), cap,
@@ -96,27 +106,30 @@ const MERGE: &str = r"
 local k = KEYS[1]
 local cap, slack, mode = tonumber(ARGV[3]), tonumber(ARGV[4]), ARGV[5]
 local v = redis.call('GET', k)
-local floor, state, n, base
+local floor, building, n
 if not v then
   if mode == 'm' then return 0 end
-  v, floor, state, n, base = '', string.rep('\0', 8), 'R', 0, 0
+  v, floor, building, n = '', string.rep('\0', 8), false, 0
 else
-  floor, state, n, base = string.sub(v, 1, 8), string.sub(v, 9, 9), struct.unpack('>I4', v, 13), 16
+  local flags
+  flags, n = struct.unpack('>I4I4', v, 9)
+  floor, building = string.sub(v, 1, 8), flags >= BUILDING
+  v = string.sub(v, 25, 24 + n * 8)
 end
-if mode == 'f' then state = 'R' end
-floor = effective_floor(floor, v, base, n, cap)
+if mode == 'f' then building = false end
+floor = effective_floor(floor, v, 0, n, cap)
 if gt(ARGV[1], floor) then floor = ARGV[1] end
 local b = ARGV[2]
 local nb = #b / 8
 local out, i, j, last = {}, 0, 0, nil
 while i < n or j < nb do
   local ea, eb, x
-  if i < n then ea = entry(v, base, i) end
+  if i < n then ea = entry(v, 0, i) end
   if j < nb then eb = entry(b, 0, j) end
   if ea and (not eb or not gt(ea, eb)) then x = ea; i = i + 1 else x = eb; j = j + 1 end
   if x ~= last and gt(x, floor) then out[#out + 1] = x; last = x end
 end
-write(k, floor, state, table.concat(out), #out, cap, slack)
+write(k, floor, building, table.concat(out), #out, cap, slack)
 return 1
 ";
 

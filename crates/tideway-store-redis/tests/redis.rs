@@ -147,7 +147,7 @@ async fn a_full_inbox_stays_compact() {
     let read = redis.read_inbox(u, KeyRange::ALL, Direction::Older, 10_000).await.expect("read").expect("present");
     assert_eq!(read.keys.len(), CAP);
     assert_eq!((read.keys[0], read.floor), (5000, 5000 - CAP as u64));
-    assert!(biggest <= 16 + (CAP + CAP / 10) * 8, "the value grew to {biggest} bytes");
+    assert!(biggest <= 24 + (CAP + CAP / 10) * 8, "the value grew to {biggest} bytes");
     assert!(biggest as f64 / CAP as f64 <= 9.1, "{} bytes per entry", biggest as f64 / CAP as f64);
     redis.purge().await.expect("purge");
 }
