@@ -278,55 +278,102 @@ fn check_hydration(what: &str, m: &Model, viewer: u64, page: &Page) {
 enum Kind {
     Memory,
     Fjall(tempfile::TempDir),
+    /// Two nodes on one SQL database and one Redis (a fresh database and key
+    /// prefix per run); calls alternate between the nodes.
+    Scaled {
+        db: String,
+        redis: String,
+        prefix: String,
+    },
 }
 
 struct Harness {
     kind: Kind,
     clock: Arc<ManualClock>,
     opts: ServiceOptions,
-    svc: Option<Arc<FeedService>>,
-    worker: Option<FanoutWorker>,
+    /// One node, or two for `Kind::Scaled` (each with its worker).
+    nodes: Vec<(Arc<FeedService>, FanoutWorker)>,
+    /// Which node the next call goes to.
+    turn: std::sync::atomic::AtomicUsize,
 }
 
 impl Harness {
     async fn new(kind: Kind, opts: ServiceOptions) -> Self {
         let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
-        let mut h = Harness { kind, clock, opts, svc: None, worker: None };
-        h.start().await;
+        let mut h = Harness { kind, clock, opts, nodes: Vec::new(), turn: Default::default() };
+        let n = if matches!(h.kind, Kind::Scaled { .. }) { 2 } else { 1 };
+        for i in 0..n {
+            let node = h.node(i).await;
+            h.nodes.push(node);
+        }
         h
     }
-    async fn start(&mut self) {
+    /// Starts node `i` (node ids differ, as a deployment's must).
+    async fn node(&self, i: usize) -> (Arc<FeedService>, FanoutWorker) {
         let backend: Arc<dyn Backend> = match &self.kind {
             Kind::Memory => Arc::new(Store::in_memory(self.opts.max_len)),
             Kind::Fjall(dir) => {
                 Arc::new(tideway_store_fjall::open(dir.path(), SyncMode::Buffer, self.opts.max_len).expect("open"))
             }
+            Kind::Scaled { db, redis, prefix } => {
+                let sql = tideway_store_sql::SqlStore::connect(db).await.expect("sql");
+                let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], self.opts.max_len);
+                ro.prefix = prefix.clone();
+                let shared = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
+                Arc::new(tideway_store::Split::new(Arc::new(sql), Arc::new(shared)))
+            }
         };
-        let svc = Arc::new(FeedService::new(backend, self.opts.clone(), self.clock.clone()).await.expect("service"));
-        self.worker = Some(FanoutWorker::new(svc.clone()));
-        self.svc = Some(svc);
+        let opts = ServiceOptions { node_id: i as u16 + 1, ..self.opts.clone() };
+        let svc = Arc::new(FeedService::new(backend, opts, self.clock.clone()).await.expect("service"));
+        let worker = FanoutWorker::new(svc.clone());
+        (svc, worker)
     }
     /// A restart: `clean` ones go through the inbox snapshot (warm inboxes,
-    /// hot authors' unpushed keys); the others lose every inbox.
-    async fn restart(&mut self, clean: bool) {
+    /// hot authors' unpushed keys); the others lose every inbox. With two
+    /// nodes, one node restarts, and an unclean restart also flushes Redis.
+    async fn restart(&mut self, clean: bool, which: usize) {
+        if let Kind::Scaled { redis, prefix, .. } = &self.kind {
+            if !clean {
+                let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], self.opts.max_len);
+                ro.prefix = prefix.clone();
+                let r = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
+                r.purge().await.expect("flush");
+            }
+            let i = which % self.nodes.len();
+            self.nodes[i] = self.node(i).await;
+            return;
+        }
         let snap = match &self.kind {
             Kind::Fjall(dir) => dir.path().join("inboxes.snapshot"),
-            Kind::Memory => return,
+            _ => return,
         };
         if clean {
             self.svc().save_snapshot(&snap).await.expect("snapshot");
         }
-        self.svc = None;
-        self.worker = None;
-        self.start().await;
+        self.nodes.clear();
+        let node = self.node(0).await;
+        self.nodes.push(node);
         let loaded = self.svc().load_snapshot(&snap).await.expect("load snapshot");
         assert_eq!(loaded.is_some(), clean);
     }
+    fn pick(&self) -> &(Arc<FeedService>, FanoutWorker) {
+        let t = self.turn.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        &self.nodes[t % self.nodes.len()]
+    }
     fn svc(&self) -> &FeedService {
-        self.svc.as_deref().expect("running")
+        &self.pick().0
     }
     fn worker(&self) -> &FanoutWorker {
-        self.worker.as_ref().expect("running")
+        &self.pick().1
+    }
+    /// Runs every node's worker until no job is pending (a job leased to
+    /// one node's worker is finished by that worker).
+    async fn drain(&self) {
+        for _ in 0..2 {
+            for (_, w) in &self.nodes {
+                w.drain().await.expect("drain");
+            }
+        }
     }
 }
 
@@ -358,7 +405,7 @@ fn kind_of(e: &ServiceError) -> &'static str {
 }
 
 async fn check_all(h: &Harness, m: &Model, ctx: &str) {
-    h.worker().drain().await.expect("drain");
+    h.drain().await;
     let now = h.svc().now().0;
     for u in 1..=USERS {
         let want = m.home(u);
@@ -402,7 +449,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         active_window_ms,
         ..ServiceOptions::default()
     };
-    let restartable = matches!(kind, Kind::Fjall(_));
+    let restartable = matches!(kind, Kind::Fjall(_) | Kind::Scaled { .. });
     let mut h = Harness::new(kind, opts).await;
     let mut m = Model { max_following: 4, ..Model::default() };
     for step in 0..ops {
@@ -665,7 +712,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             }
             98 => {
                 if restartable {
-                    h.restart(rng.random_bool(0.5)).await;
+                    h.restart(rng.random_bool(0.5), rng.random_range(0..2)).await;
                 }
             }
             99..=107 => {
@@ -727,4 +774,32 @@ async fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
     for seed in 1000..1020 {
         run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir")), 200).await;
     }
+}
+
+/// Two nodes on PostgreSQL or MariaDB and one Redis, calls spread over both,
+/// nodes restarting and Redis flushed in the middle (the engines come from
+/// `scripts/services.sh up`).
+async fn scaled(var: &str, seeds: std::ops::Range<u64>) {
+    let base =
+        std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: run `eval \"$(scripts/services.sh up)\"`"));
+    let redis = std::env::var("TIDEWAY_TEST_REDIS_URL").expect("TIDEWAY_TEST_REDIS_URL is not set");
+    for seed in seeds {
+        let db = tideway_store_sql::testing::FreshDatabase::create(&base).await.expect("a fresh database");
+        let prefix = format!("model{seed}x{}:", std::process::id());
+        run(seed, Kind::Scaled { db: db.url.clone(), redis: redis.clone(), prefix: prefix.clone() }, 200).await;
+        let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], 4);
+        ro.prefix = prefix;
+        tideway_store_redis::RedisShared::connect(ro).await.expect("redis").purge().await.expect("purge");
+        db.drop().await.expect("drop the database");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_on_postgres_and_redis_serve_the_pull_definition() {
+    scaled("TIDEWAY_TEST_POSTGRES_URL", 2000..2006).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_on_mariadb_and_redis_serve_the_pull_definition() {
+    scaled("TIDEWAY_TEST_MYSQL_URL", 3000..3006).await;
 }

@@ -1,0 +1,1106 @@
+//! The durable half of a scaled-out deployment on PostgreSQL or MySQL /
+//! MariaDB: items, the follow graph, blocks and mutes, reactions, home
+//! insertions, promotions and fan-out jobs with leases ([`Items`], [`Graph`],
+//! [`Jobs`]). It is the source of truth: every node reads and writes it, and
+//! the shared half (Redis) is rebuilt from it.
+//!
+//! One implementation serves both engines through sqlx's `Any` driver; the
+//! SQL is written once with `?` placeholders (numbered for PostgreSQL) and
+//! only the statements that differ (insert-or-ignore, schema types) are
+//! chosen per dialect. The schema is versioned ([`schema`]): a node applies
+//! missing migrations at start and refuses a database of a newer version.
+
+pub mod schema;
+pub mod testing;
+
+use async_trait::async_trait;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{AnyPool, Row};
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Body, Item, ItemId, Key, Millis, Relation, UserId};
+use tideway_store::{
+    CreateOutcome, FollowStatus, FollowerPos, Graph, ItemChange, ItemCounts, Items, Job, JobProgress, Jobs, ListKind,
+    Promotion, Record, Result, StoreError, StoreStats, UserCounts, ViewerMarks, WorkerId,
+};
+
+/// The SQL dialect of the engine behind the URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    MySql,
+}
+
+impl Dialect {
+    /// The dialect a URL names (`postgres://`, `postgresql://`, `mysql://`, `mariadb://`).
+    pub fn of_url(url: &str) -> Option<Self> {
+        let scheme = url.split("://").next()?;
+        match scheme {
+            "postgres" | "postgresql" => Some(Dialect::Postgres),
+            "mysql" | "mariadb" => Some(Dialect::MySql),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "postgres",
+            Dialect::MySql => "mysql",
+        }
+    }
+}
+
+/// How long `stats` reuses its counts (they count whole tables).
+const STATS_TTL: Duration = Duration::from_secs(10);
+
+/// Items, graph and jobs on a SQL database.
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    stats: tokio::sync::Mutex<Option<(Instant, StoreStats)>>,
+}
+
+fn db_err(d: Dialect) -> impl Fn(sqlx::Error) -> StoreError {
+    move |e| StoreError::Io(format!("{}: {e}", d.name()))
+}
+
+fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Corrupt(format!("{what}: {e}"))
+}
+
+/// A key as a SQL BIGINT (keys and ids are below 2^63).
+fn k(key: u64) -> i64 {
+    key as i64
+}
+
+/// A worker id as a SQL BIGINT (its bits).
+fn w(worker: WorkerId) -> i64 {
+    worker as i64
+}
+
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Database(db) => {
+            matches!(db.code().as_deref(), Some("23505") | Some("1062") | Some("23000"))
+                || db.message().contains("Duplicate entry")
+        }
+        _ => false,
+    }
+}
+
+fn column(i: usize, e: sqlx::Error) -> StoreError {
+    StoreError::Corrupt(format!("column {i}: {e}"))
+}
+
+/// An integer column.
+fn int(r: &AnyRow, i: usize) -> Result<i64> {
+    r.try_get(i).map_err(|e| column(i, e))
+}
+
+/// A nullable integer column.
+fn oint(r: &AnyRow, i: usize) -> Result<Option<i64>> {
+    r.try_get(i).map_err(|e| column(i, e))
+}
+
+/// A text column (MySQL reports binary-collated text as bytes).
+fn text(r: &AnyRow, i: usize) -> Result<String> {
+    match r.try_get::<String, _>(i) {
+        Ok(s) => Ok(s),
+        Err(_) => {
+            let b: Vec<u8> = r.try_get(i).map_err(|e| column(i, e))?;
+            String::from_utf8(b).map_err(|e| StoreError::Corrupt(format!("column {i}: {e}")))
+        }
+    }
+}
+
+/// `?, ?, …` for `n` values.
+fn marks(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+impl SqlStore {
+    /// Connects, checks the schema version and applies missing migrations.
+    /// Errors name the setting to fix (`storage.url`).
+    pub async fn connect(url: &str) -> Result<Self> {
+        let setting = "storage.url (TIDEWAY_STORAGE__URL)";
+        let dialect = Dialect::of_url(url)
+            .ok_or_else(|| StoreError::Io(format!("{setting}: {url:?} is not a postgres:// or mysql:// URL")))?;
+        sqlx::any::install_default_drivers();
+        let pool = AnyPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(3))
+            .connect(url)
+            .await
+            .map_err(|e| StoreError::Io(format!("{setting}: cannot connect to {}: {e}", redact(url))))?;
+        let store = Self { pool, dialect, stats: tokio::sync::Mutex::new(None) };
+        store.migrate().await.map_err(|e| StoreError::Io(format!("{setting}: {e}")))?;
+        Ok(store)
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Closes every connection (tests drop their database after).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn err(&self) -> impl Fn(sqlx::Error) -> StoreError {
+        db_err(self.dialect)
+    }
+
+    /// `sql` with PostgreSQL's numbered placeholders where needed.
+    fn q(&self, sql: &str) -> String {
+        match self.dialect {
+            Dialect::MySql => sql.to_owned(),
+            Dialect::Postgres => {
+                let mut out = String::with_capacity(sql.len() + 16);
+                let mut n = 0;
+                for c in sql.chars() {
+                    if c == '?' {
+                        n += 1;
+                        out.push('$');
+                        out.push_str(&n.to_string());
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// `INSERT … ` that skips rows whose key exists.
+    fn insert_ignore(&self, table_and_cols: &str, values: &str) -> String {
+        match self.dialect {
+            Dialect::Postgres => format!("INSERT INTO {table_and_cols} VALUES {values} ON CONFLICT DO NOTHING"),
+            Dialect::MySql => format!("INSERT IGNORE INTO {table_and_cols} VALUES {values}"),
+        }
+    }
+
+    async fn migrate(&self) -> std::result::Result<(), String> {
+        let mut conn = self.pool.acquire().await.map_err(|e| e.to_string())?;
+        let lock = match self.dialect {
+            Dialect::Postgres => "SELECT pg_advisory_lock(74110)",
+            Dialect::MySql => "SELECT GET_LOCK('tideway_migrate', 60)",
+        };
+        sqlx::query(lock).execute(&mut *conn).await.map_err(|e| e.to_string())?;
+        let result = async {
+            sqlx::query("CREATE TABLE IF NOT EXISTS tw_schema (version BIGINT NOT NULL)")
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            let row = sqlx::query("SELECT MAX(version) FROM tw_schema")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| e.to_string())?;
+            let have: Option<i64> = row.try_get(0).map_err(|e| e.to_string())?;
+            let have = have.unwrap_or(0);
+            if have > schema::current() {
+                return Err(format!(
+                    "the database has schema version {have}, newer than this build's {}: upgrade tideway",
+                    schema::current()
+                ));
+            }
+            for (version, stmts) in schema::MIGRATIONS.iter().filter(|(v, _)| *v > have) {
+                tracing::info!(version, dialect = self.dialect.name(), "applying a schema migration");
+                for s in *stmts {
+                    sqlx::query(&schema::render(s, self.dialect))
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(|e| format!("migration {version}: {e}"))?;
+                }
+                sqlx::query(&self.q("INSERT INTO tw_schema (version) VALUES (?)"))
+                    .bind(*version)
+                    .execute(&mut *conn)
+                    .await
+                    .map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+        .await;
+        let unlock = match self.dialect {
+            Dialect::Postgres => "SELECT pg_advisory_unlock(74110)",
+            Dialect::MySql => "SELECT RELEASE_LOCK('tideway_migrate')",
+        };
+        let _ = sqlx::query(unlock).execute(&mut *conn).await;
+        result
+    }
+
+    async fn fetch(&self, sql: &str, binds: &[i64]) -> Result<Vec<AnyRow>> {
+        let sql = self.q(sql);
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.fetch_all(&self.pool).await.map_err(self.err())
+    }
+
+    /// Decodes an item's row (`record`, and `body` unless `None`).
+    fn item_of(record: &str, body: Option<&str>) -> Result<Arc<Item>> {
+        let mut item: Item = serde_json::from_str(record).map_err(|e| corrupt("an item record", e))?;
+        item.body = match body {
+            Some(b) => Arc::new(serde_json::from_str(b).map_err(|e| corrupt("an item body", e))?),
+            None => tideway_store::stripped_body(),
+        };
+        Ok(Arc::new(item))
+    }
+
+    fn record_json(item: &Item) -> Result<(String, String)> {
+        let record = Item { body: tideway_store::stripped_body(), ..item.clone() };
+        let r = serde_json::to_string(&record).map_err(|e| corrupt("encoding an item", e))?;
+        let b = serde_json::to_string(&*item.body).map_err(|e| corrupt("encoding a body", e))?;
+        Ok((r, b))
+    }
+
+    /// The existing item the create of `item` resolves to (its idempotency
+    /// key or its repost), within `tx`.
+    async fn existing(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, item: &Item) -> Result<Option<CreateOutcome>> {
+        if let Some(key) = &item.idempotency_key {
+            let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE author = ? AND idem = ?"))
+                .bind(k(item.author.0))
+                .bind(key.as_str())
+                .fetch_optional(&mut **tx)
+                .await
+                .map_err(self.err())?;
+            if let Some(row) = row {
+                let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+                return Ok(Some(CreateOutcome::Existing(Self::item_of(&r, Some(&b))?)));
+            }
+        }
+        if let Some(orig) = item.repost_of {
+            let row = sqlx::query(&self.q(
+                "SELECT record, body FROM tw_items WHERE repost_of = ? AND author = ? AND live = 1 ORDER BY id LIMIT 1",
+            ))
+            .bind(k(orig.0))
+            .bind(k(item.author.0))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.err())?;
+            if let Some(row) = row {
+                let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+                return Ok(Some(CreateOutcome::AlreadyReposted(Self::item_of(&r, Some(&b))?)));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn try_create(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<CreateOutcome, Failed> {
+        let mut tx = self.pool.begin().await.map_err(|e| Failed::Store(self.err()(e)))?;
+        if let Some(found) = self.existing(&mut tx, item).await.map_err(Failed::Store)? {
+            return Ok(found);
+        }
+        let (record, body) = Self::record_json(item).map_err(Failed::Store)?;
+        let ins = sqlx::query(&self.q(
+            "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        ))
+        .bind(k(item.id.0))
+        .bind(k(item.author.0))
+        .bind(i16::from(!item.deleted))
+        .bind(item.repost_of.map(|o| k(o.0)))
+        .bind(item.reply_to.map(|p| k(p.0)))
+        .bind(item.idempotency_key.clone())
+        .bind(record)
+        .bind(body)
+        .execute(&mut *tx)
+        .await;
+        match ins {
+            Err(e) if is_unique_violation(&e) => return Err(Failed::Duplicate),
+            Err(e) => return Err(Failed::Store(self.err()(e))),
+            Ok(_) => {}
+        }
+        sqlx::query(&self.q(&self.insert_ignore("tw_users (id)", "(?)")))
+            .bind(k(item.author.0))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| Failed::Store(self.err()(e)))?;
+        if fan_out {
+            sqlx::query(&self.q("INSERT INTO tw_jobs (k, author, created) VALUES (?, ?, ?)"))
+                .bind(k(item.id.0))
+                .bind(k(item.author.0))
+                .bind(now.0)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| Failed::Store(self.err()(e)))?;
+        }
+        tx.commit().await.map_err(|e| Failed::Store(self.err()(e)))?;
+        Ok(CreateOutcome::Created(Arc::new(item.clone())))
+    }
+
+    /// Keys in `range` from `sql` (which ends in a WHERE clause on `col`).
+    async fn range_keys(
+        &self,
+        select: &str,
+        col: &str,
+        binds: &[i64],
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
+        let mut sql = select.to_owned();
+        let mut b = binds.to_vec();
+        if let Some(a) = range.above {
+            sql.push_str(&format!(" AND {col} > ?"));
+            b.push(k(a));
+        }
+        if let Some(x) = range.below {
+            sql.push_str(&format!(" AND {col} < ?"));
+            b.push(k(x));
+        }
+        let order = match dir {
+            Direction::Older => "DESC",
+            Direction::Newer => "ASC",
+        };
+        sql.push_str(&format!(" ORDER BY {col} {order} LIMIT {limit}"));
+        let rows = self.fetch(&sql, &b).await?;
+        rows.iter().map(|r| Ok(int(r, 0)? as u64)).collect()
+    }
+
+    async fn edge_set(&self, sql: &str, user: UserId, others: &[i64]) -> Result<HashSet<u64>> {
+        let mut b = vec![k(user.0)];
+        b.extend_from_slice(others);
+        let rows = self.fetch(&format!("{sql} ({})", marks(others.len())), &b).await?;
+        rows.iter().map(|r| Ok(int(r, 0)? as u64)).collect()
+    }
+
+    /// Deletes the follow `from → to` in both tables, within `tx`; whether
+    /// there was one.
+    async fn delete_follow(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, from: UserId, to: UserId) -> Result<bool> {
+        let row = sqlx::query(&self.q("SELECT since FROM tw_follows WHERE follower = ? AND followee = ? FOR UPDATE"))
+            .bind(k(from.0))
+            .bind(k(to.0))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        let Some(row) = row else { return Ok(false) };
+        let since = int(&row, 0)?;
+        sqlx::query(&self.q("DELETE FROM tw_follows WHERE follower = ? AND followee = ?"))
+            .bind(k(from.0))
+            .bind(k(to.0))
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        sqlx::query(&self.q("DELETE FROM tw_followers WHERE followee = ? AND since = ? AND follower = ?"))
+            .bind(k(to.0))
+            .bind(since)
+            .bind(k(from.0))
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        Ok(true)
+    }
+
+    async fn add_users(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, users: &[UserId]) -> Result<()> {
+        if users.is_empty() {
+            return Ok(());
+        }
+        let sql = self.q(&self.insert_ignore("tw_users (id)", &vec!["(?)"; users.len()].join(", ")));
+        let mut q = sqlx::query(&sql);
+        for u in users {
+            q = q.bind(k(u.0));
+        }
+        q.execute(&mut **tx).await.map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Reads `sql` with binds and maps the first column of each row.
+    async fn count(&self, sql: &str, binds: &[i64]) -> Result<u64> {
+        let rows = self.fetch(sql, binds).await?;
+        Ok(match rows.first() {
+            Some(r) => int(r, 0)?.max(0) as u64,
+            None => 0,
+        })
+    }
+}
+
+/// Why a create attempt did not finish.
+enum Failed {
+    Store(StoreError),
+    /// A unique index refused the row: an id taken, or a racing create with
+    /// the same idempotency key.
+    Duplicate,
+}
+
+/// A URL without its password.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[async_trait]
+impl Items for SqlStore {
+    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        match self.try_create(&item, fan_out, now).await {
+            Ok(outcome) => Ok(outcome),
+            Err(Failed::Store(e)) => Err(e),
+            // A racing create with the same idempotency key won: return it;
+            // otherwise the id is taken.
+            Err(Failed::Duplicate) => {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                match self.existing(&mut tx, &item).await? {
+                    Some(found) => Ok(found),
+                    None => Err(StoreError::IdTaken(item.id.0)),
+                }
+            }
+        }
+    }
+
+    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
+            .bind(k(id.0))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.err())?;
+        let Some(row) = row else { return Ok(None) };
+        let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+        let item = Self::item_of(&r, Some(&b))?;
+        if item.deleted {
+            return Ok(None);
+        }
+        let new = Arc::new(change.apply(&item));
+        let (record, body) = Self::record_json(&new)?;
+        sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ? WHERE id = ?"))
+            .bind(i16::from(!new.deleted))
+            .bind(record)
+            .bind(body)
+            .bind(k(id.0))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.err())?;
+        tx.commit().await.map_err(self.err())?;
+        Ok(Some(new))
+    }
+
+    async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+        if keys.is_empty() {
+            return Ok(vec![]);
+        }
+        let binds: Vec<i64> = keys.iter().map(|x| k(*x)).collect();
+        let mut found: HashMap<u64, Record> = HashMap::new();
+        for row in
+            self.fetch(&format!("SELECT id, record FROM tw_items WHERE id IN ({})", marks(keys.len())), &binds).await?
+        {
+            let id = int(&row, 0)?;
+            let r = text(&row, 1)?;
+            found.insert(id as u64, Record::Item(Self::item_of(&r, None)?));
+        }
+        if found.len() < keys.len() {
+            let sql = format!("SELECT k, user_id, item FROM tw_inserts WHERE k IN ({})", marks(keys.len()));
+            for row in self.fetch(&sql, &binds).await? {
+                let key = int(&row, 0)? as u64;
+                let user = UserId(int(&row, 1)? as u64);
+                let item = ItemId(int(&row, 2)? as u64);
+                found.insert(key, Record::Insert { key, user, item });
+            }
+        }
+        Ok(keys.iter().map(|x| found.get(x).cloned()).collect())
+    }
+
+    async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let binds: Vec<i64> = ids.iter().map(|i| k(i.0)).collect();
+        let mut found: HashMap<u64, Body> = HashMap::new();
+        for row in
+            self.fetch(&format!("SELECT id, body FROM tw_items WHERE id IN ({})", marks(ids.len())), &binds).await?
+        {
+            let b = text(&row, 1)?;
+            let body: serde_json::Map<String, serde_json::Value> =
+                serde_json::from_str(&b).map_err(|e| corrupt("an item body", e))?;
+            found.insert(int(&row, 0)? as u64, Arc::new(body));
+        }
+        Ok(ids.iter().map(|i| found.get(&i.0).cloned()).collect())
+    }
+
+    async fn outbox_merge(
+        &self,
+        authors: &[UserId],
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
+        if authors.is_empty() || limit == 0 {
+            return Ok(vec![]);
+        }
+        let binds: Vec<i64> = authors.iter().map(|a| k(a.0)).collect();
+        let select = format!("SELECT id FROM tw_items WHERE author IN ({})", marks(authors.len()));
+        self.range_keys(&select, "id", &binds, range, dir, limit).await
+    }
+
+    async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
+        if originals.is_empty() || reposters.is_empty() {
+            return Ok(vec![Vec::new(); originals.len()]);
+        }
+        let mut binds: Vec<i64> = originals.iter().map(|o| k(o.0)).collect();
+        binds.extend(reposters.iter().map(|r| k(r.0)));
+        let sql = format!(
+            "SELECT repost_of, author, id FROM tw_items WHERE repost_of IN ({}) AND author IN ({}) AND live = 1 ORDER BY id",
+            marks(originals.len()),
+            marks(reposters.len())
+        );
+        let mut by: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
+        for row in self.fetch(&sql, &binds).await? {
+            by.entry(int(&row, 0)? as u64)
+                .or_default()
+                .push((UserId(int(&row, 1)? as u64), ItemId(int(&row, 2)? as u64)));
+        }
+        Ok(originals.iter().map(|o| by.remove(&o.0).unwrap_or_default()).collect())
+    }
+
+    async fn hydration(
+        &self,
+        ids: &[ItemId],
+        viewer: Option<UserId>,
+    ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let n = ids.len();
+        let binds: Vec<i64> = ids.iter().map(|i| k(i.0)).collect();
+        let counted = |rows: Vec<AnyRow>| -> Result<HashMap<u64, u64>> {
+            rows.iter().map(|r| Ok((int(r, 0)? as u64, int(r, 1)?.max(0) as u64))).collect()
+        };
+        let replies = counted(
+            self.fetch(
+                &format!(
+                    "SELECT reply_to, COUNT(*) FROM tw_items WHERE reply_to IN ({}) AND live = 1 GROUP BY reply_to",
+                    marks(n)
+                ),
+                &binds,
+            )
+            .await?,
+        )?;
+        let reposts = counted(
+            self.fetch(
+                &format!(
+                    "SELECT repost_of, COUNT(*) FROM tw_items WHERE repost_of IN ({}) AND live = 1 GROUP BY repost_of",
+                    marks(n)
+                ),
+                &binds,
+            )
+            .await?,
+        )?;
+        let mut reactions: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
+        let sql = format!(
+            "SELECT item, kind, COUNT(*) FROM tw_reactions WHERE item IN ({}) GROUP BY item, kind ORDER BY item, kind",
+            marks(n)
+        );
+        for row in self.fetch(&sql, &binds).await? {
+            reactions.entry(int(&row, 0)? as u64).or_default().push((text(&row, 1)?, int(&row, 2)?.max(0) as u64));
+        }
+        let marks_of = match viewer {
+            None => None,
+            Some(v) => {
+                let mut b = vec![k(v.0)];
+                b.extend_from_slice(&binds);
+                let reposted: HashSet<u64> = self
+                    .fetch(
+                        &format!(
+                            "SELECT repost_of FROM tw_items WHERE author = ? AND repost_of IN ({}) AND live = 1",
+                            marks(n)
+                        ),
+                        &b,
+                    )
+                    .await?
+                    .iter()
+                    .map(|r| Ok(int(r, 0)? as u64))
+                    .collect::<Result<_>>()?;
+                let mut mine: HashMap<u64, Vec<String>> = HashMap::new();
+                let sql = format!(
+                    "SELECT item, kind FROM tw_reactions WHERE user_id = ? AND item IN ({}) ORDER BY item, kind",
+                    marks(n)
+                );
+                for row in self.fetch(&sql, &b).await? {
+                    mine.entry(int(&row, 0)? as u64).or_default().push(text(&row, 1)?);
+                }
+                Some((reposted, mine))
+            }
+        };
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let mut kinds = reactions.get(&id.0).cloned().unwrap_or_default();
+                kinds.sort();
+                let counts = ItemCounts {
+                    replies: replies.get(&id.0).copied().unwrap_or(0),
+                    reposts: reposts.get(&id.0).copied().unwrap_or(0),
+                    reactions: kinds,
+                };
+                let marks = marks_of.as_ref().map(|(reposted, mine)| {
+                    let mut reactions = mine.get(&id.0).cloned().unwrap_or_default();
+                    reactions.sort();
+                    ViewerMarks { reposted: reposted.contains(&id.0), reactions }
+                });
+                (counts, marks)
+            })
+            .collect())
+    }
+
+    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+        let sql = if on {
+            self.q(&self.insert_ignore("tw_reactions (item, user_id, kind)", "(?, ?, ?)"))
+        } else {
+            self.q("DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ?")
+        };
+        let done = sqlx::query(&sql)
+            .bind(k(item.0))
+            .bind(k(user.0))
+            .bind(kind)
+            .execute(&self.pool)
+            .await
+            .map_err(self.err())?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn create_promotion(&self, p: Promotion) -> Result<()> {
+        sqlx::query(&self.q("INSERT INTO tw_promotions (id, item, every, starts_at, ends_at) VALUES (?, ?, ?, ?, ?)"))
+            .bind(k(p.id))
+            .bind(k(p.item.0))
+            .bind(i64::from(p.every))
+            .bind(p.starts_at.0)
+            .bind(p.ends_at.0)
+            .execute(&self.pool)
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
+        let rows = self
+            .fetch(
+                "SELECT id, item, every, starts_at, ends_at FROM tw_promotions WHERE starts_at <= ? AND ends_at > ? ORDER BY id",
+                &[now.0, now.0],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Promotion {
+                    id: int(r, 0)? as u64,
+                    item: ItemId(int(r, 1)? as u64),
+                    every: u32::try_from(int(r, 2)?).unwrap_or(u32::MAX),
+                    starts_at: Millis(int(r, 3)?),
+                    ends_at: Millis(int(r, 4)?),
+                })
+            })
+            .collect()
+    }
+
+    async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        sqlx::query(&self.q("INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)"))
+            .bind(k(key))
+            .bind(k(user.0))
+            .bind(k(item.0))
+            .execute(&mut *tx)
+            .await
+            .map_err(self.err())?;
+        self.add_users(&mut tx, &[user]).await?;
+        tx.commit().await.map_err(self.err())?;
+        Ok(())
+    }
+
+    async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        self.range_keys("SELECT k FROM tw_inserts WHERE user_id = ?", "k", &[k(user.0)], range, dir, limit).await
+    }
+
+    async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
+        if items.is_empty() {
+            return Ok(vec![]);
+        }
+        let mut binds = vec![k(user.0)];
+        binds.extend(items.iter().map(|i| k(i.0)));
+        let sql = format!(
+            "SELECT item, MIN(k) FROM tw_inserts WHERE user_id = ? AND item IN ({}) GROUP BY item",
+            marks(items.len())
+        );
+        let found: HashMap<u64, u64> = self
+            .fetch(&sql, &binds)
+            .await?
+            .iter()
+            .map(|r| Ok((int(r, 0)? as u64, int(r, 1)? as u64)))
+            .collect::<Result<_>>()?;
+        Ok(items.iter().map(|i| found.get(&i.0).copied()).collect())
+    }
+}
+
+#[async_trait]
+impl Graph for SqlStore {
+    async fn follow_many(
+        &self,
+        user: UserId,
+        targets: &[UserId],
+        at: Millis,
+        max_following: usize,
+    ) -> Result<Vec<FollowStatus>> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        // The follower's row serialises their concurrent follows (the limit).
+        self.add_users(&mut tx, &[user]).await?;
+        sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
+            .bind(k(user.0))
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(self.err())?;
+        let mut count: usize = {
+            let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
+                .bind(k(user.0))
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            int(&row, 0)?.max(0) as usize
+        };
+        let ts: Vec<i64> = targets.iter().map(|t| k(t.0)).collect();
+        let mut existing: HashMap<u64, i64> = HashMap::new();
+        let mut blocked: HashSet<u64> = HashSet::new();
+        if !ts.is_empty() {
+            let sql = self.q(&format!(
+                "SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({})",
+                marks(ts.len())
+            ));
+            let mut q = sqlx::query(&sql).bind(k(user.0));
+            for t in &ts {
+                q = q.bind(*t);
+            }
+            for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
+            }
+            let sql = self.q(&format!(
+                "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+                 UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})",
+                m = marks(ts.len())
+            ));
+            let mut q = sqlx::query(&sql).bind(k(user.0));
+            for t in &ts {
+                q = q.bind(*t);
+            }
+            q = q.bind(k(user.0));
+            for t in &ts {
+                q = q.bind(*t);
+            }
+            for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                blocked.insert(int(&row, 0)? as u64);
+            }
+        }
+        let mut statuses = Vec::with_capacity(targets.len());
+        let mut new: Vec<UserId> = Vec::new();
+        for &t in targets {
+            let status = if let Some(since) = existing.get(&t.0) {
+                FollowStatus::Already(Millis(*since))
+            } else if new.contains(&t) {
+                FollowStatus::Already(at)
+            } else if blocked.contains(&t.0) {
+                FollowStatus::Blocked
+            } else if count >= max_following {
+                FollowStatus::Limit
+            } else {
+                count += 1;
+                new.push(t);
+                FollowStatus::Followed(at)
+            };
+            statuses.push(status);
+        }
+        if !new.is_empty() {
+            let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
+            let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
+            let mut q = sqlx::query(&sql);
+            for t in &new {
+                q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
+            }
+            q.execute(&mut *tx).await.map_err(self.err())?;
+            let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
+            let mut q = sqlx::query(&sql);
+            for t in &new {
+                q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
+            }
+            q.execute(&mut *tx).await.map_err(self.err())?;
+            self.add_users(&mut tx, &new).await?;
+        }
+        tx.commit().await.map_err(self.err())?;
+        Ok(statuses)
+    }
+
+    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        let removed = self.delete_follow(&mut tx, user, target).await?;
+        tx.commit().await.map_err(self.err())?;
+        Ok(removed)
+    }
+
+    async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        if on {
+            sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
+                .bind(k(user.0))
+                .bind(k(target.0))
+                .bind(at.0)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            self.delete_follow(&mut tx, user, target).await?;
+            self.delete_follow(&mut tx, target, user).await?;
+            self.add_users(&mut tx, &[user, target]).await?;
+        } else {
+            sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
+                .bind(k(user.0))
+                .bind(k(target.0))
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+        }
+        tx.commit().await.map_err(self.err())?;
+        Ok(())
+    }
+
+    async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        let (put, del) = (
+            self.q(&self.insert_ignore("tw_mutes (user_id, target, since)", "(?, ?, ?)")),
+            self.q("DELETE FROM tw_mutes WHERE user_id = ? AND target = ?"),
+        );
+        let q = if on {
+            sqlx::query(&put).bind(k(user.0)).bind(k(target.0)).bind(at.0)
+        } else {
+            sqlx::query(&del).bind(k(user.0)).bind(k(target.0))
+        };
+        q.execute(&self.pool).await.map_err(self.err())?;
+        Ok(())
+    }
+
+    async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
+        let rows =
+            self.fetch("SELECT followee FROM tw_follows WHERE follower = ? ORDER BY followee", &[k(user.0)]).await?;
+        rows.iter().map(|r| Ok(UserId(int(r, 0)? as u64))).collect()
+    }
+
+    async fn list(
+        &self,
+        user: UserId,
+        which: ListKind,
+        after: Option<(Millis, UserId)>,
+        limit: usize,
+    ) -> Result<Vec<(UserId, Millis)>> {
+        let (table, owner, other) = match which {
+            ListKind::Following => ("tw_follows", "follower", "followee"),
+            ListKind::Followers => ("tw_followers", "followee", "follower"),
+        };
+        let mut sql = format!("SELECT {other}, since FROM {table} WHERE {owner} = ?");
+        let mut binds = vec![k(user.0)];
+        if let Some((since, id)) = after {
+            sql.push_str(&format!(" AND (since < ? OR (since = ? AND {other} < ?))"));
+            binds.extend([since.0, since.0, k(id.0)]);
+        }
+        sql.push_str(&format!(" ORDER BY since DESC, {other} DESC LIMIT {limit}"));
+        let rows = self.fetch(&sql, &binds).await?;
+        rows.iter().map(|r| Ok((UserId(int(r, 0)? as u64), Millis(int(r, 1)?)))).collect()
+    }
+
+    async fn followers_chunk(
+        &self,
+        user: UserId,
+        after: Option<FollowerPos>,
+        limit: usize,
+    ) -> Result<Vec<FollowerPos>> {
+        let mut sql = "SELECT since, follower FROM tw_followers WHERE followee = ?".to_owned();
+        let mut binds = vec![k(user.0)];
+        if let Some((since, id)) = after {
+            sql.push_str(" AND (since > ? OR (since = ? AND follower > ?))");
+            binds.extend([since.0, since.0, k(id.0)]);
+        }
+        sql.push_str(&format!(" ORDER BY since, follower LIMIT {limit}"));
+        let rows = self.fetch(&sql, &binds).await?;
+        rows.iter().map(|r| Ok((Millis(int(r, 0)?), UserId(int(r, 1)? as u64)))).collect()
+    }
+
+    async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+        if others.is_empty() {
+            return Ok(vec![]);
+        }
+        let os: Vec<i64> = others.iter().map(|o| k(o.0)).collect();
+        let following =
+            self.edge_set("SELECT followee FROM tw_follows WHERE follower = ? AND followee IN", user, &os).await?;
+        let followed_by =
+            self.edge_set("SELECT follower FROM tw_followers WHERE followee = ? AND follower IN", user, &os).await?;
+        let blocking = self.edge_set("SELECT target FROM tw_blocks WHERE user_id = ? AND target IN", user, &os).await?;
+        let blocked_by =
+            self.edge_set("SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN", user, &os).await?;
+        let muting = self.edge_set("SELECT target FROM tw_mutes WHERE user_id = ? AND target IN", user, &os).await?;
+        Ok(others
+            .iter()
+            .map(|o| Relation {
+                following: following.contains(&o.0),
+                followed_by: followed_by.contains(&o.0),
+                blocking: blocking.contains(&o.0),
+                blocked_by: blocked_by.contains(&o.0),
+                muting: muting.contains(&o.0),
+            })
+            .collect())
+    }
+
+    async fn counts(&self, user: UserId) -> Result<UserCounts> {
+        let u = k(user.0);
+        Ok(UserCounts {
+            following: self.count("SELECT COUNT(*) FROM tw_follows WHERE follower = ?", &[u]).await?,
+            followers: self.count("SELECT COUNT(*) FROM tw_followers WHERE followee = ?", &[u]).await?,
+            items: self.count("SELECT COUNT(*) FROM tw_items WHERE author = ? AND live = 1", &[u]).await?,
+        })
+    }
+
+    async fn stats(&self) -> Result<StoreStats> {
+        let mut cached = self.stats.lock().await;
+        if let Some((at, s)) = *cached
+            && at.elapsed() < STATS_TTL
+        {
+            return Ok(s);
+        }
+        let jobs = self.fetch("SELECT COUNT(*), MIN(created) FROM tw_jobs", &[]).await?;
+        let (pending_jobs, oldest_job) = match jobs.first() {
+            Some(r) => (int(r, 0)?.max(0) as u64, oint(r, 1)?.map(Millis)),
+            None => (0, None),
+        };
+        let max = |sql: &'static str| async move {
+            let rows = self.fetch(sql, &[]).await?;
+            Ok::<u64, StoreError>(match rows.first() {
+                Some(r) => oint(r, 0)?.unwrap_or(0).max(0) as u64,
+                None => 0,
+            })
+        };
+        let s = StoreStats {
+            users: self.count("SELECT COUNT(*) FROM tw_users", &[]).await?,
+            items: self.count("SELECT COUNT(*) FROM tw_items WHERE live = 1", &[]).await?,
+            follows: self.count("SELECT COUNT(*) FROM tw_follows", &[]).await?,
+            pending_jobs,
+            oldest_job,
+            max_key: max("SELECT MAX(id) FROM tw_items")
+                .await?
+                .max(max("SELECT MAX(k) FROM tw_inserts").await?)
+                .max(max("SELECT MAX(id) FROM tw_promotions").await?),
+        };
+        *cached = Some((Instant::now(), s));
+        Ok(s)
+    }
+
+    async fn health(&self) -> Result<()> {
+        self.fetch("SELECT 1", &[]).await.map(|_| ())
+    }
+}
+
+#[async_trait]
+impl Jobs for SqlStore {
+    async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
+        let rows = self
+            .fetch(
+                &format!("SELECT k, author, cur_since, cur_user, created FROM tw_jobs ORDER BY k LIMIT {limit}"),
+                &[],
+            )
+            .await?;
+        rows.iter().map(job_of).collect()
+    }
+
+    async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        // Jobs another worker is claiming right now are skipped, not waited on.
+        let sql = self.q(&format!(
+            "SELECT k, author, cur_since, cur_user, created FROM tw_jobs \
+             WHERE holder IS NULL OR holder = ? OR lease_until <= ? ORDER BY k LIMIT {limit} FOR UPDATE SKIP LOCKED"
+        ));
+        let rows = sqlx::query(&sql).bind(w(worker)).bind(now.0).fetch_all(&mut *tx).await.map_err(self.err())?;
+        let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
+        if !jobs.is_empty() {
+            let sql =
+                self.q(&format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len())));
+            let mut q = sqlx::query(&sql).bind(w(worker)).bind(now.0.saturating_add(lease_ms));
+            for j in &jobs {
+                q = q.bind(k(j.key));
+            }
+            q.execute(&mut *tx).await.map_err(self.err())?;
+        }
+        tx.commit().await.map_err(self.err())?;
+        Ok(jobs)
+    }
+
+    async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
+        let mut tx = self.pool.begin().await.map_err(self.err())?;
+        let mut recorded = Vec::with_capacity(progress.len());
+        for p in progress {
+            let key = match *p {
+                JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
+            };
+            let row = sqlx::query(&self.q("SELECT cur_since, cur_user, holder FROM tw_jobs WHERE k = ? FOR UPDATE"))
+                .bind(k(key))
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            let Some(row) = row else {
+                recorded.push(false);
+                continue;
+            };
+            let holder = oint(&row, 2)?;
+            if holder.is_some_and(|h| h != w(worker)) {
+                recorded.push(false);
+                continue;
+            }
+            let cursor = match (oint(&row, 0)?, oint(&row, 1)?) {
+                (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
+                _ => None,
+            };
+            let done = match *p {
+                JobProgress::Checkpoint(_, pos) if cursor.is_none_or(|c| c < pos) => {
+                    sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
+                        .bind(pos.0.0)
+                        .bind(k(pos.1.0))
+                        .bind(k(key))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    true
+                }
+                JobProgress::Checkpoint(..) => false,
+                JobProgress::Complete(_) => {
+                    sqlx::query(&self.q("DELETE FROM tw_jobs WHERE k = ?"))
+                        .bind(k(key))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    true
+                }
+            };
+            recorded.push(done);
+        }
+        tx.commit().await.map_err(self.err())?;
+        Ok(recorded)
+    }
+}
+
+fn job_of(r: &AnyRow) -> Result<Job> {
+    let cursor = match (oint(r, 2)?, oint(r, 3)?) {
+        (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
+        _ => None,
+    };
+    Ok(Job { key: int(r, 0)? as u64, author: UserId(int(r, 1)? as u64), cursor, created: Millis(int(r, 4)?) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects_and_placeholders() {
+        assert_eq!(Dialect::of_url("postgres://u@h/db"), Some(Dialect::Postgres));
+        assert_eq!(Dialect::of_url("mariadb://root@h/db"), Some(Dialect::MySql));
+        assert_eq!(Dialect::of_url("redis://h"), None);
+        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("mysql://root@h/db"), "mysql://root@h/db");
+        assert_eq!(marks(3), "?, ?, ?");
+    }
+}

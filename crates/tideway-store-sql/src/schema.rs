@@ -1,0 +1,103 @@
+//! The schema, as numbered migrations applied in order at start (under a
+//! database-wide lock, so nodes starting together apply each once). One text
+//! serves PostgreSQL and MySQL/MariaDB: `{text}` and `{table}` are replaced
+//! by each dialect's long-text type and table options.
+//!
+//! The follow graph is stored both ways, as the seeds do: `tw_follows` by
+//! follower (whom does Y follow: one range) and `tw_followers` by followee
+//! and time of follow (followers of X: one range, in the order fan-out walks
+//! them).
+
+use crate::Dialect;
+
+/// Migrations: version, statements.
+pub const MIGRATIONS: &[(i64, &[&str])] = &[(
+    1,
+    &[
+        "CREATE TABLE tw_users (id BIGINT NOT NULL PRIMARY KEY){table}",
+        "CREATE TABLE tw_items (
+            id BIGINT NOT NULL PRIMARY KEY,
+            author BIGINT NOT NULL,
+            live SMALLINT NOT NULL,
+            repost_of BIGINT NULL,
+            reply_to BIGINT NULL,
+            idem VARCHAR(255) NULL,
+            record {text} NOT NULL,
+            body {text} NOT NULL
+        ){table}",
+        "CREATE INDEX tw_items_outbox ON tw_items (author, id)",
+        "CREATE UNIQUE INDEX tw_items_idem ON tw_items (author, idem)",
+        "CREATE INDEX tw_items_reposts ON tw_items (repost_of, author)",
+        "CREATE INDEX tw_items_replies ON tw_items (reply_to)",
+        "CREATE TABLE tw_inserts (
+            k BIGINT NOT NULL PRIMARY KEY,
+            user_id BIGINT NOT NULL,
+            item BIGINT NOT NULL
+        ){table}",
+        "CREATE INDEX tw_inserts_user ON tw_inserts (user_id, k)",
+        "CREATE INDEX tw_inserts_item ON tw_inserts (user_id, item, k)",
+        "CREATE TABLE tw_follows (
+            follower BIGINT NOT NULL,
+            followee BIGINT NOT NULL,
+            since BIGINT NOT NULL,
+            PRIMARY KEY (follower, followee)
+        ){table}",
+        "CREATE INDEX tw_follows_time ON tw_follows (follower, since, followee)",
+        "CREATE TABLE tw_followers (
+            followee BIGINT NOT NULL,
+            since BIGINT NOT NULL,
+            follower BIGINT NOT NULL,
+            PRIMARY KEY (followee, since, follower)
+        ){table}",
+        "CREATE TABLE tw_blocks (
+            user_id BIGINT NOT NULL,
+            target BIGINT NOT NULL,
+            since BIGINT NOT NULL,
+            PRIMARY KEY (user_id, target)
+        ){table}",
+        "CREATE INDEX tw_blocks_target ON tw_blocks (target, user_id)",
+        "CREATE TABLE tw_mutes (
+            user_id BIGINT NOT NULL,
+            target BIGINT NOT NULL,
+            since BIGINT NOT NULL,
+            PRIMARY KEY (user_id, target)
+        ){table}",
+        "CREATE TABLE tw_jobs (
+            k BIGINT NOT NULL PRIMARY KEY,
+            author BIGINT NOT NULL,
+            cur_since BIGINT NULL,
+            cur_user BIGINT NULL,
+            created BIGINT NOT NULL,
+            holder BIGINT NULL,
+            lease_until BIGINT NULL
+        ){table}",
+        "CREATE TABLE tw_reactions (
+            item BIGINT NOT NULL,
+            user_id BIGINT NOT NULL,
+            kind VARCHAR(64) NOT NULL,
+            PRIMARY KEY (item, user_id, kind)
+        ){table}",
+        "CREATE INDEX tw_reactions_user ON tw_reactions (user_id, item)",
+        "CREATE TABLE tw_promotions (
+            id BIGINT NOT NULL PRIMARY KEY,
+            item BIGINT NOT NULL,
+            every BIGINT NOT NULL,
+            starts_at BIGINT NOT NULL,
+            ends_at BIGINT NOT NULL
+        ){table}",
+    ],
+)];
+
+/// The newest schema version this build knows.
+pub fn current() -> i64 {
+    MIGRATIONS.last().map_or(0, |m| m.0)
+}
+
+/// A statement in `d`'s dialect.
+pub fn render(stmt: &str, d: Dialect) -> String {
+    let (text, table) = match d {
+        Dialect::Postgres => ("TEXT", ""),
+        Dialect::MySql => ("LONGTEXT", " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"),
+    };
+    stmt.replace("{text}", text).replace("{table}", table)
+}

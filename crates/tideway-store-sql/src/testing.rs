@@ -1,0 +1,50 @@
+//! Fresh databases for tests and benchmarks: each gets a database of its
+//! own on a shared server, dropped when done, so runs never see each other.
+
+use sqlx::Connection;
+use tideway_store::{Result, StoreError};
+
+fn io(e: sqlx::Error) -> StoreError {
+    StoreError::Io(e.to_string())
+}
+
+/// A new, empty database on the server of `base` (a URL naming any
+/// existing database); [`FreshDatabase::drop`] removes it.
+pub struct FreshDatabase {
+    base: String,
+    name: String,
+    /// The URL of the new database.
+    pub url: String,
+}
+
+impl FreshDatabase {
+    pub async fn create(base: &str) -> Result<Self> {
+        sqlx::any::install_default_drivers();
+        let name = format!("tw_test_{:016x}", rand_u64());
+        let mut c = sqlx::AnyConnection::connect(base).await.map_err(io)?;
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.map_err(io)?;
+        c.close().await.map_err(io)?;
+        let (server, _) = base.rsplit_once('/').ok_or_else(|| StoreError::Io(format!("{base:?} names no database")))?;
+        Ok(Self { base: base.to_owned(), url: format!("{server}/{name}"), name })
+    }
+
+    /// Drops the database (its connections must be closed first on MySQL;
+    /// PostgreSQL's are closed by force).
+    pub async fn drop(self) -> Result<()> {
+        let mut c = sqlx::AnyConnection::connect(&self.base).await.map_err(io)?;
+        let force = if self.base.starts_with("postgres") { " WITH (FORCE)" } else { "" };
+        sqlx::query(&format!("DROP DATABASE {}{force}", self.name)).execute(&mut c).await.map_err(io)?;
+        c.close().await.map_err(io)?;
+        Ok(())
+    }
+}
+
+/// A random number for names, from the clock and the process (no RNG crate
+/// needed for this).
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+    h.write_u32(std::process::id());
+    h.finish()
+}
