@@ -129,6 +129,17 @@ mysql_up() {
 }
 
 down() {
+    # Databases a failed test could not drop (a panic skips its cleanup).
+    if [ -n "${TIDEWAY_TEST_POSTGRES_URL:-}" ]; then
+        for db in $(psql "$TIDEWAY_TEST_POSTGRES_URL" -Atc "select datname from pg_database where datname like 'tw\_test\_%'" 2>/dev/null); do
+            psql "$TIDEWAY_TEST_POSTGRES_URL" -qc "drop database $db with (force)" >&2 || true
+        done
+    fi
+    if [ -n "${TIDEWAY_TEST_MYSQL_URL:-}" ]; then
+        for db in $(mysql -h 127.0.0.1 -u root -N -e "show databases like 'tw\_test\_%'" 2>/dev/null); do
+            mysql -h 127.0.0.1 -u root -e "drop database $db" >&2 || true
+        done
+    fi
     local dir=${TIDEWAY_TEST_CLUSTER_DIR:-}
     [ -n "$dir" ] && [ -d "$dir" ] || return 0
     for pid in "$dir"/*/redis.pid; do

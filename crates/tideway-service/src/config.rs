@@ -82,6 +82,7 @@ pub struct Config {
     pub items: ItemsConfig,
     pub auth: AuthConfig,
     pub rate_limit: RateLimitConfig,
+    pub redis: RedisConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -131,6 +132,18 @@ pub enum BackendKind {
     Embedded,
     /// Nothing on disk: for tests and demos.
     Memory,
+    /// PostgreSQL at `storage.url`, with Redis at `redis.urls`: one of
+    /// several identical nodes.
+    Postgres,
+    /// MySQL or MariaDB at `storage.url`, with Redis at `redis.urls`.
+    Mysql,
+}
+
+impl BackendKind {
+    /// Whether this backend is shared by several nodes (SQL + Redis).
+    pub fn is_shared(self) -> bool {
+        matches!(self, BackendKind::Postgres | BackendKind::Mysql)
+    }
 }
 
 /// How hard an acknowledged write is pushed to disk.
@@ -152,6 +165,9 @@ pub struct StorageConfig {
     /// Memory for the embedded store's caches, in all: the engine's blocks,
     /// and the recent and hot item records and bodies (every item is on disk).
     pub cache_size: ByteSize,
+    /// The database of the `postgres` and `mysql` backends
+    /// (`postgres://user@host/db`, `mysql://user@host/db`).
+    pub url: Option<String>,
 }
 
 impl Default for StorageConfig {
@@ -161,8 +177,41 @@ impl Default for StorageConfig {
             data_dir: PathBuf::from("./data"),
             sync: SyncKind::Fsync,
             cache_size: ByteSize(64 << 20),
+            url: None,
         }
     }
+}
+
+/// Redis, for the shared state of the `postgres` and `mysql` backends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RedisConfig {
+    /// One URL: a single Redis; several: the nodes of a Redis Cluster. In the
+    /// environment, comma-separated (`TIDEWAY_REDIS__URLS=redis://a:7101,redis://b:7102`).
+    #[serde(deserialize_with = "list_or_commas")]
+    pub urls: Vec<String>,
+    /// Prefix of every key, so several deployments can share a Redis.
+    pub prefix: String,
+}
+
+impl Default for RedisConfig {
+    fn default() -> Self {
+        Self { urls: Vec::new(), prefix: "tw:".into() }
+    }
+}
+
+/// A list, or one string of comma-separated values (as the environment gives).
+fn list_or_commas<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Urls {
+        List(Vec<String>),
+        One(String),
+    }
+    Ok(match Urls::deserialize(d)? {
+        Urls::List(v) => v,
+        Urls::One(s) => s.split(',').map(str::trim).filter(|u| !u.is_empty()).map(str::to_owned).collect(),
+    })
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -279,6 +328,16 @@ impl Default for RateLimitConfig {
     }
 }
 
+/// A URL with its password (if any) replaced by [`REDACTED`].
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return url.to_owned() };
+    let Some(at) = url[scheme_end..].find('@').map(|i| i + scheme_end) else { return url.to_owned() };
+    match url[scheme_end..at].find(':') {
+        Some(colon) => format!("{}{REDACTED}{}", &url[..scheme_end + colon + 1], &url[at..]),
+        None => url.to_owned(),
+    }
+}
+
 /// What replaces a secret wherever the configuration is shown.
 pub const REDACTED: &str = "<redacted>";
 
@@ -314,7 +373,9 @@ impl AuthConfig {
 impl Config {
     /// The configuration as it may be shown: secrets redacted.
     pub fn redacted(&self) -> Self {
-        Self { auth: self.auth.redacted(), ..self.clone() }
+        let storage = StorageConfig { url: self.storage.url.as_deref().map(redact_url), ..self.storage.clone() };
+        let redis = RedisConfig { urls: self.redis.urls.iter().map(|u| redact_url(u)).collect(), ..self.redis.clone() };
+        Self { auth: self.auth.redacted(), storage, redis, ..self.clone() }
     }
 
     /// Checks what serde cannot: ranges and combinations.
@@ -361,6 +422,48 @@ impl Config {
         if self.auth.jwt_secret.as_ref().is_some_and(|s| s.len() < 16) {
             return Err("auth.jwt_secret must be at least 16 characters".into());
         }
+        let backend = self.storage.backend;
+        if backend.is_shared() {
+            let scheme_ok = |u: &str| match backend {
+                BackendKind::Postgres => u.starts_with("postgres://") || u.starts_with("postgresql://"),
+                _ => u.starts_with("mysql://") || u.starts_with("mariadb://"),
+            };
+            match &self.storage.url {
+                None => {
+                    return Err(format!(
+                        "storage.backend = {} needs storage.url (TIDEWAY_STORAGE__URL), e.g. {}",
+                        format!("{backend:?}").to_lowercase(),
+                        if backend == BackendKind::Postgres {
+                            "postgres://tideway@127.0.0.1/tideway"
+                        } else {
+                            "mysql://tideway@127.0.0.1/tideway"
+                        }
+                    ));
+                }
+                Some(u) if !scheme_ok(u) => {
+                    return Err(format!(
+                        "storage.url (TIDEWAY_STORAGE__URL) must be a {} URL for storage.backend = {}",
+                        if backend == BackendKind::Postgres { "postgres://" } else { "mysql://" },
+                        format!("{backend:?}").to_lowercase()
+                    ));
+                }
+                Some(_) => {}
+            }
+            if self.redis.urls.is_empty() {
+                return Err(format!(
+                    "storage.backend = {} needs redis.urls (TIDEWAY_REDIS__URLS): one redis:// URL, or the nodes of a \
+                     Redis Cluster separated by commas",
+                    format!("{backend:?}").to_lowercase()
+                ));
+            }
+        } else if !self.redis.urls.is_empty() || self.storage.url.is_some() {
+            return Err("redis.urls and storage.url are used by storage.backend = postgres or mysql only; \
+                        the embedded and memory backends keep everything in one process"
+                .into());
+        }
+        if self.redis.prefix.contains(['{', '}']) {
+            return Err("redis.prefix must not contain braces (they are Redis Cluster hash tags)".into());
+        }
         Ok(())
     }
 }
@@ -368,6 +471,29 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn urls_show_without_their_passwords() {
+        assert_eq!(redact_url("postgres://tw:s3cret@db:5432/tw"), "postgres://tw:<redacted>@db:5432/tw");
+        assert_eq!(redact_url("redis://:pw@127.0.0.1:6379"), "redis://:<redacted>@127.0.0.1:6379");
+        assert_eq!(redact_url("mysql://root@127.0.0.1/test"), "mysql://root@127.0.0.1/test");
+        assert_eq!(redact_url("not a url"), "not a url");
+    }
+
+    #[test]
+    fn a_shared_backend_needs_its_engines() {
+        let mut c = Config::default();
+        c.storage.backend = BackendKind::Postgres;
+        assert!(c.check().is_err_and(|e| e.contains("TIDEWAY_STORAGE__URL")));
+        c.storage.url = Some("mysql://root@h/db".into());
+        assert!(c.check().is_err_and(|e| e.contains("postgres://")), "the wrong scheme");
+        c.storage.url = Some("postgres://tw@h/db".into());
+        assert!(c.check().is_err_and(|e| e.contains("TIDEWAY_REDIS__URLS")));
+        c.redis.urls = vec!["redis://127.0.0.1:6379".into()];
+        assert_eq!(c.check(), Ok(()));
+        let embedded = Config { redis: c.redis.clone(), ..Config::default() };
+        assert!(embedded.check().is_err(), "redis.urls with the embedded store is a mistake, not ignored");
+    }
 
     #[test]
     fn sizes_parse_and_print_back() {

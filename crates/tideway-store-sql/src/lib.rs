@@ -957,6 +957,8 @@ impl Graph for SqlStore {
     }
 
     async fn stats(&self) -> Result<StoreStats> {
+        // Readiness: the database answers now, whatever the counts' age.
+        self.health().await?;
         let mut cached = self.stats.lock().await;
         if let Some((at, s)) = *cached
             && at.elapsed() < STATS_TTL

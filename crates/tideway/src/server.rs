@@ -21,9 +21,25 @@ pub fn init_tracing() {
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
 }
 
-fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
+async fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
     let cap = cfg.timeline.max_len;
     Ok(match cfg.storage.backend {
+        BackendKind::Postgres | BackendKind::Mysql => {
+            let url = cfg.storage.url.as_deref().ok_or("storage.url (TIDEWAY_STORAGE__URL) is not set")?;
+            let started = std::time::Instant::now();
+            let sql = tideway_store_sql::SqlStore::connect(url).await.map_err(|e| e.to_string())?;
+            let mut opts = tideway_store_redis::RedisOptions::new(cfg.redis.urls.clone(), cap);
+            opts.prefix = cfg.redis.prefix.clone();
+            let redis = tideway_store_redis::RedisShared::connect(opts).await.map_err(|e| e.to_string())?;
+            tracing::info!(
+                database = %tideway_service::config::redact_url(url),
+                redis_nodes = cfg.redis.urls.len(),
+                node_id = cfg.server.node_id,
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "connected to the shared engines"
+            );
+            Arc::new(tideway_store::Split::new(Arc::new(sql), Arc::new(redis)))
+        }
         BackendKind::Memory => {
             tracing::warn!("storage.backend = memory: nothing is written to disk");
             Arc::new(Store::in_memory(cap))
@@ -129,7 +145,7 @@ pub async fn serve(
     metrics: Option<PrometheusHandle>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let backend = open_backend(&cfg)?;
+    let backend = open_backend(&cfg).await?;
     let svc = Arc::new(
         FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock))
             .await

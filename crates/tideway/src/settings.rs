@@ -87,4 +87,28 @@ mod tests {
             Ok(())
         });
     }
+
+    #[test]
+    #[allow(clippy::result_large_err)] // figment's Jail API returns figment::Error
+    fn a_scaled_out_node_is_configured_from_the_environment() {
+        figment::Jail::expect_with(|jail| {
+            jail.set_env("TIDEWAY_STORAGE__BACKEND", "postgres");
+            jail.set_env("TIDEWAY_STORAGE__URL", "postgres://tw@127.0.0.1/tw");
+            jail.set_env(
+                "TIDEWAY_REDIS__URLS",
+                "redis://127.0.0.1:7101,redis://127.0.0.1:7102, redis://127.0.0.1:7103",
+            );
+            jail.set_env("TIDEWAY_SERVER__NODE_ID", "7");
+            let c = load(None, None, None).map_err(figment::Error::from)?;
+            assert_eq!(c.storage.backend, tideway_service::config::BackendKind::Postgres);
+            assert_eq!(c.storage.url.as_deref(), Some("postgres://tw@127.0.0.1/tw"));
+            assert_eq!(c.redis.urls.len(), 3, "{:?}", c.redis.urls);
+            assert_eq!(c.redis.urls[2], "redis://127.0.0.1:7103");
+            assert_eq!(c.server.node_id, 7);
+            assert_eq!(c.check(), Ok(()));
+            jail.set_env("TIDEWAY_REDIS__URLS", "redis://127.0.0.1:6379");
+            assert_eq!(load(None, None, None).map_err(figment::Error::from)?.redis.urls.len(), 1);
+            Ok(())
+        });
+    }
 }

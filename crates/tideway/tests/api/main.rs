@@ -11,5 +11,6 @@ mod hardening;
 mod helpers;
 mod import;
 mod items;
+mod nodes;
 mod promotions;
 mod reactions;

@@ -1,0 +1,149 @@
+//! Two `tideway serve` processes on one PostgreSQL database and one Redis
+//! (a fresh database and key prefix): writes on one node are read on the
+//! other, a node killed with `kill -9` in the middle of a delivery leaves it
+//! to the other node (every follower gets the item exactly once), and pages
+//! stay right after every Redis key is deleted. The engines come from
+//! `scripts/services.sh up` (TIDEWAY_TEST_POSTGRES_URL, TIDEWAY_TEST_REDIS_URL).
+
+use crate::crash::{Proc, start_with};
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::{Duration, Instant};
+
+fn env(var: &str) -> String {
+    std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: run `eval \"$(scripts/services.sh up)\"`"))
+}
+
+struct Cluster {
+    db: tideway_store_sql::testing::FreshDatabase,
+    redis: String,
+    prefix: String,
+    dir: tempfile::TempDir,
+    c: reqwest::Client,
+}
+
+impl Cluster {
+    async fn node(&self, id: u16) -> Proc {
+        let id_s = id.to_string();
+        let env: [(&str, &str); 8] = [
+            ("TIDEWAY_STORAGE__BACKEND", "postgres"),
+            ("TIDEWAY_STORAGE__URL", &self.db.url),
+            ("TIDEWAY_REDIS__URLS", &self.redis),
+            ("TIDEWAY_REDIS__PREFIX", &self.prefix),
+            ("TIDEWAY_SERVER__NODE_ID", &id_s),
+            ("TIDEWAY_FANOUT__CHUNK_SIZE", "25"),
+            ("TIDEWAY_FANOUT__LEASE", "2s"),
+            ("TIDEWAY_LOG", "warn"),
+        ];
+        let data = self.dir.path().join(format!("node{id}"));
+        start_with(&data, &self.dir.path().join(format!("node{id}.log")), &env).await
+    }
+
+    async fn get(&self, url: String) -> Value {
+        let r = self.c.get(url).send().await.expect("get");
+        assert_eq!(r.status(), StatusCode::OK);
+        r.json().await.expect("json")
+    }
+
+    /// Ids on `user`'s whole home as `node` serves it.
+    async fn home(&self, node: &Proc, user: u64) -> Vec<String> {
+        let v = self.get(format!("{}/v1/users/{user}/home?limit=100", node.base)).await;
+        v["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["item"]["id"].as_str().expect("id").to_owned())
+            .collect()
+    }
+
+    async fn post(&self, node: &Proc, author: u64) -> String {
+        let r = self
+            .c
+            .post(format!("{}/v1/items", node.base))
+            .json(&json!({"author": author.to_string(), "body": {"text": "hello"}}))
+            .send()
+            .await
+            .expect("post");
+        assert_eq!(r.status(), StatusCode::CREATED);
+        let v: Value = r.json().await.expect("json");
+        v["item"]["id"].as_str().expect("id").to_owned()
+    }
+
+    async fn follow(&self, node: &Proc, user: u64, target: u64) {
+        let r = self.c.put(format!("{}/v1/users/{user}/following/{target}", node.base)).send().await.expect("follow");
+        assert!(r.status().is_success(), "follow: {}", r.status());
+    }
+
+    /// Waits until `user`'s home on `node` is `want` (delivery lags).
+    async fn home_becomes(&self, node: &Proc, user: u64, want: &[String]) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let got = self.home(node, user).await;
+            if got == want {
+                return;
+            }
+            assert!(Instant::now() < deadline, "home({user}) on {}: {got:?}, want {want:?}", node.base);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_nodes_serve_one_service() {
+    let cl = Cluster {
+        db: tideway_store_sql::testing::FreshDatabase::create(&env("TIDEWAY_TEST_POSTGRES_URL")).await.expect("db"),
+        redis: env("TIDEWAY_TEST_REDIS_URL"),
+        prefix: format!("nodes{}:", std::process::id()),
+        dir: tempfile::tempdir().expect("tempdir"),
+        c: reqwest::Client::new(),
+    };
+    let a = cl.node(1).await;
+    let mut b = cl.node(2).await;
+
+    // Writes on one node, reads on the other.
+    for t in [1, 2] {
+        cl.follow(&a, 100, t).await;
+    }
+    assert!(cl.home(&b, 100).await.is_empty(), "an inbox is built, empty");
+    let first = cl.post(&b, 1).await;
+    let second = cl.post(&a, 2).await;
+    let profile = cl.get(format!("{}/v1/users/1/profile", a.base)).await;
+    assert_eq!(profile["entries"][0]["item"]["id"], json!(first), "B's post is on A's next read of the profile");
+    let want = vec![second.clone(), first.clone()];
+    cl.home_becomes(&a, 100, &want).await;
+    assert_eq!(cl.home(&b, 100).await, want, "the same page from either node");
+
+    // A delivery to 400 followers: B takes the job (it was posted there) and
+    // is killed at once; A's worker finishes it after B's lease.
+    let followers: Vec<u64> = (1000..1400).collect();
+    for f in &followers {
+        cl.follow(&a, *f, 7).await;
+        assert!(cl.home(&a, *f).await.is_empty());
+    }
+    let big = cl.post(&b, 7).await;
+    drop(b); // kill -9
+    let mut had = 0;
+    for f in followers.iter().step_by(25) {
+        had += usize::from(cl.home(&a, *f).await == [big.clone()]);
+    }
+    eprintln!("at the kill, {had} of {} sampled followers (one a chunk) had the item", followers.len() / 25);
+    for f in &followers {
+        cl.home_becomes(&a, *f, std::slice::from_ref(&big)).await;
+    }
+
+    // Every Redis key gone: pages are rebuilt from the database.
+    let mut ro = tideway_store_redis::RedisOptions::new(vec![cl.redis.clone()], 800);
+    ro.prefix = cl.prefix.clone();
+    let r = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
+    assert!(r.purge().await.expect("flush") > 0);
+    assert_eq!(cl.home(&a, 100).await, want, "after a Redis flush");
+    assert_eq!(cl.home(&a, 1003).await, vec![big.clone()]);
+
+    // B comes back and serves the same pages.
+    b = cl.node(2).await;
+    assert_eq!(cl.home(&b, 100).await, want);
+    assert_eq!(cl.home(&b, 1399).await, vec![big]);
+    drop((a, b));
+    r.purge().await.expect("purge");
+    cl.db.drop().await.expect("drop the database");
+}
