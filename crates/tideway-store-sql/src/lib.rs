@@ -62,8 +62,27 @@ pub struct SqlStore {
     stats: tokio::sync::Mutex<Option<(Instant, StoreStats)>>,
 }
 
+/// Marks an error a transaction may be retried after (a deadlock, a
+/// serialization failure): the engine rolled it back.
+const RETRYABLE: &str = "retryable: ";
+
+/// Attempts at a transaction that met a deadlock.
+const RETRIES: u32 = 5;
+
 fn db_err(d: Dialect) -> impl Fn(sqlx::Error) -> StoreError {
-    move |e| StoreError::Io(format!("{}: {e}", d.name()))
+    move |e| {
+        let again = match &e {
+            sqlx::Error::Database(db) => {
+                matches!(db.code().as_deref(), Some("40001") | Some("40P01") | Some("1213") | Some("1205"))
+            }
+            _ => false,
+        };
+        StoreError::Io(format!("{}: {}{e}", d.name(), if again { RETRYABLE } else { "" }))
+    }
+}
+
+fn retryable(e: &StoreError) -> bool {
+    matches!(e, StoreError::Io(m) if m.contains(RETRYABLE))
 }
 
 fn corrupt(what: &str, e: impl std::fmt::Display) -> StoreError {
@@ -128,7 +147,19 @@ impl SqlStore {
         let dialect = Dialect::of_url(url)
             .ok_or_else(|| StoreError::Io(format!("{setting}: {url:?} is not a postgres:// or mysql:// URL")))?;
         sqlx::any::install_default_drivers();
+        let mysql = dialect == Dialect::MySql;
         let pool = AnyPoolOptions::new()
+            // InnoDB's default (repeatable read) takes gap locks that make
+            // concurrent job claims and checkpoints deadlock; read committed
+            // is PostgreSQL's default and what the queries are written for.
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if mysql {
+                        sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").execute(conn).await?;
+                    }
+                    Ok(())
+                })
+            })
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(3))
             .connect(url)
@@ -359,13 +390,6 @@ impl SqlStore {
         rows.iter().map(|r| Ok(int(r, 0)? as u64)).collect()
     }
 
-    async fn edge_set(&self, sql: &str, user: UserId, others: &[i64]) -> Result<HashSet<u64>> {
-        let mut b = vec![k(user.0)];
-        b.extend_from_slice(others);
-        let rows = self.fetch(&format!("{sql} ({})", marks(others.len())), &b).await?;
-        rows.iter().map(|r| Ok(int(r, 0)? as u64)).collect()
-    }
-
     /// Deletes the follow `from → to` in both tables, within `tx`; whether
     /// there was one.
     async fn delete_follow(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, from: UserId, to: UserId) -> Result<bool> {
@@ -441,7 +465,17 @@ fn redact(url: &str) -> String {
 #[async_trait]
 impl Items for SqlStore {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
-        match self.try_create(&item, fan_out, now).await {
+        let mut attempt = 0;
+        let tried = loop {
+            match self.try_create(&item, fan_out, now).await {
+                Err(Failed::Store(e)) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                tried => break tried,
+            }
+        };
+        match tried {
             Ok(outcome) => Ok(outcome),
             Err(Failed::Store(e)) => Err(e),
             // A racing create with the same idempotency key won: return it;
@@ -457,30 +491,43 @@ impl Items for SqlStore {
     }
 
     async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
-            .bind(k(id.0))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.err())?;
-        let Some(row) = row else { return Ok(None) };
-        let (r, b) = (text(&row, 0)?, text(&row, 1)?);
-        let item = Self::item_of(&r, Some(&b))?;
-        if item.deleted {
-            return Ok(None);
+        let mut attempt = 0;
+        loop {
+            let tried: Result<Option<Arc<Item>>> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
+                    .bind(k(id.0))
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                let Some(row) = row else { return Ok(None) };
+                let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+                let item = Self::item_of(&r, Some(&b))?;
+                if item.deleted {
+                    return Ok(None);
+                }
+                let new = Arc::new(change.apply(&item));
+                let (record, body) = Self::record_json(&new)?;
+                sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ? WHERE id = ?"))
+                    .bind(i16::from(!new.deleted))
+                    .bind(record)
+                    .bind(body)
+                    .bind(k(id.0))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                tx.commit().await.map_err(self.err())?;
+                Ok(Some(new))
+            }
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
         }
-        let new = Arc::new(change.apply(&item));
-        let (record, body) = Self::record_json(&new)?;
-        sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ? WHERE id = ?"))
-            .bind(i16::from(!new.deleted))
-            .bind(record)
-            .bind(body)
-            .bind(k(id.0))
-            .execute(&mut *tx)
-            .await
-            .map_err(self.err())?;
-        tx.commit().await.map_err(self.err())?;
-        Ok(Some(new))
     }
 
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
@@ -489,12 +536,15 @@ impl Items for SqlStore {
         }
         let binds: Vec<i64> = keys.iter().map(|x| k(*x)).collect();
         let mut found: HashMap<u64, Record> = HashMap::new();
-        for row in
-            self.fetch(&format!("SELECT id, record FROM tw_items WHERE id IN ({})", marks(keys.len())), &binds).await?
+        // Records come whole, bodies included (same row): a page needs no
+        // second call for them.
+        for row in self
+            .fetch(&format!("SELECT id, record, body FROM tw_items WHERE id IN ({})", marks(keys.len())), &binds)
+            .await?
         {
             let id = int(&row, 0)?;
-            let r = text(&row, 1)?;
-            found.insert(id as u64, Record::Item(Self::item_of(&r, None)?));
+            let (r, b) = (text(&row, 1)?, text(&row, 2)?);
+            found.insert(id as u64, Record::Item(Self::item_of(&r, Some(&b))?));
         }
         if found.len() < keys.len() {
             let sql = format!("SELECT k, user_id, item FROM tw_inserts WHERE k IN ({})", marks(keys.len()));
@@ -568,83 +618,51 @@ impl Items for SqlStore {
         if ids.is_empty() {
             return Ok(vec![]);
         }
-        let n = ids.len();
-        let binds: Vec<i64> = ids.iter().map(|i| k(i.0)).collect();
-        let counted = |rows: Vec<AnyRow>| -> Result<HashMap<u64, u64>> {
-            rows.iter().map(|r| Ok((int(r, 0)? as u64, int(r, 1)?.max(0) as u64))).collect()
-        };
-        let replies = counted(
-            self.fetch(
-                &format!(
-                    "SELECT reply_to, COUNT(*) FROM tw_items WHERE reply_to IN ({}) AND live = 1 GROUP BY reply_to",
-                    marks(n)
-                ),
-                &binds,
-            )
-            .await?,
-        )?;
-        let reposts = counted(
-            self.fetch(
-                &format!(
-                    "SELECT repost_of, COUNT(*) FROM tw_items WHERE repost_of IN ({}) AND live = 1 GROUP BY repost_of",
-                    marks(n)
-                ),
-                &binds,
-            )
-            .await?,
-        )?;
-        let mut reactions: HashMap<u64, Vec<(String, u64)>> = HashMap::new();
-        let sql = format!(
-            "SELECT item, kind, COUNT(*) FROM tw_reactions WHERE item IN ({}) GROUP BY item, kind ORDER BY item, kind",
-            marks(n)
+        // One round trip: every count and the viewer's own marks, as rows
+        // (what, item, reaction kind, count).
+        let m = marks(ids.len());
+        let ids_b: Vec<i64> = ids.iter().map(|i| k(i.0)).collect();
+        let mut sql = format!(
+            "SELECT 'r', reply_to, '', COUNT(*) FROM tw_items WHERE reply_to IN ({m}) AND live = 1 GROUP BY reply_to \
+             UNION ALL SELECT 'p', repost_of, '', COUNT(*) FROM tw_items WHERE repost_of IN ({m}) AND live = 1 GROUP BY repost_of \
+             UNION ALL SELECT 'k', item, kind, COUNT(*) FROM tw_reactions WHERE item IN ({m}) GROUP BY item, kind"
         );
-        for row in self.fetch(&sql, &binds).await? {
-            reactions.entry(int(&row, 0)? as u64).or_default().push((text(&row, 1)?, int(&row, 2)?.max(0) as u64));
+        let mut binds = [ids_b.as_slice(), &ids_b, &ids_b].concat();
+        if let Some(v) = viewer {
+            sql.push_str(&format!(
+                " UNION ALL SELECT 'v', repost_of, '', COUNT(*) FROM tw_items WHERE author = ? AND repost_of IN ({m}) AND live = 1 GROUP BY repost_of \
+                 UNION ALL SELECT 'm', item, kind, COUNT(*) FROM tw_reactions WHERE user_id = ? AND item IN ({m}) GROUP BY item, kind"
+            ));
+            binds.push(k(v.0));
+            binds.extend_from_slice(&ids_b);
+            binds.push(k(v.0));
+            binds.extend_from_slice(&ids_b);
         }
-        let marks_of = match viewer {
-            None => None,
-            Some(v) => {
-                let mut b = vec![k(v.0)];
-                b.extend_from_slice(&binds);
-                let reposted: HashSet<u64> = self
-                    .fetch(
-                        &format!(
-                            "SELECT repost_of FROM tw_items WHERE author = ? AND repost_of IN ({}) AND live = 1",
-                            marks(n)
-                        ),
-                        &b,
-                    )
-                    .await?
-                    .iter()
-                    .map(|r| Ok(int(r, 0)? as u64))
-                    .collect::<Result<_>>()?;
-                let mut mine: HashMap<u64, Vec<String>> = HashMap::new();
-                let sql = format!(
-                    "SELECT item, kind FROM tw_reactions WHERE user_id = ? AND item IN ({}) ORDER BY item, kind",
-                    marks(n)
-                );
-                for row in self.fetch(&sql, &b).await? {
-                    mine.entry(int(&row, 0)? as u64).or_default().push(text(&row, 1)?);
-                }
-                Some((reposted, mine))
+        let mut counts: HashMap<u64, ItemCounts> = HashMap::new();
+        let mut own: HashMap<u64, ViewerMarks> = HashMap::new();
+        for row in self.fetch(&sql, &binds).await? {
+            let what = text(&row, 0)?;
+            let item = int(&row, 1)? as u64;
+            let n = int(&row, 3)?.max(0) as u64;
+            match what.as_str() {
+                "r" => counts.entry(item).or_default().replies = n,
+                "p" => counts.entry(item).or_default().reposts = n,
+                "k" => counts.entry(item).or_default().reactions.push((text(&row, 2)?, n)),
+                "v" => own.entry(item).or_default().reposted = true,
+                _ => own.entry(item).or_default().reactions.push(text(&row, 2)?),
             }
-        };
+        }
         Ok(ids
             .iter()
             .map(|id| {
-                let mut kinds = reactions.get(&id.0).cloned().unwrap_or_default();
-                kinds.sort();
-                let counts = ItemCounts {
-                    replies: replies.get(&id.0).copied().unwrap_or(0),
-                    reposts: reposts.get(&id.0).copied().unwrap_or(0),
-                    reactions: kinds,
-                };
-                let marks = marks_of.as_ref().map(|(reposted, mine)| {
-                    let mut reactions = mine.get(&id.0).cloned().unwrap_or_default();
-                    reactions.sort();
-                    ViewerMarks { reposted: reposted.contains(&id.0), reactions }
+                let mut c = counts.get(&id.0).cloned().unwrap_or_default();
+                c.reactions.sort();
+                let marks = viewer.map(|_| {
+                    let mut m = own.get(&id.0).cloned().unwrap_or_default();
+                    m.reactions.sort();
+                    m
                 });
-                (counts, marks)
+                (c, marks)
             })
             .collect())
     }
@@ -699,17 +717,30 @@ impl Items for SqlStore {
     }
 
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        sqlx::query(&self.q("INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)"))
-            .bind(k(key))
-            .bind(k(user.0))
-            .bind(k(item.0))
-            .execute(&mut *tx)
-            .await
-            .map_err(self.err())?;
-        self.add_users(&mut tx, &[user]).await?;
-        tx.commit().await.map_err(self.err())?;
-        Ok(())
+        let mut attempt = 0;
+        loop {
+            let tried: Result<()> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                sqlx::query(&self.q("INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)"))
+                    .bind(k(key))
+                    .bind(k(user.0))
+                    .bind(k(item.0))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                self.add_users(&mut tx, &[user]).await?;
+                tx.commit().await.map_err(self.err())?;
+                Ok(())
+            }
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
+        }
     }
 
     async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
@@ -745,122 +776,161 @@ impl Graph for SqlStore {
         at: Millis,
         max_following: usize,
     ) -> Result<Vec<FollowStatus>> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        // The follower's row serialises their concurrent follows (the limit).
-        self.add_users(&mut tx, &[user]).await?;
-        sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
-            .bind(k(user.0))
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(self.err())?;
-        let mut count: usize = {
-            let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
-                .bind(k(user.0))
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            int(&row, 0)?.max(0) as usize
-        };
-        let ts: Vec<i64> = targets.iter().map(|t| k(t.0)).collect();
-        let mut existing: HashMap<u64, i64> = HashMap::new();
-        let mut blocked: HashSet<u64> = HashSet::new();
-        if !ts.is_empty() {
-            let sql = self.q(&format!(
-                "SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({})",
-                marks(ts.len())
-            ));
-            let mut q = sqlx::query(&sql).bind(k(user.0));
-            for t in &ts {
-                q = q.bind(*t);
+        let mut attempt = 0;
+        loop {
+            let tried: Result<Vec<FollowStatus>> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                // The follower's row serialises their concurrent follows (the limit).
+                self.add_users(&mut tx, &[user]).await?;
+                sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
+                    .bind(k(user.0))
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                let mut count: usize = {
+                    let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
+                        .bind(k(user.0))
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    int(&row, 0)?.max(0) as usize
+                };
+                let ts: Vec<i64> = targets.iter().map(|t| k(t.0)).collect();
+                let mut existing: HashMap<u64, i64> = HashMap::new();
+                let mut blocked: HashSet<u64> = HashSet::new();
+                if !ts.is_empty() {
+                    let sql = self.q(&format!(
+                        "SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({})",
+                        marks(ts.len())
+                    ));
+                    let mut q = sqlx::query(&sql).bind(k(user.0));
+                    for t in &ts {
+                        q = q.bind(*t);
+                    }
+                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                        existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
+                    }
+                    let sql = self.q(&format!(
+                        "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+                         UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})",
+                        m = marks(ts.len())
+                    ));
+                    let mut q = sqlx::query(&sql).bind(k(user.0));
+                    for t in &ts {
+                        q = q.bind(*t);
+                    }
+                    q = q.bind(k(user.0));
+                    for t in &ts {
+                        q = q.bind(*t);
+                    }
+                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                        blocked.insert(int(&row, 0)? as u64);
+                    }
+                }
+                let mut statuses = Vec::with_capacity(targets.len());
+                let mut new: Vec<UserId> = Vec::new();
+                for &t in targets {
+                    let status = if let Some(since) = existing.get(&t.0) {
+                        FollowStatus::Already(Millis(*since))
+                    } else if new.contains(&t) {
+                        FollowStatus::Already(at)
+                    } else if blocked.contains(&t.0) {
+                        FollowStatus::Blocked
+                    } else if count >= max_following {
+                        FollowStatus::Limit
+                    } else {
+                        count += 1;
+                        new.push(t);
+                        FollowStatus::Followed(at)
+                    };
+                    statuses.push(status);
+                }
+                if !new.is_empty() {
+                    let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
+                    let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
+                    let mut q = sqlx::query(&sql);
+                    for t in &new {
+                        q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
+                    }
+                    q.execute(&mut *tx).await.map_err(self.err())?;
+                    let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
+                    let mut q = sqlx::query(&sql);
+                    for t in &new {
+                        q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
+                    }
+                    q.execute(&mut *tx).await.map_err(self.err())?;
+                    self.add_users(&mut tx, &new).await?;
+                }
+                tx.commit().await.map_err(self.err())?;
+                Ok(statuses)
             }
-            for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
-                existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
-            }
-            let sql = self.q(&format!(
-                "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
-                 UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})",
-                m = marks(ts.len())
-            ));
-            let mut q = sqlx::query(&sql).bind(k(user.0));
-            for t in &ts {
-                q = q.bind(*t);
-            }
-            q = q.bind(k(user.0));
-            for t in &ts {
-                q = q.bind(*t);
-            }
-            for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
-                blocked.insert(int(&row, 0)? as u64);
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
             }
         }
-        let mut statuses = Vec::with_capacity(targets.len());
-        let mut new: Vec<UserId> = Vec::new();
-        for &t in targets {
-            let status = if let Some(since) = existing.get(&t.0) {
-                FollowStatus::Already(Millis(*since))
-            } else if new.contains(&t) {
-                FollowStatus::Already(at)
-            } else if blocked.contains(&t.0) {
-                FollowStatus::Blocked
-            } else if count >= max_following {
-                FollowStatus::Limit
-            } else {
-                count += 1;
-                new.push(t);
-                FollowStatus::Followed(at)
-            };
-            statuses.push(status);
-        }
-        if !new.is_empty() {
-            let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
-            let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
-            let mut q = sqlx::query(&sql);
-            for t in &new {
-                q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
-            }
-            q.execute(&mut *tx).await.map_err(self.err())?;
-            let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
-            let mut q = sqlx::query(&sql);
-            for t in &new {
-                q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
-            }
-            q.execute(&mut *tx).await.map_err(self.err())?;
-            self.add_users(&mut tx, &new).await?;
-        }
-        tx.commit().await.map_err(self.err())?;
-        Ok(statuses)
     }
 
     async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        let removed = self.delete_follow(&mut tx, user, target).await?;
-        tx.commit().await.map_err(self.err())?;
-        Ok(removed)
+        let mut attempt = 0;
+        loop {
+            let tried: Result<bool> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                let removed = self.delete_follow(&mut tx, user, target).await?;
+                tx.commit().await.map_err(self.err())?;
+                Ok(removed)
+            }
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
+        }
     }
 
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        if on {
-            sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
-                .bind(k(user.0))
-                .bind(k(target.0))
-                .bind(at.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            self.delete_follow(&mut tx, user, target).await?;
-            self.delete_follow(&mut tx, target, user).await?;
-            self.add_users(&mut tx, &[user, target]).await?;
-        } else {
-            sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
-                .bind(k(user.0))
-                .bind(k(target.0))
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
+        let mut attempt = 0;
+        loop {
+            let tried: Result<()> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                if on {
+                    sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
+                        .bind(k(user.0))
+                        .bind(k(target.0))
+                        .bind(at.0)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    self.delete_follow(&mut tx, user, target).await?;
+                    self.delete_follow(&mut tx, target, user).await?;
+                    self.add_users(&mut tx, &[user, target]).await?;
+                } else {
+                    sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
+                        .bind(k(user.0))
+                        .bind(k(target.0))
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                }
+                tx.commit().await.map_err(self.err())?;
+                Ok(())
+            }
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
         }
-        tx.commit().await.map_err(self.err())?;
-        Ok(())
     }
 
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
@@ -926,33 +996,50 @@ impl Graph for SqlStore {
         if others.is_empty() {
             return Ok(vec![]);
         }
+        // One round trip: each edge kind as rows (what, other).
+        let m = marks(others.len());
+        let sql = format!(
+            "SELECT 'f', followee FROM tw_follows WHERE follower = ? AND followee IN ({m}) \
+             UNION ALL SELECT 'b', follower FROM tw_followers WHERE followee = ? AND follower IN ({m}) \
+             UNION ALL SELECT 'k', target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+             UNION ALL SELECT 'K', user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m}) \
+             UNION ALL SELECT 'm', target FROM tw_mutes WHERE user_id = ? AND target IN ({m})"
+        );
         let os: Vec<i64> = others.iter().map(|o| k(o.0)).collect();
-        let following =
-            self.edge_set("SELECT followee FROM tw_follows WHERE follower = ? AND followee IN", user, &os).await?;
-        let followed_by =
-            self.edge_set("SELECT follower FROM tw_followers WHERE followee = ? AND follower IN", user, &os).await?;
-        let blocking = self.edge_set("SELECT target FROM tw_blocks WHERE user_id = ? AND target IN", user, &os).await?;
-        let blocked_by =
-            self.edge_set("SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN", user, &os).await?;
-        let muting = self.edge_set("SELECT target FROM tw_mutes WHERE user_id = ? AND target IN", user, &os).await?;
-        Ok(others
-            .iter()
-            .map(|o| Relation {
-                following: following.contains(&o.0),
-                followed_by: followed_by.contains(&o.0),
-                blocking: blocking.contains(&o.0),
-                blocked_by: blocked_by.contains(&o.0),
-                muting: muting.contains(&o.0),
-            })
-            .collect())
+        let mut binds = Vec::with_capacity(5 * (os.len() + 1));
+        for _ in 0..5 {
+            binds.push(k(user.0));
+            binds.extend_from_slice(&os);
+        }
+        let mut rel: HashMap<u64, Relation> = HashMap::new();
+        for row in self.fetch(&sql, &binds).await? {
+            let r = rel.entry(int(&row, 1)? as u64).or_default();
+            match text(&row, 0)?.as_str() {
+                "f" => r.following = true,
+                "b" => r.followed_by = true,
+                "k" => r.blocking = true,
+                "K" => r.blocked_by = true,
+                _ => r.muting = true,
+            }
+        }
+        Ok(others.iter().map(|o| rel.get(&o.0).copied().unwrap_or_default()).collect())
     }
 
     async fn counts(&self, user: UserId) -> Result<UserCounts> {
         let u = k(user.0);
+        let rows = self
+            .fetch(
+                "SELECT (SELECT COUNT(*) FROM tw_follows WHERE follower = ?), \
+                 (SELECT COUNT(*) FROM tw_followers WHERE followee = ?), \
+                 (SELECT COUNT(*) FROM tw_items WHERE author = ? AND live = 1)",
+                &[u, u, u],
+            )
+            .await?;
+        let Some(r) = rows.first() else { return Ok(UserCounts::default()) };
         Ok(UserCounts {
-            following: self.count("SELECT COUNT(*) FROM tw_follows WHERE follower = ?", &[u]).await?,
-            followers: self.count("SELECT COUNT(*) FROM tw_followers WHERE followee = ?", &[u]).await?,
-            items: self.count("SELECT COUNT(*) FROM tw_items WHERE author = ? AND live = 1", &[u]).await?,
+            following: int(r, 0)?.max(0) as u64,
+            followers: int(r, 1)?.max(0) as u64,
+            items: int(r, 2)?.max(0) as u64,
         })
     }
 
@@ -1010,77 +1097,104 @@ impl Jobs for SqlStore {
     }
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        // Jobs another worker is claiming right now are skipped, not waited on.
-        let sql = self.q(&format!(
-            "SELECT k, author, cur_since, cur_user, created FROM tw_jobs \
-             WHERE holder IS NULL OR holder = ? OR lease_until <= ? ORDER BY k LIMIT {limit} FOR UPDATE SKIP LOCKED"
-        ));
-        let rows = sqlx::query(&sql).bind(w(worker)).bind(now.0).fetch_all(&mut *tx).await.map_err(self.err())?;
-        let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
-        if !jobs.is_empty() {
-            let sql =
-                self.q(&format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len())));
-            let mut q = sqlx::query(&sql).bind(w(worker)).bind(now.0.saturating_add(lease_ms));
-            for j in &jobs {
-                q = q.bind(k(j.key));
+        let mut attempt = 0;
+        loop {
+            let tried: Result<Vec<Job>> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                // Jobs another worker is claiming right now are skipped, not waited on.
+                let sql = self.q(&format!(
+                    "SELECT k, author, cur_since, cur_user, created FROM tw_jobs \
+                     WHERE holder IS NULL OR holder = ? OR lease_until <= ? ORDER BY k LIMIT {limit} FOR UPDATE SKIP LOCKED"
+                ));
+                let rows = sqlx::query(&sql).bind(w(worker)).bind(now.0).fetch_all(&mut *tx).await.map_err(self.err())?;
+                let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
+                if !jobs.is_empty() {
+                    let sql =
+                        self.q(&format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len())));
+                    let mut q = sqlx::query(&sql).bind(w(worker)).bind(now.0.saturating_add(lease_ms));
+                    for j in &jobs {
+                        q = q.bind(k(j.key));
+                    }
+                    q.execute(&mut *tx).await.map_err(self.err())?;
+                }
+                tx.commit().await.map_err(self.err())?;
+                Ok(jobs)
             }
-            q.execute(&mut *tx).await.map_err(self.err())?;
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
         }
-        tx.commit().await.map_err(self.err())?;
-        Ok(jobs)
     }
 
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
-        let mut tx = self.pool.begin().await.map_err(self.err())?;
-        let mut recorded = Vec::with_capacity(progress.len());
-        for p in progress {
-            let key = match *p {
-                JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
-            };
-            let row = sqlx::query(&self.q("SELECT cur_since, cur_user, holder FROM tw_jobs WHERE k = ? FOR UPDATE"))
-                .bind(k(key))
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            let Some(row) = row else {
-                recorded.push(false);
-                continue;
-            };
-            let holder = oint(&row, 2)?;
-            if holder.is_some_and(|h| h != w(worker)) {
-                recorded.push(false);
-                continue;
+        let mut attempt = 0;
+        loop {
+            let tried: Result<Vec<bool>> = async {
+                let mut tx = self.pool.begin().await.map_err(self.err())?;
+                let mut recorded = Vec::with_capacity(progress.len());
+                for p in progress {
+                    let key = match *p {
+                        JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
+                    };
+                    let row =
+                        sqlx::query(&self.q("SELECT cur_since, cur_user, holder FROM tw_jobs WHERE k = ? FOR UPDATE"))
+                            .bind(k(key))
+                            .fetch_optional(&mut *tx)
+                            .await
+                            .map_err(self.err())?;
+                    let Some(row) = row else {
+                        recorded.push(false);
+                        continue;
+                    };
+                    let holder = oint(&row, 2)?;
+                    if holder.is_some_and(|h| h != w(worker)) {
+                        recorded.push(false);
+                        continue;
+                    }
+                    let cursor = match (oint(&row, 0)?, oint(&row, 1)?) {
+                        (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
+                        _ => None,
+                    };
+                    let done = match *p {
+                        JobProgress::Checkpoint(_, pos) if cursor.is_none_or(|c| c < pos) => {
+                            sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
+                                .bind(pos.0.0)
+                                .bind(k(pos.1.0))
+                                .bind(k(key))
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(self.err())?;
+                            true
+                        }
+                        JobProgress::Checkpoint(..) => false,
+                        JobProgress::Complete(_) => {
+                            sqlx::query(&self.q("DELETE FROM tw_jobs WHERE k = ?"))
+                                .bind(k(key))
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(self.err())?;
+                            true
+                        }
+                    };
+                    recorded.push(done);
+                }
+                tx.commit().await.map_err(self.err())?;
+                Ok(recorded)
             }
-            let cursor = match (oint(&row, 0)?, oint(&row, 1)?) {
-                (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
-                _ => None,
-            };
-            let done = match *p {
-                JobProgress::Checkpoint(_, pos) if cursor.is_none_or(|c| c < pos) => {
-                    sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
-                        .bind(pos.0.0)
-                        .bind(k(pos.1.0))
-                        .bind(k(key))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                    true
+            .await;
+            match tried {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
                 }
-                JobProgress::Checkpoint(..) => false,
-                JobProgress::Complete(_) => {
-                    sqlx::query(&self.q("DELETE FROM tw_jobs WHERE k = ?"))
-                        .bind(k(key))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                    true
-                }
-            };
-            recorded.push(done);
+                done => return done,
+            }
         }
-        tx.commit().await.map_err(self.err())?;
-        Ok(recorded)
     }
 }
 

@@ -147,9 +147,10 @@ impl FeedService {
 
     /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
     /// `F(user)` (at most `max_len` keys of work) when it is absent.
-    pub(super) async fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<()> {
-        if self.backend.inbox_floor(user).await?.is_some() {
-            return Ok(());
+    /// Returns the inbox's floor.
+    pub(super) async fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<Key> {
+        if let Some(floor) = self.backend.inbox_floor(user).await? {
+            return Ok(floor);
         }
         self.backend.begin_rebuild(user).await?;
         let n = self.opts.max_len;
@@ -162,15 +163,15 @@ impl FeedService {
         let floor = if keys.len() >= n { keys.last().map_or(0, |k| k.saturating_sub(1)) } else { 0 };
         self.backend.finish_rebuild(user, &keys, floor).await?;
         metrics::counter!("tideway_inbox_rebuilds_total").increment(1);
-        Ok(())
+        // Deliveries during the rebuild may have raised it.
+        Ok(self.backend.inbox_floor(user).await?.unwrap_or(floor))
     }
 
     /// Marks `user` active, makes sure their inbox exists and returns the
     /// followed authors whose unpushed items are above its floor.
     async fn prepare_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<Vec<UserId>> {
         self.backend.touch(user, self.clock.now()).await?;
-        self.ensure_inbox(user, f_list).await?;
-        let floor = self.backend.inbox_floor(user).await?.unwrap_or(0);
+        let floor = self.ensure_inbox(user, f_list).await?;
         Ok(self.backend.unpushed_above(f_list, floor).await?)
     }
 

@@ -276,13 +276,24 @@ impl FeedService {
     pub(super) async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
         let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
         let hydration = self.backend.hydration(&ids, viewer).await?;
-        let bodies = self.backend.bodies(&ids).await?;
+        // Bodies a backend left out of the records (the embedded store keeps
+        // them on disk): one call for the page; none when every record came
+        // whole (the SQL store reads them in the same query).
+        let stripped: Vec<ItemId> =
+            items.iter().filter(|i| tideway_store::is_stripped(&i.body)).map(|i| i.id).collect();
+        let mut bodies: std::collections::HashMap<ItemId, tideway_core::Body> = std::collections::HashMap::new();
+        if !stripped.is_empty() {
+            for (id, b) in stripped.iter().zip(self.backend.bodies(&stripped).await?) {
+                if let Some(b) = b {
+                    bodies.insert(*id, b);
+                }
+            }
+        }
         Ok(items
             .into_iter()
             .zip(hydration)
-            .zip(bodies)
-            .map(|((item, (counts, viewer)), body)| ItemView {
-                body: body.unwrap_or_else(|| item.body.clone()),
+            .map(|(item, (counts, viewer))| ItemView {
+                body: bodies.remove(&item.id).unwrap_or_else(|| item.body.clone()),
                 item,
                 counts,
                 viewer,

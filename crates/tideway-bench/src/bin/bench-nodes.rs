@@ -1,0 +1,290 @@
+//! tideway on shared engines, beside the embedded store, in one run: the same
+//! synthetic workload through the service on (a) the embedded store, (b) one
+//! node on PostgreSQL or MariaDB + Redis, (c) two nodes on the same engines
+//! (two service instances in this process, each with its fan-out worker,
+//! requests alternating between them).
+//!
+//!   cargo run --release -p tideway-bench --bin bench-nodes -- \
+//!       [--sql postgres://postgres@127.0.0.1:5432/test] [--redis redis://127.0.0.1:6379] \
+//!       [--users 5000] [--follows 40] [--authors 1000] [--posts 5000] [--reads 5000]
+//!
+//! Each run gets a fresh database (created on the server of `--sql`, dropped
+//! after) and a fresh Redis key prefix. Reported per setup: durable posts/s
+//! (16 writers), fan-out deliveries/s (draining every post's job into the
+//! readers' inboxes), home p50/p99 with warm inboxes, and a returning reader's
+//! first page after every inbox was lost (a Redis flush; for the embedded
+//! store, dropped inboxes).
+
+use clap::Parser;
+use hdrhistogram::Histogram;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tideway_core::{ItemKind, NewItem, UserId};
+use tideway_service::{FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
+use tideway_store::{Backend, Split};
+use tideway_store_redis::{RedisOptions, RedisShared};
+use tideway_store_sql::SqlStore;
+use tideway_store_sql::testing::FreshDatabase;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// A PostgreSQL or MySQL/MariaDB server (any existing database: a fresh
+    /// one is created beside it).
+    #[arg(long, default_value = "postgres://postgres@127.0.0.1:5432/test")]
+    sql: String,
+    #[arg(long, default_value = "redis://127.0.0.1:6379")]
+    redis: String,
+    #[arg(long, default_value_t = 5000)]
+    users: u64,
+    /// Follows per user.
+    #[arg(long, default_value_t = 40)]
+    follows: usize,
+    /// Authors (users 1..=authors post and are followed).
+    #[arg(long, default_value_t = 1000)]
+    authors: u64,
+    #[arg(long, default_value_t = 5000)]
+    posts: usize,
+    #[arg(long, default_value_t = 5000)]
+    reads: usize,
+    #[arg(long, default_value_t = 16)]
+    writers: usize,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+    /// Only time single round trips (a SQL `SELECT 1`, a Redis inbox read)
+    /// and one home page's storage calls, then exit.
+    #[arg(long)]
+    probe: bool,
+}
+
+struct Figures {
+    posts_per_sec: f64,
+    deliveries_per_sec: f64,
+    warm: (f64, f64),
+    returning: (f64, f64),
+}
+
+fn pct(h: &Histogram<u64>) -> (f64, f64) {
+    (h.value_at_quantile(0.5) as f64 / 1000.0, h.value_at_quantile(0.99) as f64 / 1000.0)
+}
+
+/// Runs the workload on `nodes` (one or two services over the same engines);
+/// `flush` loses every inbox.
+async fn workload<F, Fut>(args: &Args, nodes: &[Arc<FeedService>], flush: F) -> Result<Figures, String>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let e = |e: tideway_service::ServiceError| e.to_string();
+    let node = |i: usize| nodes[i % nodes.len()].clone();
+    let mut rng = SmallRng::seed_from_u64(args.seed);
+    let readers: Vec<u64> = (args.authors + 1..=args.authors + args.users).collect();
+    eprintln!("  follows: {} users × {}", readers.len(), args.follows);
+    for (i, r) in readers.iter().enumerate() {
+        let targets: Vec<UserId> = (0..args.follows).map(|_| UserId(rng.random_range(1..=args.authors))).collect();
+        let mut t = targets;
+        t.sort_unstable();
+        t.dedup();
+        node(i).follow_many(UserId(*r), &t).await.map_err(e)?;
+    }
+    // Every reader reads once: inboxes exist, readers are active.
+    for (i, r) in readers.iter().enumerate() {
+        node(i).home(UserId(*r), &PageRequest::default()).await.map_err(e)?;
+    }
+
+    eprintln!("  posts: {} by {} writers", args.posts, args.writers);
+    let t = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for w in 0..args.writers {
+        let svc = node(w);
+        let (n, authors, seed) = (args.posts / args.writers, args.authors, args.seed + w as u64);
+        tasks.spawn(async move {
+            let mut rng = SmallRng::seed_from_u64(seed);
+            for _ in 0..n {
+                let a = UserId(rng.random_range(1..=authors));
+                svc.create_item(NewItem::new(a, ItemKind::Post)).await.map_err(|e| e.to_string())?;
+            }
+            Ok::<(), String>(())
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r.map_err(|e| e.to_string())??;
+    }
+    let posts_per_sec = (args.posts / args.writers * args.writers) as f64 / t.elapsed().as_secs_f64();
+
+    eprintln!("  fan-out");
+    let t = Instant::now();
+    let mut delivered = 0usize;
+    let mut drains = tokio::task::JoinSet::new();
+    for svc in nodes {
+        let w = FanoutWorker::new(svc.clone());
+        drains.spawn(async move { w.drain().await.map_err(|e| e.to_string()) });
+    }
+    while let Some(r) = drains.join_next().await {
+        delivered += r.map_err(|e| e.to_string())??;
+    }
+    // A second pass finishes jobs a worker found leased to the other.
+    for svc in nodes {
+        delivered += FanoutWorker::new(svc.clone()).drain().await.map_err(e)?;
+    }
+    let deliveries_per_sec = delivered as f64 / t.elapsed().as_secs_f64();
+
+    let read = |count: usize, seed: u64| {
+        let nodes = nodes.to_vec();
+        let readers = readers.clone();
+        async move {
+            let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+            let mut rng = SmallRng::seed_from_u64(seed);
+            for i in 0..count {
+                let r = readers[rng.random_range(0..readers.len())];
+                let t = Instant::now();
+                let page =
+                    nodes[i % nodes.len()].home(UserId(r), &PageRequest::default()).await.map_err(|e| e.to_string())?;
+                h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+                std::hint::black_box(page);
+            }
+            Ok::<_, String>(h)
+        }
+    };
+    eprintln!("  warm reads");
+    let warm = pct(&read(args.reads, 7).await?);
+    flush().await?;
+    eprintln!("  returning readers (every inbox lost)");
+    let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    for (i, r) in readers.iter().take(args.reads.min(readers.len())).enumerate() {
+        let t = Instant::now();
+        std::hint::black_box(node(i).home(UserId(*r), &PageRequest::default()).await.map_err(e)?);
+        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+    }
+    Ok(Figures { posts_per_sec, deliveries_per_sec, warm, returning: pct(&h) })
+}
+
+fn opts(node_id: u16) -> ServiceOptions {
+    // Every reader's inbox is pushed to (no hot authors at this size).
+    ServiceOptions { node_id, ..ServiceOptions::default() }
+}
+
+async fn embedded(args: &Args) -> Result<Figures, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let store =
+        tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Fsync, 800).map_err(|e| e.to_string())?;
+    let backend: Arc<dyn Backend> = Arc::new(store);
+    let svc =
+        Arc::new(FeedService::new(backend.clone(), opts(0), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?);
+    let b = backend.clone();
+    let readers: Vec<UserId> = (args.authors + 1..=args.authors + args.users).map(UserId).collect();
+    workload(args, &[svc], || {
+        let (b, readers) = (b.clone(), readers.clone());
+        async move {
+            for r in readers {
+                b.drop_inbox(r).await.map_err(|e| e.to_string())?;
+            }
+            Ok(())
+        }
+    })
+    .await
+}
+
+async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
+    let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
+    let prefix = format!("benchnodes{}x{n}:", std::process::id());
+    let mut nodes = Vec::new();
+    let mut flusher = None;
+    for i in 0..n {
+        let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
+        let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
+        ro.prefix = prefix.clone();
+        let redis = Arc::new(RedisShared::connect(ro).await.map_err(|e| e.to_string())?);
+        flusher.get_or_insert_with(|| redis.clone());
+        let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis));
+        nodes.push(Arc::new(
+            FeedService::new(backend, opts(i as u16 + 1), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?,
+        ));
+    }
+    let flusher = flusher.ok_or("no node")?;
+    let f = flusher.clone();
+    let figures = workload(args, &nodes, || {
+        let f = f.clone();
+        async move { f.purge().await.map(|_| ()).map_err(|e| e.to_string()) }
+    })
+    .await;
+    flusher.purge().await.map_err(|e| e.to_string())?;
+    drop(nodes);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    db.drop().await.map_err(|e| e.to_string())?;
+    figures
+}
+
+/// Round trips, one at a time: what a page's sequential calls cost each.
+#[allow(clippy::print_stdout, reason = "the report is this command's output")]
+async fn probe(args: &Args) -> Result<(), String> {
+    use tideway_store::{Graph, Inboxes};
+    let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
+    let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
+    let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
+    ro.prefix = format!("probe{}:", std::process::id());
+    let redis = RedisShared::connect(ro).await.map_err(|e| e.to_string())?;
+    redis.finish_rebuild(UserId(1), &(1..=800).collect::<Vec<u64>>(), 0).await.map_err(|e| e.to_string())?;
+    let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    for _ in 0..2000 {
+        let t = Instant::now();
+        sql.health().await.map_err(|e| e.to_string())?;
+        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+    }
+    let (p50, p99) = pct(&h);
+    println!("SQL SELECT 1: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+    for _ in 0..2000 {
+        let t = Instant::now();
+        redis.inbox_floor(UserId(1)).await.map_err(|e| e.to_string())?;
+        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+    }
+    let (p50, p99) = pct(&h);
+    println!("Redis read of an 800-key inbox: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    redis.purge().await.map_err(|e| e.to_string())?;
+    sql.close().await;
+    db.drop().await.map_err(|e| e.to_string())
+}
+
+#[allow(clippy::print_stdout, reason = "the report is this command's output")]
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), String> {
+    let args = Args::parse();
+    let engine = if args.sql.starts_with("postgres") { "PostgreSQL" } else { "MariaDB/MySQL" };
+    if args.probe {
+        return probe(&args).await;
+    }
+    eprintln!("embedded store");
+    let emb = embedded(&args).await?;
+    eprintln!("1 node on {engine} + Redis");
+    let one = shared(&args, 1).await?;
+    eprintln!("2 nodes on {engine} + Redis");
+    let two = shared(&args, 2).await?;
+    println!(
+        "{} users × {} follows of {} authors, {} posts ({} writers), {} reads; 2 cores for everything",
+        args.users, args.follows, args.authors, args.posts, args.writers, args.reads
+    );
+    println!(
+        "| setup | posts/s (durable) | deliveries/s | home p50 / p99 warm (µs) | returning reader p50 / p99 (µs) |"
+    );
+    println!("|---|---|---|---|---|");
+    for (name, f) in [
+        ("embedded (fjall, fsync)".to_owned(), &emb),
+        (format!("1 node, {engine} + Redis"), &one),
+        (format!("2 nodes, {engine} + Redis"), &two),
+    ] {
+        println!(
+            "| {name} | {:.0} | {:.0} | {:.3} / {:.3} | {:.3} / {:.3} |",
+            f.posts_per_sec, f.deliveries_per_sec, f.warm.0, f.warm.1, f.returning.0, f.returning.1
+        );
+    }
+    println!(
+        "| 2 nodes / 1 node | ×{:.2} | ×{:.2} | ×{:.2} p99 | ×{:.2} p99 |",
+        two.posts_per_sec / one.posts_per_sec,
+        two.deliveries_per_sec / one.deliveries_per_sec,
+        two.warm.1 / one.warm.1,
+        two.returning.1 / one.returning.1
+    );
+    Ok(())
+}
