@@ -1,9 +1,9 @@
-//! Two `tideway serve` processes on one PostgreSQL database and one Redis
-//! (a fresh database and key prefix): writes on one node are read on the
+//! Two `tideway serve` processes on one PostgreSQL database and a three-node
+//! Redis Cluster (a fresh database and key prefix): writes on one node are read on the
 //! other, a node killed with `kill -9` in the middle of a delivery leaves it
 //! to the other node (every follower gets the item exactly once), and pages
 //! stay right after every Redis key is deleted. The engines come from
-//! `scripts/services.sh up` (TIDEWAY_TEST_POSTGRES_URL, TIDEWAY_TEST_REDIS_URL).
+//! `scripts/services.sh up` (TIDEWAY_TEST_POSTGRES_URL, TIDEWAY_TEST_REDIS_CLUSTER).
 
 use crate::crash::{Proc, start_with};
 use reqwest::StatusCode;
@@ -92,7 +92,7 @@ impl Cluster {
 async fn two_nodes_serve_one_service() {
     let cl = Cluster {
         db: tideway_store_sql::testing::FreshDatabase::create(&env("TIDEWAY_TEST_POSTGRES_URL")).await.expect("db"),
-        redis: env("TIDEWAY_TEST_REDIS_URL"),
+        redis: env("TIDEWAY_TEST_REDIS_CLUSTER"),
         prefix: format!("nodes{}:", std::process::id()),
         dir: tempfile::tempdir().expect("tempdir"),
         c: reqwest::Client::new(),
@@ -132,7 +132,9 @@ async fn two_nodes_serve_one_service() {
     }
 
     // Every Redis key gone: pages are rebuilt from the database.
-    let mut ro = tideway_store_redis::RedisOptions::new(vec![cl.redis.clone()], 800);
+    let urls: Vec<String> = cl.redis.split(',').map(str::to_owned).collect();
+    assert!(urls.len() >= 3, "a cluster: {urls:?}");
+    let mut ro = tideway_store_redis::RedisOptions::new(urls, 800);
     ro.prefix = cl.prefix.clone();
     let r = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
     assert!(r.purge().await.expect("flush") > 0);
