@@ -328,8 +328,8 @@ pub async fn evaluate_home(
     keys: &[Key],
 ) -> Result<Vec<Found>> {
     let b = load_batch(backend, keys, Some(user)).await?;
-    let reposts = backend.reposts_by(&b.originals, f_list).await?;
-    let inserted = backend.inserted_keys(user, &b.originals).await?;
+    let (reposts, inserted) =
+        tokio::try_join!(backend.reposts_by(&b.originals, f_list), backend.inserted_keys(user, &b.originals))?;
     let mut people: HashSet<UserId> = HashSet::new();
     for (o, rs) in b.originals.iter().zip(&reposts) {
         if let Some(i) = b.items.get(o) {

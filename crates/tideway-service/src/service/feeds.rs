@@ -167,11 +167,21 @@ impl FeedService {
         Ok(self.backend.inbox_floor(user).await?.unwrap_or(floor))
     }
 
-    /// Marks `user` active, makes sure their inbox exists and returns the
-    /// followed authors whose unpushed items are above its floor.
-    async fn prepare_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<Vec<UserId>> {
-        self.backend.touch(user, self.clock.now()).await?;
-        let floor = self.ensure_inbox(user, f_list).await?;
+    /// Makes sure `user`'s inbox exists (its floor read with `floor`, run
+    /// beside the other first reads of the page) and returns the followed
+    /// authors whose unpushed items are above its floor.
+    async fn prepare_inbox(
+        &self,
+        user: UserId,
+        f_list: &[UserId],
+        touched: tideway_store::Result<()>,
+        floor: tideway_store::Result<Option<Key>>,
+    ) -> Result<Vec<UserId>> {
+        touched?;
+        let floor = match floor? {
+            Some(f) => f,
+            None => self.ensure_inbox(user, f_list).await?,
+        };
         Ok(self.backend.unpushed_above(f_list, floor).await?)
     }
 
@@ -179,12 +189,19 @@ impl FeedService {
     pub async fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
-        let f_list = self.sources_of(user).await?;
+        // Three independent first reads at once: on remote engines each is a
+        // round trip.
+        let (f_list, touched, floor) = tokio::join!(
+            self.sources_of(user),
+            self.backend.touch(user, self.clock.now()),
+            self.backend.inbox_floor(user)
+        );
+        let f_list = f_list?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         // Inboxes, activity and hot-author marks are shared state that may
         // be unreachable (a Redis outage): the page is then pulled from the
         // outboxes, exactly as defined, only slower.
-        let pulled = match self.prepare_inbox(user, &f_list).await {
+        let pulled = match self.prepare_inbox(user, &f_list, touched, floor).await {
             Ok(pulled) => Some(pulled),
             Err(e) => {
                 tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");
@@ -198,9 +215,8 @@ impl FeedService {
             None => HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor),
         };
         let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set };
-        let walked = walk(&mut source, &eval, spec.limit).await?;
-        let promos = self.promotions_for(user).await?;
-        self.finish_page(&spec, walked, &scope, Some(user), &promos).await
+        let (walked, promos) = tokio::join!(walk(&mut source, &eval, spec.limit), self.promotions_for(user));
+        self.finish_page(&spec, walked?, &scope, Some(user), &promos?).await
     }
 
     /// A page of `profile(author).await` seen by `viewer`.
