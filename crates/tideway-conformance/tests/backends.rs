@@ -27,5 +27,8 @@ async fn embedded_backend_conforms() {
 #[test]
 fn every_suite_is_in_the_matrix() {
     let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
-    assert_eq!(names, vec!["items_update", "jobs_leases", "activity", "hot_authors", "inboxes", "bodies"]);
+    assert_eq!(
+        names,
+        vec!["items_update", "jobs_leases", "activity", "hot_authors", "inboxes", "bodies", "graph_counts"]
+    );
 }

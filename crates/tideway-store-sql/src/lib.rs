@@ -348,6 +348,9 @@ impl SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| Failed::Store(self.err()(e)))?;
+        if !item.deleted {
+            self.bump(&mut tx, "items", 1, &[item.author]).await.map_err(Failed::Store)?;
+        }
         if fan_out {
             sqlx::query(&self.q("INSERT INTO tw_jobs (k, author, created) VALUES (?, ?, ?)"))
                 .bind(k(item.id.0))
@@ -414,7 +417,30 @@ impl SqlStore {
             .execute(&mut **tx)
             .await
             .map_err(self.err())?;
+        self.bump(tx, "following", -1, &[from]).await?;
+        self.bump(tx, "followers", -1, &[to]).await?;
         Ok(true)
+    }
+
+    /// Adds `by` to a counter of `users` (rows that exist), within `tx`.
+    async fn bump(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::Any>,
+        counter: &str,
+        by: i64,
+        users: &[UserId],
+    ) -> Result<()> {
+        if users.is_empty() || by == 0 {
+            return Ok(());
+        }
+        let sql =
+            self.q(&format!("UPDATE tw_users SET {counter} = {counter} + ? WHERE id IN ({})", marks(users.len())));
+        let mut q = sqlx::query(&sql).bind(by);
+        for u in users {
+            q = q.bind(k(u.0));
+        }
+        q.execute(&mut **tx).await.map_err(self.err())?;
+        Ok(())
     }
 
     async fn add_users(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, users: &[UserId]) -> Result<()> {
@@ -516,6 +542,9 @@ impl Items for SqlStore {
                     .execute(&mut *tx)
                     .await
                     .map_err(self.err())?;
+                if new.deleted {
+                    self.bump(&mut tx, "items", -1, &[new.author]).await?;
+                }
                 tx.commit().await.map_err(self.err())?;
                 Ok(Some(new))
             }
@@ -860,6 +889,8 @@ impl Graph for SqlStore {
                     }
                     q.execute(&mut *tx).await.map_err(self.err())?;
                     self.add_users(&mut tx, &new).await?;
+                    self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
+                    self.bump(&mut tx, "followers", 1, &new).await?;
                 }
                 tx.commit().await.map_err(self.err())?;
                 Ok(statuses)
@@ -1026,15 +1057,7 @@ impl Graph for SqlStore {
     }
 
     async fn counts(&self, user: UserId) -> Result<UserCounts> {
-        let u = k(user.0);
-        let rows = self
-            .fetch(
-                "SELECT (SELECT COUNT(*) FROM tw_follows WHERE follower = ?), \
-                 (SELECT COUNT(*) FROM tw_followers WHERE followee = ?), \
-                 (SELECT COUNT(*) FROM tw_items WHERE author = ? AND live = 1)",
-                &[u, u, u],
-            )
-            .await?;
+        let rows = self.fetch("SELECT following, followers, items FROM tw_users WHERE id = ?", &[k(user.0)]).await?;
         let Some(r) = rows.first() else { return Ok(UserCounts::default()) };
         Ok(UserCounts {
             following: int(r, 0)?.max(0) as u64,

@@ -11,11 +11,12 @@
 use crate::Dialect;
 
 /// Migrations: version, statements.
-pub const MIGRATIONS: &[(i64, &[&str])] = &[(
-    1,
-    &[
-        "CREATE TABLE tw_users (id BIGINT NOT NULL PRIMARY KEY){table}",
-        "CREATE TABLE tw_items (
+pub const MIGRATIONS: &[(i64, &[&str])] = &[
+    (
+        1,
+        &[
+            "CREATE TABLE tw_users (id BIGINT NOT NULL PRIMARY KEY){table}",
+            "CREATE TABLE tw_items (
             id BIGINT NOT NULL PRIMARY KEY,
             author BIGINT NOT NULL,
             live SMALLINT NOT NULL,
@@ -25,44 +26,44 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[(
             record {text} NOT NULL,
             body {text} NOT NULL
         ){table}",
-        "CREATE INDEX tw_items_outbox ON tw_items (author, id)",
-        "CREATE UNIQUE INDEX tw_items_idem ON tw_items (author, idem)",
-        "CREATE INDEX tw_items_reposts ON tw_items (repost_of, author)",
-        "CREATE INDEX tw_items_replies ON tw_items (reply_to)",
-        "CREATE TABLE tw_inserts (
+            "CREATE INDEX tw_items_outbox ON tw_items (author, id)",
+            "CREATE UNIQUE INDEX tw_items_idem ON tw_items (author, idem)",
+            "CREATE INDEX tw_items_reposts ON tw_items (repost_of, author)",
+            "CREATE INDEX tw_items_replies ON tw_items (reply_to)",
+            "CREATE TABLE tw_inserts (
             k BIGINT NOT NULL PRIMARY KEY,
             user_id BIGINT NOT NULL,
             item BIGINT NOT NULL
         ){table}",
-        "CREATE INDEX tw_inserts_user ON tw_inserts (user_id, k)",
-        "CREATE INDEX tw_inserts_item ON tw_inserts (user_id, item, k)",
-        "CREATE TABLE tw_follows (
+            "CREATE INDEX tw_inserts_user ON tw_inserts (user_id, k)",
+            "CREATE INDEX tw_inserts_item ON tw_inserts (user_id, item, k)",
+            "CREATE TABLE tw_follows (
             follower BIGINT NOT NULL,
             followee BIGINT NOT NULL,
             since BIGINT NOT NULL,
             PRIMARY KEY (follower, followee)
         ){table}",
-        "CREATE INDEX tw_follows_time ON tw_follows (follower, since, followee)",
-        "CREATE TABLE tw_followers (
+            "CREATE INDEX tw_follows_time ON tw_follows (follower, since, followee)",
+            "CREATE TABLE tw_followers (
             followee BIGINT NOT NULL,
             since BIGINT NOT NULL,
             follower BIGINT NOT NULL,
             PRIMARY KEY (followee, since, follower)
         ){table}",
-        "CREATE TABLE tw_blocks (
+            "CREATE TABLE tw_blocks (
             user_id BIGINT NOT NULL,
             target BIGINT NOT NULL,
             since BIGINT NOT NULL,
             PRIMARY KEY (user_id, target)
         ){table}",
-        "CREATE INDEX tw_blocks_target ON tw_blocks (target, user_id)",
-        "CREATE TABLE tw_mutes (
+            "CREATE INDEX tw_blocks_target ON tw_blocks (target, user_id)",
+            "CREATE TABLE tw_mutes (
             user_id BIGINT NOT NULL,
             target BIGINT NOT NULL,
             since BIGINT NOT NULL,
             PRIMARY KEY (user_id, target)
         ){table}",
-        "CREATE TABLE tw_jobs (
+            "CREATE TABLE tw_jobs (
             k BIGINT NOT NULL PRIMARY KEY,
             author BIGINT NOT NULL,
             cur_since BIGINT NULL,
@@ -71,22 +72,37 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[(
             holder BIGINT NULL,
             lease_until BIGINT NULL
         ){table}",
-        "CREATE TABLE tw_reactions (
+            "CREATE TABLE tw_reactions (
             item BIGINT NOT NULL,
             user_id BIGINT NOT NULL,
             kind VARCHAR(64) NOT NULL,
             PRIMARY KEY (item, user_id, kind)
         ){table}",
-        "CREATE INDEX tw_reactions_user ON tw_reactions (user_id, item)",
-        "CREATE TABLE tw_promotions (
+            "CREATE INDEX tw_reactions_user ON tw_reactions (user_id, item)",
+            "CREATE TABLE tw_promotions (
             id BIGINT NOT NULL PRIMARY KEY,
             item BIGINT NOT NULL,
             every BIGINT NOT NULL,
             starts_at BIGINT NOT NULL,
             ends_at BIGINT NOT NULL
         ){table}",
-    ],
-)];
+        ],
+    ),
+    (
+        2,
+        &[
+            // Per-user counters kept by the writes (a hot-author check on every
+            // post must not count a celebrity's million followers).
+            "ALTER TABLE tw_users ADD COLUMN following BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE tw_users ADD COLUMN followers BIGINT NOT NULL DEFAULT 0",
+            "ALTER TABLE tw_users ADD COLUMN items BIGINT NOT NULL DEFAULT 0",
+            "UPDATE tw_users SET
+            following = (SELECT COUNT(*) FROM tw_follows f WHERE f.follower = tw_users.id),
+            followers = (SELECT COUNT(*) FROM tw_followers f WHERE f.followee = tw_users.id),
+            items = (SELECT COUNT(*) FROM tw_items i WHERE i.author = tw_users.id AND i.live = 1)",
+        ],
+    ),
+];
 
 /// The newest schema version this build knows.
 pub fn current() -> i64 {

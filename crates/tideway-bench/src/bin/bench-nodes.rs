@@ -52,6 +52,10 @@ struct Args {
     writers: usize,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Followers of a celebrity loaded straight into PostgreSQL (0: skip):
+    /// the time from the celebrity's post to a follower's page showing it.
+    #[arg(long, default_value_t = 1_000_000)]
+    celebrity: u64,
     /// Only time single round trips (a SQL `SELECT 1`, a Redis inbox read)
     /// and one home page's storage calls, then exit.
     #[arg(long)]
@@ -216,6 +220,59 @@ async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
     figures
 }
 
+/// A celebrity with `--celebrity` followers (rows written by one SQL
+/// statement per table, as a migration would): one node, the post acknowledged,
+/// then one follower's home page.
+#[allow(clippy::print_stdout, reason = "the report is this command's output")]
+async fn celebrity(args: &Args) -> Result<(), String> {
+    use sqlx::Connection;
+    let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
+    let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
+    let (star, first, n) = (7u64, 1_000_000u64, args.celebrity);
+    let t = Instant::now();
+    let mut c = sqlx::AnyConnection::connect(&db.url).await.map_err(|e| e.to_string())?;
+    for stmt in [
+        format!(
+            "INSERT INTO tw_follows (follower, followee, since) SELECT g, {star}, g FROM generate_series({first}, {}) g",
+            first + n - 1
+        ),
+        format!(
+            "INSERT INTO tw_followers (followee, since, follower) SELECT {star}, g, g FROM generate_series({first}, {}) g",
+            first + n - 1
+        ),
+        format!("INSERT INTO tw_users (id, following) SELECT g, 1 FROM generate_series({first}, {}) g", first + n - 1),
+        format!("INSERT INTO tw_users (id, followers) VALUES ({star}, {n})"),
+        "ANALYZE".to_owned(),
+    ] {
+        sqlx::query(&stmt).execute(&mut c).await.map_err(|e| e.to_string())?;
+    }
+    c.close().await.map_err(|e| e.to_string())?;
+    eprintln!("  {n} follows loaded in {:.1} s", t.elapsed().as_secs_f64());
+    let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
+    ro.prefix = format!("celebrity{}:", std::process::id());
+    let redis = Arc::new(RedisShared::connect(ro).await.map_err(|e| e.to_string())?);
+    let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis.clone()));
+    let svc = FeedService::new(backend, opts(1), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
+    let reader = UserId(first + n / 2);
+    svc.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
+    let t = Instant::now();
+    let (posted, _) = svc.create_item(NewItem::new(UserId(star), ItemKind::Post)).await.map_err(|e| e.to_string())?;
+    let acked = t.elapsed();
+    let page = svc.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
+    let readable = t.elapsed();
+    let shown = page.entries.first().is_some_and(|e| e.item.item.id == posted.item.id);
+    println!(
+        "celebrity with {n} followers on PostgreSQL + Redis: post acknowledged in {:.1} ms, on a follower's \
+         next page after {:.1} ms (shown: {shown}; the author is hot, so the page pulls it, no fan-out)",
+        acked.as_secs_f64() * 1e3,
+        readable.as_secs_f64() * 1e3
+    );
+    redis.purge().await.map_err(|e| e.to_string())?;
+    drop(svc);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    db.drop().await.map_err(|e| e.to_string())
+}
+
 /// Round trips, one at a time: what a page's sequential calls cost each.
 #[allow(clippy::print_stdout, reason = "the report is this command's output")]
 async fn probe(args: &Args) -> Result<(), String> {
@@ -254,6 +311,9 @@ async fn main() -> Result<(), String> {
     let engine = if args.sql.starts_with("postgres") { "PostgreSQL" } else { "MariaDB/MySQL" };
     if args.probe {
         return probe(&args).await;
+    }
+    if args.celebrity > 0 && args.sql.starts_with("postgres") {
+        celebrity(&args).await?;
     }
     eprintln!("embedded store");
     let emb = embedded(&args).await?;
