@@ -9,6 +9,10 @@
 # by server and wrk ("shared"), and with the server pinned to core 0 and wrk
 # to core 1 ("split": a separate load machine, minus one core).
 #   USERS FOLLOWS POSTS CONNS DURATION BASELINE_BIN   (defaults below)
+# SHARED=postgres or SHARED=mysql runs the server as a node on that engine and
+# Redis instead (from `eval "$(scripts/services.sh up)"`: a fresh database on
+# TIDEWAY_TEST_POSTGRES_URL's or TIDEWAY_TEST_MYSQL_URL's server and a fresh key
+# prefix on TIDEWAY_TEST_REDIS_URL, removed at exit).
 # wrk has no open loop: "p99 at a rate" is read from the closed-loop run
 # with the fewest connections that reaches the rate.
 set -euo pipefail
@@ -38,7 +42,21 @@ start() {  # $1 binary, $2 taskset prefix or empty
   echo "server did not start:"; cat "$DATA/server.log"; exit 1
 }
 stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
-trap 'kill $SERVER 2>/dev/null || true; rm -rf "$DATA"' EXIT
+CLEANUP=""
+if [ -n "${SHARED:-}" ]; then
+  db="tw_bench_$$"
+  case "$SHARED" in
+    postgres) base="$TIDEWAY_TEST_POSTGRES_URL"; psql "$base" -qc "create database $db"
+              CLEANUP="psql '$base' -qc 'drop database $db with (force)'" ;;
+    mysql) base="$TIDEWAY_TEST_MYSQL_URL"; mysql -h 127.0.0.1 -u root -e "create database $db"
+           CLEANUP="mysql -h 127.0.0.1 -u root -e 'drop database $db'" ;;
+    *) echo "SHARED must be postgres or mysql"; exit 2 ;;
+  esac
+  export TIDEWAY_STORAGE__BACKEND="$SHARED" TIDEWAY_STORAGE__URL="${base%/*}/$db"
+  export TIDEWAY_REDIS__URLS="$TIDEWAY_TEST_REDIS_URL" TIDEWAY_REDIS__PREFIX="benchhttp$$:"
+  CLEANUP="$CLEANUP; redis-cli -u '$TIDEWAY_TEST_REDIS_URL' --scan --pattern 'benchhttp$$:*' | xargs -r redis-cli -u '$TIDEWAY_TEST_REDIS_URL' del >/dev/null"
+fi
+trap 'kill $SERVER 2>/dev/null || true; rm -rf "$DATA"; eval "$CLEANUP"' EXIT
 
 start "$DATA/tideway-this" ""
 python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"

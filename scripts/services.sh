@@ -140,6 +140,13 @@ down() {
             mysql -h 127.0.0.1 -u root -e "drop database $db" >&2 || true
         done
     fi
+    # Keys of test prefixes a failed test could not purge.
+    if [ -n "${TIDEWAY_TEST_REDIS_URL:-}" ]; then
+        for pattern in 'test[0-9]*:*' 'sqltest[0-9]*:*' 'model[0-9]*x[0-9]*:*' 'nodes[0-9]*:*'; do
+            redis-cli -u "$TIDEWAY_TEST_REDIS_URL" --scan --pattern "$pattern" |
+                xargs -r redis-cli -u "$TIDEWAY_TEST_REDIS_URL" del >/dev/null || true
+        done
+    fi
     local dir=${TIDEWAY_TEST_CLUSTER_DIR:-}
     [ -n "$dir" ] && [ -d "$dir" ] || return 0
     for pid in "$dir"/*/redis.pid; do
