@@ -238,11 +238,8 @@ impl SqlStore {
             }
             for (version, stmts) in schema::MIGRATIONS.iter().filter(|(v, _)| *v > have) {
                 tracing::info!(version, dialect = self.dialect.name(), "applying a schema migration");
-                for s in *stmts {
-                    sqlx::query(&schema::render(s, self.dialect))
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(|e| format!("migration {version}: {e}"))?;
+                for s in stmts.iter().filter_map(|s| schema::render(s, self.dialect)) {
+                    sqlx::query(&s).execute(&mut *conn).await.map_err(|e| format!("migration {version}: {e}"))?;
                 }
                 sqlx::query(&self.q("INSERT INTO tw_schema (version) VALUES (?)"))
                     .bind(*version)

@@ -102,6 +102,19 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             items = (SELECT COUNT(*) FROM tw_items i WHERE i.author = tw_users.id AND i.live = 1)",
         ],
     ),
+    (
+        3,
+        &[
+            // One live repost of an item per user, whichever node stores it
+            // (two nodes racing each see none and insert): a unique index on
+            // live reposts only — partial on PostgreSQL, over a generated
+            // column on MySQL.
+            "pg: CREATE UNIQUE INDEX tw_items_live_repost ON tw_items (author, repost_of) \
+             WHERE live = 1 AND repost_of IS NOT NULL",
+            "mysql: ALTER TABLE tw_items ADD COLUMN live_repost BIGINT AS (CASE WHEN live = 1 THEN repost_of END) STORED",
+            "mysql: CREATE UNIQUE INDEX tw_items_live_repost ON tw_items (author, live_repost)",
+        ],
+    ),
 ];
 
 /// The newest schema version this build knows.
@@ -109,11 +122,17 @@ pub fn current() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.0)
 }
 
-/// A statement in `d`'s dialect.
-pub fn render(stmt: &str, d: Dialect) -> String {
+/// A statement in `d`'s dialect; `None` when it is for the other one
+/// (statements starting `pg: ` or `mysql: ` run on that dialect only).
+pub fn render(stmt: &str, d: Dialect) -> Option<String> {
+    let stmt = match (stmt.strip_prefix("pg: "), stmt.strip_prefix("mysql: "), d) {
+        (Some(s), _, Dialect::Postgres) | (_, Some(s), Dialect::MySql) => s,
+        (Some(_), _, _) | (_, Some(_), _) => return None,
+        _ => stmt,
+    };
     let (text, table) = match d {
         Dialect::Postgres => ("TEXT", ""),
         Dialect::MySql => ("LONGTEXT", " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"),
     };
-    stmt.replace("{text}", text).replace("{table}", table)
+    Some(stmt.replace("{text}", text).replace("{table}", table))
 }

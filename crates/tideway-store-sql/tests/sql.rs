@@ -88,3 +88,49 @@ async fn a_bad_url_is_refused_naming_the_setting() {
         }
     }
 }
+
+/// Reposts of one item by one user sent to several nodes at once: exactly one
+/// is stored, the others answer with it.
+async fn one_live_repost(base: &str) {
+    use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
+    use tideway_store::{CreateOutcome, Items};
+    let db = FreshDatabase::create(base).await.expect("a fresh database");
+    let original = Item::new(ItemId(1 << 22), UserId(1), ItemKind::Post);
+    let first = SqlStore::connect(&db.url).await.expect("connect");
+    first.create_item(original, false, Millis(1)).await.expect("original");
+    let mut racers = tokio::task::JoinSet::new();
+    for n in 0..12u64 {
+        let url = db.url.clone();
+        racers.spawn(async move {
+            let node = SqlStore::connect(&url).await.expect("connect");
+            let repost = Item {
+                repost_of: Some(ItemId(1 << 22)),
+                ..Item::new(ItemId((2 + n) << 22), UserId(2), ItemKind::Post)
+            };
+            let out = node.create_item(repost, false, Millis(2)).await.expect("repost");
+            node.close().await;
+            out
+        });
+    }
+    let mut created = 0;
+    while let Some(out) = racers.join_next().await {
+        match out.expect("task") {
+            CreateOutcome::Created(_) => created += 1,
+            CreateOutcome::AlreadyReposted(_) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(created, 1, "one live repost per user and item");
+    first.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_keeps_one_live_repost() {
+    one_live_repost(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mysql_keeps_one_live_repost() {
+    one_live_repost(&env("TIDEWAY_TEST_MYSQL_URL")).await;
+}
