@@ -115,6 +115,46 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "mysql: CREATE UNIQUE INDEX tw_items_live_repost ON tw_items (author, live_repost)",
         ],
     ),
+    (
+        4,
+        &[
+            // The graph partitioned by user id, both ways: whom Y follows by
+            // follower, the followers of X by followee; each query reads one
+            // partition. 16 hash partitions (PostgreSQL's declarative hash
+            // partitioning, MySQL's PARTITION BY KEY); PostgreSQL needs the
+            // tables rebuilt, so the rows move into the new ones.
+            "pg: ALTER TABLE tw_follows RENAME TO tw_follows_v3",
+            "pg: ALTER TABLE tw_follows_v3 RENAME CONSTRAINT tw_follows_pkey TO tw_follows_v3_pkey",
+            "pg: ALTER INDEX tw_follows_time RENAME TO tw_follows_v3_time",
+            "pg: CREATE TABLE tw_follows (
+                follower BIGINT NOT NULL,
+                followee BIGINT NOT NULL,
+                since BIGINT NOT NULL,
+                PRIMARY KEY (follower, followee)
+            ) PARTITION BY HASH (follower)",
+            "pg: DO $$ BEGIN FOR i IN 0..15 LOOP EXECUTE format(
+                'CREATE TABLE tw_follows_p%s PARTITION OF tw_follows FOR VALUES WITH (MODULUS 16, REMAINDER %s)', i, i);
+             END LOOP; END $$",
+            "pg: CREATE INDEX tw_follows_time ON tw_follows (follower, since, followee)",
+            "pg: INSERT INTO tw_follows (follower, followee, since) SELECT follower, followee, since FROM tw_follows_v3",
+            "pg: DROP TABLE tw_follows_v3",
+            "pg: ALTER TABLE tw_followers RENAME TO tw_followers_v3",
+            "pg: ALTER TABLE tw_followers_v3 RENAME CONSTRAINT tw_followers_pkey TO tw_followers_v3_pkey",
+            "pg: CREATE TABLE tw_followers (
+                followee BIGINT NOT NULL,
+                since BIGINT NOT NULL,
+                follower BIGINT NOT NULL,
+                PRIMARY KEY (followee, since, follower)
+            ) PARTITION BY HASH (followee)",
+            "pg: DO $$ BEGIN FOR i IN 0..15 LOOP EXECUTE format(
+                'CREATE TABLE tw_followers_p%s PARTITION OF tw_followers FOR VALUES WITH (MODULUS 16, REMAINDER %s)', i, i);
+             END LOOP; END $$",
+            "pg: INSERT INTO tw_followers (followee, since, follower) SELECT followee, since, follower FROM tw_followers_v3",
+            "pg: DROP TABLE tw_followers_v3",
+            "mysql: ALTER TABLE tw_follows PARTITION BY KEY (follower) PARTITIONS 16",
+            "mysql: ALTER TABLE tw_followers PARTITION BY KEY (followee) PARTITIONS 16",
+        ],
+    ),
 ];
 
 /// The newest schema version this build knows.

@@ -134,3 +134,63 @@ async fn postgres_keeps_one_live_repost() {
 async fn mysql_keeps_one_live_repost() {
     one_live_repost(&env("TIDEWAY_TEST_MYSQL_URL")).await;
 }
+
+/// A database at schema version 3 with follows in it is upgraded: the graph
+/// moves into 16 partitions by user id, both ways, and every follow is still
+/// there, from both sides.
+async fn upgrade_partitions_the_graph(base: &str) {
+    use tideway_core::{Millis, UserId};
+    use tideway_store::{Graph, ListKind};
+    use tideway_store_sql::{Dialect, schema};
+    let dialect = Dialect::of_url(base).expect("a SQL URL");
+    let db = FreshDatabase::create(base).await.expect("a fresh database");
+    let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");
+    sqlx::query("CREATE TABLE tw_schema (version BIGINT NOT NULL)").execute(&mut c).await.expect("schema table");
+    for (version, stmts) in schema::MIGRATIONS.iter().filter(|(v, _)| *v <= 3) {
+        for s in stmts.iter().filter_map(|s| schema::render(s, dialect)) {
+            sqlx::query(&s).execute(&mut c).await.unwrap_or_else(|e| panic!("v{version}: {e}"));
+        }
+        sqlx::query(&format!("INSERT INTO tw_schema (version) VALUES ({version})")).execute(&mut c).await.expect("v");
+    }
+    for (f, t) in [(1, 2), (1, 3), (4, 2)] {
+        sqlx::query(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES ({f}, {t}, {f}{t})"))
+            .execute(&mut c)
+            .await
+            .expect("follow");
+        sqlx::query(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES ({t}, {f}{t}, {f})"))
+            .execute(&mut c)
+            .await
+            .expect("follower");
+    }
+    let store = SqlStore::connect(&db.url).await.expect("upgrade");
+    let partitions = match dialect {
+        Dialect::Postgres => {
+            "SELECT COUNT(*) FROM pg_inherits WHERE inhparent IN ('tw_follows'::regclass, 'tw_followers'::regclass)"
+        }
+        Dialect::MySql => {
+            "SELECT COUNT(*) FROM information_schema.partitions WHERE table_schema = DATABASE() \
+             AND table_name IN ('tw_follows', 'tw_followers') AND partition_name IS NOT NULL"
+        }
+    };
+    let n: i64 = sqlx::Row::get(&sqlx::query(partitions).fetch_one(&mut c).await.expect("partitions"), 0);
+    assert_eq!(n, 32, "16 partitions each way");
+    c.close().await.expect("close");
+    assert_eq!(store.followees(UserId(1)).await.expect("followees"), vec![UserId(2), UserId(3)]);
+    let followers = store.list(UserId(2), ListKind::Followers, None, 10).await.expect("followers");
+    assert_eq!(followers, vec![(UserId(4), Millis(42)), (UserId(1), Millis(12))], "newest first");
+    assert_eq!(store.followers_chunk(UserId(2), None, 10).await.expect("chunk").len(), 2);
+    store.follow_many(UserId(5), &[UserId(2)], Millis(99), 10).await.expect("a follow after the upgrade");
+    assert_eq!(store.followers_chunk(UserId(2), None, 10).await.expect("chunk").len(), 3);
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+#[tokio::test]
+async fn postgres_upgrade_partitions_the_graph() {
+    upgrade_partitions_the_graph(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
+}
+
+#[tokio::test]
+async fn mysql_upgrade_partitions_the_graph() {
+    upgrade_partitions_the_graph(&env("TIDEWAY_TEST_MYSQL_URL")).await;
+}
