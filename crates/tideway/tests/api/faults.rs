@@ -1,5 +1,6 @@
-//! The engines fail under a running node. A private MariaDB and a private
-//! Redis (own data directory, free ports; never the shared test servers) are
+//! The engines fail under a running node. A private MariaDB or PostgreSQL and
+//! a private Redis (own data directory, free ports; never the shared test
+//! servers) are
 //! killed with SIGKILL and restarted while a `tideway serve` process on them
 //! takes writes: every answer is 201 or 503 (never a 500 or a hang), every
 //! acknowledged item is there afterwards, the node recovers by itself, and
@@ -55,6 +56,43 @@ fn mariadb(dir: &Path, port: u16) -> Daemon {
     Daemon(child)
 }
 
+/// The newest installed PostgreSQL's programs.
+fn pg_bin(program: &str) -> PathBuf {
+    let mut versions: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .expect("PostgreSQL is installed (scripts/services.sh installs it)")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .collect();
+    versions.sort_by_key(|p| p.file_name().and_then(|n| n.to_str()).and_then(|n| n.parse::<u32>().ok()));
+    versions.last().expect("a PostgreSQL version").join("bin").join(program)
+}
+
+/// A command run as the `postgres` user (PostgreSQL refuses root), without
+/// an intermediate process: killing the child kills the server.
+fn as_postgres(program: &Path) -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=postgres", "--regid=postgres", "--init-groups"]).arg(program);
+    c
+}
+
+fn postgres(dir: &Path, port: u16) -> Daemon {
+    let child = as_postgres(&pg_bin("postgres"))
+        .arg("-D")
+        .arg(dir.join("data"))
+        .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
+        .arg(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start postgres");
+    wait_until("postgres", || {
+        Command::new("pg_isready")
+            .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    Daemon(child)
+}
+
 fn redis(port: u16) -> Daemon {
     let child = Command::new("redis-server")
         .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
@@ -104,32 +142,77 @@ async fn home(c: &reqwest::Client, base: &str, user: u64) -> (StatusCode, Vec<St
     (s, ids)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_node_rides_out_database_and_redis_restarts() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let db_dir: PathBuf = tmp.path().join("mariadb");
-    std::fs::create_dir_all(&db_dir).expect("dir");
-    let st = Command::new("mariadb-install-db")
-        .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"])
-        .arg(format!("--datadir={}", db_dir.join("data").display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .expect("mariadb-install-db");
-    assert!(st.success(), "mariadb-install-db failed");
-    let (db_port, redis_port) = (free_port(), free_port());
-    let mut db = mariadb(&db_dir, db_port);
-    let mut rd = redis(redis_port);
-    let st = Command::new("mysql")
-        .args(["-h", "127.0.0.1", "-P", &db_port.to_string(), "-u", "root", "-e", "create database tw"])
-        .status()
-        .expect("mysql");
-    assert!(st.success());
+#[derive(Clone, Copy, PartialEq)]
+enum Engine {
+    MariaDb,
+    Postgres,
+}
 
-    let url = format!("mysql://root@127.0.0.1:{db_port}/tw");
+/// A fresh private server of `engine` in `dir` with an empty database `tw`.
+fn fresh(engine: Engine, dir: &Path, port: u16) -> Daemon {
+    std::fs::create_dir_all(dir).expect("dir");
+    let ok = match engine {
+        Engine::MariaDb => Command::new("mariadb-install-db")
+            .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=normal", "--skip-test-db"])
+            .arg(format!("--datadir={}", dir.join("data").display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status(),
+        Engine::Postgres => {
+            let _ = Command::new("chown").arg("postgres").arg(dir).status();
+            as_postgres(&pg_bin("initdb"))
+                .arg("-D")
+                .arg(dir.join("data"))
+                .args(["-A", "trust", "-U", "postgres"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+        }
+    };
+    assert!(ok.is_ok_and(|s| s.success()), "initialising a private server failed");
+    let d = start(engine, dir, port);
+    let created = match engine {
+        Engine::MariaDb => Command::new("mysql")
+            .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "-e", "create database tw"])
+            .status(),
+        Engine::Postgres => Command::new("psql")
+            .args(["-h", "127.0.0.1", "-p", &port.to_string(), "-U", "postgres", "-qc", "create database tw"])
+            .status(),
+    };
+    assert!(created.is_ok_and(|s| s.success()), "create database");
+    d
+}
+
+fn start(engine: Engine, dir: &Path, port: u16) -> Daemon {
+    match engine {
+        Engine::MariaDb => mariadb(dir, port),
+        Engine::Postgres => postgres(dir, port),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_rides_out_mariadb_and_redis_restarts() {
+    rides_out(Engine::MariaDb).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_rides_out_postgres_and_redis_restarts() {
+    rides_out(Engine::Postgres).await;
+}
+
+async fn rides_out(engine: Engine) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let db_dir: PathBuf = tmp.path().join("db");
+    let (db_port, redis_port) = (free_port(), free_port());
+    let mut db = fresh(engine, &db_dir, db_port);
+    let mut rd = redis(redis_port);
+    let (backend, url) = match engine {
+        Engine::MariaDb => ("mysql", format!("mysql://root@127.0.0.1:{db_port}/tw")),
+        Engine::Postgres => ("postgres", format!("postgres://postgres@127.0.0.1:{db_port}/tw")),
+    };
     let redis_url = format!("redis://127.0.0.1:{redis_port}");
     let env = [
-        ("TIDEWAY_STORAGE__BACKEND", "mysql"),
+        ("TIDEWAY_STORAGE__BACKEND", backend),
         ("TIDEWAY_STORAGE__URL", url.as_str()),
         ("TIDEWAY_REDIS__URLS", redis_url.as_str()),
         ("TIDEWAY_SERVER__NODE_ID", "3"),
@@ -164,7 +247,7 @@ async fn the_node_rides_out_database_and_redis_restarts() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
-    drop(db); // kill -9 MariaDB
+    drop(db); // kill -9 the database
     let acked_before_down = out.lock().expect("lock").acked.len();
     // Requests in flight wait for a connection (up to the pool's 3 s), then
     // answer 503.
@@ -173,7 +256,7 @@ async fn the_node_rides_out_database_and_redis_restarts() {
         assert!(Instant::now() < deadline, "writes while the database is down answer 503");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    db = mariadb(&db_dir, db_port);
+    db = start(engine, &db_dir, db_port);
     // The node reconnects by itself: acknowledged writes resume.
     let deadline = Instant::now() + Duration::from_secs(30);
     while out.lock().expect("lock").acked.len() < acked_before_down + 20 {
@@ -186,7 +269,7 @@ async fn the_node_rides_out_database_and_redis_restarts() {
     }
     let out = std::mem::take(&mut *out.lock().expect("lock"));
     assert!(out.other.is_empty(), "only 201 or 503: {:?}", &out.other[..out.other.len().min(5)]);
-    eprintln!("{} acknowledged, {} refused with 503 while MariaDB was down", out.acked.len(), out.unavailable);
+    eprintln!("{} acknowledged, {} refused with 503 while the database was down", out.acked.len(), out.unavailable);
     for chunk in out.acked.chunks(100) {
         let r = c.get(format!("{base}/v1/items?ids={}", chunk.join(","))).send().await.expect("items");
         let v: Value = r.json().await.expect("json");
