@@ -463,6 +463,27 @@ impl SqlStore {
     }
 }
 
+impl SqlStore {
+    /// Runs a transaction again (after a short, growing pause) when the
+    /// engine rolled it back for a deadlock or a serialization failure.
+    async fn retrying<T, F, Fut>(&self, mut attempt_once: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            match attempt_once().await {
+                Err(e) if retryable(&e) && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
+        }
+    }
+}
+
 /// Why a create attempt did not finish.
 enum Failed {
     Store(StoreError),
@@ -514,46 +535,36 @@ impl Items for SqlStore {
     }
 
     async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<Option<Arc<Item>>> = async {
-                let mut tx = self.pool.begin().await.map_err(self.err())?;
-                let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
-                    .bind(k(id.0))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
-                let Some(row) = row else { return Ok(None) };
-                let (r, b) = (text(&row, 0)?, text(&row, 1)?);
-                let item = Self::item_of(&r, Some(&b))?;
-                if item.deleted {
-                    return Ok(None);
-                }
-                let new = Arc::new(change.apply(&item));
-                let (record, body) = Self::record_json(&new)?;
-                sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ? WHERE id = ?"))
-                    .bind(i16::from(!new.deleted))
-                    .bind(record)
-                    .bind(body)
-                    .bind(k(id.0))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
-                if new.deleted {
-                    self.bump(&mut tx, "items", -1, &[new.author]).await?;
-                }
-                tx.commit().await.map_err(self.err())?;
-                Ok(Some(new))
+        self.retrying(|| async move {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
+                .bind(k(id.0))
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            let Some(row) = row else { return Ok(None) };
+            let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+            let item = Self::item_of(&r, Some(&b))?;
+            if item.deleted {
+                return Ok(None);
             }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
+            let new = Arc::new(change.apply(&item));
+            let (record, body) = Self::record_json(&new)?;
+            sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ? WHERE id = ?"))
+                .bind(i16::from(!new.deleted))
+                .bind(record)
+                .bind(body)
+                .bind(k(id.0))
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            if new.deleted {
+                self.bump(&mut tx, "items", -1, &[new.author]).await?;
             }
-        }
+            tx.commit().await.map_err(self.err())?;
+            Ok(Some(new))
+        })
+        .await
     }
 
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
@@ -743,30 +754,20 @@ impl Items for SqlStore {
     }
 
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<()> = async {
-                let mut tx = self.pool.begin().await.map_err(self.err())?;
-                sqlx::query(&self.q("INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)"))
-                    .bind(k(key))
-                    .bind(k(user.0))
-                    .bind(k(item.0))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
-                self.add_users(&mut tx, &[user]).await?;
-                tx.commit().await.map_err(self.err())?;
-                Ok(())
-            }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
-            }
-        }
+        self.retrying(|| async move {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            sqlx::query(&self.q("INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)"))
+                .bind(k(key))
+                .bind(k(user.0))
+                .bind(k(item.0))
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            self.add_users(&mut tx, &[user]).await?;
+            tx.commit().await.map_err(self.err())?;
+            Ok(())
+        })
+        .await
     }
 
     async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
@@ -802,163 +803,133 @@ impl Graph for SqlStore {
         at: Millis,
         max_following: usize,
     ) -> Result<Vec<FollowStatus>> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<Vec<FollowStatus>> = async {
-                let mut tx = self.pool.begin().await.map_err(self.err())?;
-                // The follower's row serialises their concurrent follows (the limit).
-                self.add_users(&mut tx, &[user]).await?;
-                sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
+        self.retrying(|| async move {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            // The follower's row serialises their concurrent follows (the limit).
+            self.add_users(&mut tx, &[user]).await?;
+            sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
+                .bind(k(user.0))
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            let mut count: usize = {
+                let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
                     .bind(k(user.0))
-                    .fetch_optional(&mut *tx)
+                    .fetch_one(&mut *tx)
                     .await
                     .map_err(self.err())?;
-                let mut count: usize = {
-                    let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
-                        .bind(k(user.0))
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                    int(&row, 0)?.max(0) as usize
-                };
-                let ts: Vec<i64> = targets.iter().map(|t| k(t.0)).collect();
-                let mut existing: HashMap<u64, i64> = HashMap::new();
-                let mut blocked: HashSet<u64> = HashSet::new();
-                if !ts.is_empty() {
-                    let sql = self.q(&format!(
-                        "SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({})",
-                        marks(ts.len())
-                    ));
-                    let mut q = sqlx::query(&sql).bind(k(user.0));
-                    for t in &ts {
-                        q = q.bind(*t);
-                    }
-                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
-                        existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
-                    }
-                    let sql = self.q(&format!(
-                        "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+                int(&row, 0)?.max(0) as usize
+            };
+            let ts: Vec<i64> = targets.iter().map(|t| k(t.0)).collect();
+            let mut existing: HashMap<u64, i64> = HashMap::new();
+            let mut blocked: HashSet<u64> = HashSet::new();
+            if !ts.is_empty() {
+                let sql = self.q(&format!(
+                    "SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({})",
+                    marks(ts.len())
+                ));
+                let mut q = sqlx::query(&sql).bind(k(user.0));
+                for t in &ts {
+                    q = q.bind(*t);
+                }
+                for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                    existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
+                }
+                let sql = self.q(&format!(
+                    "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
                          UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})",
-                        m = marks(ts.len())
-                    ));
-                    let mut q = sqlx::query(&sql).bind(k(user.0));
-                    for t in &ts {
-                        q = q.bind(*t);
-                    }
-                    q = q.bind(k(user.0));
-                    for t in &ts {
-                        q = q.bind(*t);
-                    }
-                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
-                        blocked.insert(int(&row, 0)? as u64);
-                    }
+                    m = marks(ts.len())
+                ));
+                let mut q = sqlx::query(&sql).bind(k(user.0));
+                for t in &ts {
+                    q = q.bind(*t);
                 }
-                let mut statuses = Vec::with_capacity(targets.len());
-                let mut new: Vec<UserId> = Vec::new();
-                for &t in targets {
-                    let status = if let Some(since) = existing.get(&t.0) {
-                        FollowStatus::Already(Millis(*since))
-                    } else if new.contains(&t) {
-                        FollowStatus::Already(at)
-                    } else if blocked.contains(&t.0) {
-                        FollowStatus::Blocked
-                    } else if count >= max_following {
-                        FollowStatus::Limit
-                    } else {
-                        count += 1;
-                        new.push(t);
-                        FollowStatus::Followed(at)
-                    };
-                    statuses.push(status);
+                q = q.bind(k(user.0));
+                for t in &ts {
+                    q = q.bind(*t);
                 }
-                if !new.is_empty() {
-                    let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
-                    let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
-                    let mut q = sqlx::query(&sql);
-                    for t in &new {
-                        q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
-                    }
-                    q.execute(&mut *tx).await.map_err(self.err())?;
-                    let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
-                    let mut q = sqlx::query(&sql);
-                    for t in &new {
-                        q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
-                    }
-                    q.execute(&mut *tx).await.map_err(self.err())?;
-                    self.add_users(&mut tx, &new).await?;
-                    self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
-                    self.bump(&mut tx, "followers", 1, &new).await?;
+                for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                    blocked.insert(int(&row, 0)? as u64);
                 }
-                tx.commit().await.map_err(self.err())?;
-                Ok(statuses)
             }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
+            let mut statuses = Vec::with_capacity(targets.len());
+            let mut new: Vec<UserId> = Vec::new();
+            for &t in targets {
+                let status = if let Some(since) = existing.get(&t.0) {
+                    FollowStatus::Already(Millis(*since))
+                } else if new.contains(&t) {
+                    FollowStatus::Already(at)
+                } else if blocked.contains(&t.0) {
+                    FollowStatus::Blocked
+                } else if count >= max_following {
+                    FollowStatus::Limit
+                } else {
+                    count += 1;
+                    new.push(t);
+                    FollowStatus::Followed(at)
+                };
+                statuses.push(status);
             }
-        }
+            if !new.is_empty() {
+                let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
+                let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
+                let mut q = sqlx::query(&sql);
+                for t in &new {
+                    q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
+                }
+                q.execute(&mut *tx).await.map_err(self.err())?;
+                let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
+                let mut q = sqlx::query(&sql);
+                for t in &new {
+                    q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
+                }
+                q.execute(&mut *tx).await.map_err(self.err())?;
+                self.add_users(&mut tx, &new).await?;
+                self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
+                self.bump(&mut tx, "followers", 1, &new).await?;
+            }
+            tx.commit().await.map_err(self.err())?;
+            Ok(statuses)
+        })
+        .await
     }
 
     async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<bool> = async {
-                let mut tx = self.pool.begin().await.map_err(self.err())?;
-                let removed = self.delete_follow(&mut tx, user, target).await?;
-                tx.commit().await.map_err(self.err())?;
-                Ok(removed)
-            }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
-            }
-        }
+        self.retrying(|| async move {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            let removed = self.delete_follow(&mut tx, user, target).await?;
+            tx.commit().await.map_err(self.err())?;
+            Ok(removed)
+        })
+        .await
     }
 
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<()> = async {
-                let mut tx = self.pool.begin().await.map_err(self.err())?;
-                if on {
-                    sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
-                        .bind(k(user.0))
-                        .bind(k(target.0))
-                        .bind(at.0)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                    self.delete_follow(&mut tx, user, target).await?;
-                    self.delete_follow(&mut tx, target, user).await?;
-                    self.add_users(&mut tx, &[user, target]).await?;
-                } else {
-                    sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
-                        .bind(k(user.0))
-                        .bind(k(target.0))
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                }
-                tx.commit().await.map_err(self.err())?;
-                Ok(())
+        self.retrying(|| async move {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            if on {
+                sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
+                    .bind(k(user.0))
+                    .bind(k(target.0))
+                    .bind(at.0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                self.delete_follow(&mut tx, user, target).await?;
+                self.delete_follow(&mut tx, target, user).await?;
+                self.add_users(&mut tx, &[user, target]).await?;
+            } else {
+                sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
+                    .bind(k(user.0))
+                    .bind(k(target.0))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
             }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
-            }
-        }
+            tx.commit().await.map_err(self.err())?;
+            Ok(())
+        })
+        .await
     }
 
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
@@ -1117,9 +1088,7 @@ impl Jobs for SqlStore {
     }
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<Vec<Job>> = async {
+        self.retrying(|| async move {
                 let mut tx = self.pool.begin().await.map_err(self.err())?;
                 // Jobs another worker is claiming right now are skipped, not waited on.
                 let sql = self.q(&format!(
@@ -1139,82 +1108,64 @@ impl Jobs for SqlStore {
                 }
                 tx.commit().await.map_err(self.err())?;
                 Ok(jobs)
-            }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
-            }
-        }
+        })
+        .await
     }
 
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
-        let mut attempt = 0;
-        loop {
-            let tried: Result<Vec<bool>> = async {
-                let mut tx = self.pool.begin().await.map_err(self.err())?;
-                let mut recorded = Vec::with_capacity(progress.len());
-                for p in progress {
-                    let key = match *p {
-                        JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
-                    };
-                    let row =
-                        sqlx::query(&self.q("SELECT cur_since, cur_user, holder FROM tw_jobs WHERE k = ? FOR UPDATE"))
+        self.retrying(|| async move {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            let mut recorded = Vec::with_capacity(progress.len());
+            for p in progress {
+                let key = match *p {
+                    JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
+                };
+                let row =
+                    sqlx::query(&self.q("SELECT cur_since, cur_user, holder FROM tw_jobs WHERE k = ? FOR UPDATE"))
+                        .bind(k(key))
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                let Some(row) = row else {
+                    recorded.push(false);
+                    continue;
+                };
+                let holder = oint(&row, 2)?;
+                if holder.is_some_and(|h| h != w(worker)) {
+                    recorded.push(false);
+                    continue;
+                }
+                let cursor = match (oint(&row, 0)?, oint(&row, 1)?) {
+                    (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
+                    _ => None,
+                };
+                let done = match *p {
+                    JobProgress::Checkpoint(_, pos) if cursor.is_none_or(|c| c < pos) => {
+                        sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
+                            .bind(pos.0.0)
+                            .bind(k(pos.1.0))
                             .bind(k(key))
-                            .fetch_optional(&mut *tx)
+                            .execute(&mut *tx)
                             .await
                             .map_err(self.err())?;
-                    let Some(row) = row else {
-                        recorded.push(false);
-                        continue;
-                    };
-                    let holder = oint(&row, 2)?;
-                    if holder.is_some_and(|h| h != w(worker)) {
-                        recorded.push(false);
-                        continue;
+                        true
                     }
-                    let cursor = match (oint(&row, 0)?, oint(&row, 1)?) {
-                        (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
-                        _ => None,
-                    };
-                    let done = match *p {
-                        JobProgress::Checkpoint(_, pos) if cursor.is_none_or(|c| c < pos) => {
-                            sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
-                                .bind(pos.0.0)
-                                .bind(k(pos.1.0))
-                                .bind(k(key))
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(self.err())?;
-                            true
-                        }
-                        JobProgress::Checkpoint(..) => false,
-                        JobProgress::Complete(_) => {
-                            sqlx::query(&self.q("DELETE FROM tw_jobs WHERE k = ?"))
-                                .bind(k(key))
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(self.err())?;
-                            true
-                        }
-                    };
-                    recorded.push(done);
-                }
-                tx.commit().await.map_err(self.err())?;
-                Ok(recorded)
+                    JobProgress::Checkpoint(..) => false,
+                    JobProgress::Complete(_) => {
+                        sqlx::query(&self.q("DELETE FROM tw_jobs WHERE k = ?"))
+                            .bind(k(key))
+                            .execute(&mut *tx)
+                            .await
+                            .map_err(self.err())?;
+                        true
+                    }
+                };
+                recorded.push(done);
             }
-            .await;
-            match tried {
-                Err(e) if retryable(&e) && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
-            }
-        }
+            tx.commit().await.map_err(self.err())?;
+            Ok(recorded)
+        })
+        .await
     }
 }
 
