@@ -291,6 +291,23 @@ async fn probe(args: &Args) -> Result<(), String> {
     }
     let (p50, p99) = pct(&h);
     println!("SQL SELECT 1: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    if args.sql.starts_with("postgres") {
+        // The same through sqlx's native PostgreSQL driver, for comparison.
+        let native = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(4)
+            .connect(&db.url)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+        for _ in 0..2000 {
+            let t = Instant::now();
+            sqlx::query("SELECT 1").execute(&native).await.map_err(|e| e.to_string())?;
+            h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+        let (p50, p99) = pct(&h);
+        println!("SQL SELECT 1, native driver: p50 {p50:.1} µs, p99 {p99:.1} µs");
+        native.close().await;
+    }
     let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     for _ in 0..2000 {
         let t = Instant::now();
@@ -299,6 +316,36 @@ async fn probe(args: &Args) -> Result<(), String> {
     }
     let (p50, p99) = pct(&h);
     println!("Redis read of an 800-key inbox: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    // A page's worth of items (20, 400-byte bodies) and its SQL reads.
+    use tideway_store::Items;
+    let mut ids = Vec::new();
+    for i in 0..20u64 {
+        let mut body = serde_json::Map::new();
+        body.insert("text".into(), serde_json::Value::String("x".repeat(400)));
+        let item = tideway_core::Item {
+            body: Arc::new(body),
+            ..tideway_core::Item::new(tideway_core::ItemId((1_000 + i) << 22), UserId(1 + i % 5), ItemKind::Post)
+        };
+        sql.create_item(item, false, tideway_core::Millis(1)).await.map_err(|e| e.to_string())?;
+        ids.push(tideway_core::ItemId((1_000 + i) << 22));
+    }
+    let keys: Vec<u64> = ids.iter().map(|i| i.0).collect();
+    let authors: Vec<UserId> = (1..=5).map(UserId).collect();
+    for (name, which) in [("records(20)", 0), ("hydration(20, viewer)", 1), ("relations(5)", 2), ("followees", 3)] {
+        let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+        for _ in 0..1000 {
+            let t = Instant::now();
+            match which {
+                0 => drop(sql.records(&keys).await.map_err(|e| e.to_string())?),
+                1 => drop(sql.hydration(&ids, Some(UserId(9))).await.map_err(|e| e.to_string())?),
+                2 => drop(sql.relations(UserId(9), &authors).await.map_err(|e| e.to_string())?),
+                _ => drop(sql.followees(UserId(9)).await.map_err(|e| e.to_string())?),
+            }
+            h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+        let (p50, p99) = pct(&h);
+        println!("SQL {name}: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    }
     redis.purge().await.map_err(|e| e.to_string())?;
     sql.close().await;
     db.drop().await.map_err(|e| e.to_string())
