@@ -56,33 +56,56 @@ redis_up() {
     echo "export TIDEWAY_TEST_REDIS_URL=redis://127.0.0.1:6379"
 }
 
+wait_briefly() { # command... (up to 3 s; no exit on failure)
+    for _ in $(seq 1 30); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 0.1
+    done
+    return 1
+}
+
 port_free() { # port
     ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
 }
 
-cluster_up() {
-    local dir ports=() p urls=()
-    dir=$(mktemp -d /tmp/tideway-redis-cluster.XXXXXX)
-    # Three ports whose cluster-bus ports (+10000) are free as well.
-    while [ ${#ports[@]} -lt 3 ]; do
-        p=$((20000 + RANDOM % 20000))
-        if port_free "$p" && port_free $((p + 10000)) && [[ " ${ports[*]} " != *" $p "* ]]; then
-            ports+=("$p")
-        fi
+stop_cluster() { # dir: stops its nodes and removes it
+    for pid in "$1"/*/redis.pid; do
+        [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
     done
-    for p in "${ports[@]}"; do
-        mkdir -p "$dir/$p"
-        redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --cluster-enabled yes \
-            --cluster-config-file "$dir/$p/nodes.conf" --dir "$dir/$p" --save "" --appendonly no \
-            --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >&2
-        wait_for "Redis Cluster node $p" redis-cli -p "$p" ping
-        urls+=("redis://127.0.0.1:$p")
+    rm -rf "$1"
+}
+
+cluster_up() {
+    local dir ports=() p urls=() low attempt
+    dir=$(mktemp -d /tmp/tideway-redis-cluster.XXXXXX)
+    # Ports below the ephemeral range (outgoing connections take those at any
+    # moment), with their cluster-bus ports (+10000) below it too.
+    low=$(awk '{print $1}' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+    while [ ${#ports[@]} -lt 3 ]; do
+        for attempt in 1 2 3 4 5; do
+            p=$((10000 + RANDOM % (low - 20000)))
+            if port_free "$p" && port_free $((p + 10000)) && [[ " ${ports[*]} " != *" $p "* ]]; then
+                mkdir -p "$dir/$p"
+                redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --cluster-enabled yes \
+                    --cluster-config-file "$dir/$p/nodes.conf" --dir "$dir/$p" --save "" --appendonly no \
+                    --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >&2
+                if wait_briefly redis-cli -p "$p" ping; then
+                    ports+=("$p")
+                    urls+=("redis://127.0.0.1:$p")
+                    break
+                fi
+                log "a Redis Cluster node on $p did not start (port taken?): trying another port"
+            fi
+            [ "$attempt" = 5 ] && { log "no free port for a Redis Cluster node"; stop_cluster "$dir"; exit 1; }
+        done
     done
     log "creating a Redis Cluster on ${ports[*]}"
     redis-cli --cluster create "${ports[@]/#/127.0.0.1:}" --cluster-yes >"$dir/create.log" 2>&1 ||
-        { cat "$dir/create.log" >&2; exit 1; }
+        { cat "$dir/create.log" >&2; stop_cluster "$dir"; exit 1; }
     for p in "${ports[@]}"; do
-        wait_for "the cluster's state on $p" sh -c "redis-cli -p $p cluster info | grep -q cluster_state:ok"
+        wait_briefly sh -c "redis-cli -p $p cluster info | grep -q cluster_state:ok" ||
+            wait_briefly sh -c "redis-cli -p $p cluster info | grep -q cluster_state:ok" ||
+            { log "the Redis Cluster did not become ready"; stop_cluster "$dir"; exit 1; }
     done
     echo "export TIDEWAY_TEST_REDIS_CLUSTER=$(IFS=,; echo "${urls[*]}")"
     echo "export TIDEWAY_TEST_CLUSTER_DIR=$dir"
@@ -149,10 +172,7 @@ down() {
     fi
     local dir=${TIDEWAY_TEST_CLUSTER_DIR:-}
     [ -n "$dir" ] && [ -d "$dir" ] || return 0
-    for pid in "$dir"/*/redis.pid; do
-        [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
-    done
-    rm -rf "$dir"
+    stop_cluster "$dir"
     log "stopped the Redis Cluster in $dir"
 }
 

@@ -18,7 +18,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== API contract: schemathesis against the OpenAPI document"
 scripts/schemathesis.sh
 echo "== engines: PostgreSQL, MariaDB, Redis, a Redis Cluster"
-eval "$(scripts/services.sh up)"
+# (assigned first: a failure inside "$(...)" would not stop an eval)
+engines="$(scripts/services.sh up)" || { echo "the engines could not be started" >&2; exit 1; }
+eval "$engines"
 trap 'scripts/services.sh down' EXIT
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then

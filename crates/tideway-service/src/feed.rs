@@ -328,17 +328,21 @@ pub async fn evaluate_home(
     keys: &[Key],
 ) -> Result<Vec<Found>> {
     let b = load_batch(backend, keys, Some(user)).await?;
-    let (reposts, inserted) =
-        tokio::try_join!(backend.reposts_by(&b.originals, f_list), backend.inserted_keys(user, &b.originals))?;
-    let mut people: HashSet<UserId> = HashSet::new();
-    for (o, rs) in b.originals.iter().zip(&reposts) {
-        if let Some(i) = b.items.get(o) {
-            people.insert(i.author);
-        }
-        people.extend(rs.iter().map(|(u, _)| *u));
+    // The authors' relations are read beside the reposts; only reposters
+    // not among the authors need a second read (on remote engines every
+    // sequential call is a round trip).
+    let mut authors: HashSet<UserId> = b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).collect();
+    authors.remove(&user);
+    let (reposts, inserted, mut rels) = tokio::try_join!(
+        async { Ok(backend.reposts_by(&b.originals, f_list).await?) },
+        async { Ok(backend.inserted_keys(user, &b.originals).await?) },
+        relations_of(backend, user, authors.clone()),
+    )?;
+    let reposters: HashSet<UserId> =
+        reposts.iter().flatten().map(|(u, _)| *u).filter(|u| *u != user && !authors.contains(u)).collect();
+    if !reposters.is_empty() {
+        rels.extend(relations_of(backend, user, reposters).await?);
     }
-    people.remove(&user);
-    let rels = relations_of(backend, user, people).await?;
     let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
     let in_f = |x: UserId| f_set.contains(&x);
     let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
