@@ -189,8 +189,6 @@ fn pack_sorted(keys: &[Key]) -> Vec<u8> {
 /// Inboxes, activity and hot-author marks on Redis.
 pub struct RedisShared {
     conn: Conn,
-    /// Primary nodes' addresses of a cluster (for scans), as configured.
-    cluster: bool,
     prefix: String,
     cap: usize,
     slack: usize,
@@ -259,7 +257,6 @@ impl RedisShared {
         };
         let cap = opts.inbox_cap.max(1);
         let me = Self {
-            cluster: matches!(conn, Conn::Cluster(_)),
             conn,
             prefix: opts.prefix,
             cap,
@@ -270,10 +267,14 @@ impl RedisShared {
         };
         let _: String = redis::cmd("PING").query_async(&mut me.conn.clone()).await.map_err(named)?;
         me.load_scripts().await.map_err(|e| StoreError::Io(format!("redis.urls (TIDEWAY_REDIS__URLS): {e}")))?;
-        if me.cluster {
+        if me.is_cluster() {
             me.refresh_slots().await?;
         }
         Ok(me)
+    }
+
+    fn is_cluster(&self) -> bool {
+        matches!(self.conn, Conn::Cluster(_))
     }
 
     async fn load_scripts(&self) -> Result<()> {
@@ -368,7 +369,7 @@ impl RedisShared {
             Err(e) => {
                 if is_noscript(&e) {
                     self.load_scripts().await?;
-                } else if self.cluster {
+                } else if self.is_cluster() {
                     self.refresh_slots().await?;
                 } else {
                     return Err(err(e));
@@ -439,7 +440,8 @@ impl RedisShared {
     /// Every key matching `pattern` (on every primary of a cluster).
     async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
         let mut keys = Vec::new();
-        let nodes = if self.cluster { self.primaries().await?.into_iter().map(Some).collect() } else { vec![None] };
+        let nodes =
+            if self.is_cluster() { self.primaries().await?.into_iter().map(Some).collect() } else { vec![None] };
         for node in nodes {
             let mut cursor = 0u64;
             loop {
@@ -519,7 +521,7 @@ impl Inboxes for RedisShared {
         let mut by_node: HashMap<Option<Node>, Vec<String>> = HashMap::new();
         for &u in users {
             let key = self.inbox_key(u);
-            let node = if self.cluster { self.node_of(&key) } else { None };
+            let node = if self.is_cluster() { self.node_of(&key) } else { None };
             by_node.entry(node).or_default().push(key);
         }
         let mut batch = Batch::default();
