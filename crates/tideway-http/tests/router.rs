@@ -112,7 +112,7 @@ async fn call(app: &axum::Router, method: Method, uri: &str, body: &str) -> (Sta
 async fn a_full_disk_fails_writes_and_liveness_until_a_restart() {
     let journal = FillableJournal::default();
     let full = journal.full.clone();
-    let backend = Arc::new(Store::new(journal, tideway_store::State::default(), 800));
+    let backend = Arc::new(Store::new(journal, tideway_store::State::eager(), 800));
     let svc =
         Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).await.expect("service"));
     let state = AppState::new(svc, Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None);

@@ -1,16 +1,20 @@
 //! The embedded durable backend: a [`Journal`] on the fjall LSM engine.
 //!
-//! fjall holds the source of truth (items, insertions, edges, fan-out jobs).
-//! Every change is written here in one atomic batch (all keyspaces share
-//! fjall's journal) before it is applied to the index of
-//! [`tideway_store::Store`] and acknowledged. Items stay here: the index
-//! keeps their outbox keys and counters, loaded at start-up from the small
-//! per-item index keyspaces below (never from the item records), and pages
-//! read records and bodies through bounded caches. Edges, jobs, reactions
-//! and promotions are loaded whole. Why fjall: see ARCHITECTURE.md
+//! fjall holds the source of truth (items, insertions, edges, fan-out jobs,
+//! reactions, promotions) and the indexes the feeds read. Every change is
+//! written here in one atomic batch (all keyspaces share fjall's journal)
+//! before it is acknowledged. The index of [`tideway_store::Store`] is lazy
+//! over this journal: start-up reads the store-wide counters, the pending
+//! fan-out jobs and the promotions, nothing that grows with the items or the
+//! graph; each part of the index (a user's counters, out edges, followers,
+//! blockers, outbox or insertions; an item's reposts, replies and
+//! reactions) is read from the keyspaces below the first time a page or a
+//! write needs it ([`Journal::load_units`]), and pages read records and
+//! bodies through bounded caches. Why fjall: see ARCHITECTURE.md
 //! ("Embedded engine").
 //!
-//! Layout (all integers big-endian so keys sort numerically):
+//! Layout (format `tideway-4`; all integers big-endian so keys sort
+//! numerically):
 //!
 //! | keyspace  | key                          | value                  |
 //! |-----------|------------------------------|------------------------|
@@ -21,23 +25,35 @@
 //! | `replies` | parent (8) + reply (8)       | empty (live replies)   |
 //! | `idempotency` | author (8) + key         | item id (8)            |
 //! | `inserts` | insertion key (8)            | user (8) + item (8)    |
+//! | `user_inserts` | user (8) + insertion key (8) | item (8)          |
 //! | `edges`   | kind (1) + from (8) + to (8) | since, ms (8)          |
+//! | `edges_in` | `f` + to (8) + since (8) + from (8); `b` + to (8) + from (8) | empty |
+//! | `users`   | user (8)                     | following, followers, live items (3 × 8) |
 //! | `jobs`    | job key (8)                  | job, JSON              |
 //! | `reactions` | item (8) + user (8) + kind | empty                  |
 //! | `promotions` | promotion id (8)          | promotion, JSON        |
-//! | `meta`    | `format`                     | format version         |
+//! | `meta`    | `format`; `counters`; `rebuild` (an import is under way) | format version; users, live items, follows, largest key (4 × 8) |
+//!
+//! `edges_in`, `users`, `user_inserts` and the counters are derived from the
+//! rest: written in the same batches, and rebuilt from it when a directory
+//! of an older format is opened or an import was interrupted.
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
-use tideway_core::{Item, ItemId, Millis, UserId};
-use tideway_store::{Change, EdgeKind, Job, Journal, Promotion, State, Store, StoreError, Ticket};
+use tideway_core::{Item, ItemId, Key, Millis, UserId};
+use tideway_store::{
+    Change, Counters, EdgeKind, Head, Journal, Record, State, Store, StoreError, Ticket, Unit, UnitData,
+};
 
-const FORMAT: &[u8] = b"tideway-3";
-/// The previous format: items whole in `items`, replayed at start-up. Opened
-/// directories of it are migrated in place.
+const FORMAT: &[u8] = b"tideway-4";
+/// Items whole in `items`, replayed at start-up. Migrated in place.
 const FORMAT_2: &[u8] = b"tideway-2";
+/// Per-item index keyspaces loaded at start-up, no reverse edges, counters
+/// or heads. Migrated in place.
+const FORMAT_3: &[u8] = b"tideway-3";
 
 /// How hard an acknowledged write is pushed to disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,6 +68,7 @@ pub enum SyncMode {
 /// The fjall journal.
 pub struct FjallJournal {
     db: Database,
+    meta: Keyspace,
     items: Keyspace,
     bodies: Keyspace,
     outbox: Keyspace,
@@ -59,7 +76,10 @@ pub struct FjallJournal {
     replies: Keyspace,
     idempotency: Keyspace,
     inserts: Keyspace,
+    user_inserts: Keyspace,
     edges: Keyspace,
+    edges_in: Keyspace,
+    users: Keyspace,
     jobs: Keyspace,
     reactions: Keyspace,
     promotions: Keyspace,
@@ -80,6 +100,7 @@ enum Op {
 
 #[derive(Clone, Copy)]
 enum Space {
+    Meta,
     Items,
     Bodies,
     Outbox,
@@ -87,7 +108,10 @@ enum Space {
     Replies,
     Idempotency,
     Inserts,
+    UserInserts,
     Edges,
+    EdgesIn,
+    Users,
     Jobs,
     Reactions,
     Promotions,
@@ -110,6 +134,26 @@ fn key_of(parts: &[u64]) -> Vec<u8> {
 
 fn json<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, StoreError> {
     serde_json::to_vec(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+}
+
+fn millis_u64(m: Millis) -> u64 {
+    u64::try_from(m.0.max(0)).unwrap_or(0)
+}
+
+fn head_value(h: &Head) -> Vec<u8> {
+    key_of(&[h.following, h.followers, h.items])
+}
+
+fn head_of(v: &[u8]) -> Result<Head, StoreError> {
+    Ok(Head { following: u64_at(v, 0)?, followers: u64_at(v, 8)?, items: u64_at(v, 16)? })
+}
+
+fn counters_value(c: &Counters) -> Vec<u8> {
+    key_of(&[c.users, c.items_live, c.follows, c.max_key])
+}
+
+fn counters_of(v: &[u8]) -> Result<Counters, StoreError> {
+    Ok(Counters { users: u64_at(v, 0)?, items_live: u64_at(v, 8)?, follows: u64_at(v, 16)?, max_key: u64_at(v, 24)? })
 }
 
 /// The writes that store `item`: its record and body, and its entries in
@@ -160,10 +204,55 @@ fn edge_key(kind: EdgeKind, from: UserId, to: UserId) -> Vec<u8> {
     k
 }
 
+/// The reverse entry of an edge, for the followers (by time) and the
+/// blockers of `to`; mutes have none.
+fn edge_in_key(kind: EdgeKind, from: UserId, to: UserId, since: Millis) -> Option<Vec<u8>> {
+    match kind {
+        EdgeKind::Follow => {
+            let mut k = vec![b'f'];
+            k.extend_from_slice(&key_of(&[to.0, millis_u64(since), from.0]));
+            Some(k)
+        }
+        EdgeKind::Block => {
+            let mut k = vec![b'b'];
+            k.extend_from_slice(&key_of(&[to.0, from.0]));
+            Some(k)
+        }
+        EdgeKind::Mute => None,
+    }
+}
+
+fn prefixed(tag: u8, id: u64) -> Vec<u8> {
+    let mut k = vec![tag];
+    k.extend_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// Builds the batches of a bulk rewrite, flushing every 50,000 writes.
+struct Batches<'a> {
+    j: &'a FjallJournal,
+    ops: Vec<Op>,
+}
+
+impl Batches<'_> {
+    fn push(&mut self, op: Op) -> Result<(), StoreError> {
+        self.ops.push(op);
+        if self.ops.len() >= 50_000 {
+            self.j.flush(std::mem::take(&mut self.ops), PersistMode::Buffer)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), StoreError> {
+        self.j.flush(self.ops, PersistMode::SyncAll)
+    }
+}
+
 impl FjallJournal {
-    /// Opens (creating if needed) the data directory and replays it into a
-    /// fresh index. Fails if another process has the directory open.
-    /// `block_cache` bounds fjall's cache of (encoded) blocks.
+    /// Opens (creating if needed) the data directory and reads the few
+    /// things a lazy index starts from. Fails if another process has the
+    /// directory open. `block_cache` bounds fjall's cache of (encoded)
+    /// blocks.
     pub fn open(dir: &Path, sync: SyncMode, block_cache: u64) -> Result<(Self, State), StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
         // A journal of at most 64 MiB (fjall's least; its default is 512):
@@ -179,9 +268,8 @@ impl FjallJournal {
                 },
             )?;
         let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(io);
-        let meta = ks("meta")?;
-        let format = meta.get("format").map_err(io)?;
         let j = FjallJournal {
+            meta: ks("meta")?,
             items: ks("items")?,
             // Bodies are read only for items known to exist, and their index
             // grows with their bytes: no filter on the last level, and index
@@ -200,7 +288,10 @@ impl FjallJournal {
             replies: ks("replies")?,
             idempotency: ks("idempotency")?,
             inserts: ks("inserts")?,
+            user_inserts: ks("user_inserts")?,
             edges: ks("edges")?,
+            edges_in: ks("edges_in")?,
+            users: ks("users")?,
             jobs: ks("jobs")?,
             reactions: ks("reactions")?,
             promotions: ks("promotions")?,
@@ -210,76 +301,86 @@ impl FjallJournal {
             synced: Mutex::new((0, false)),
             sync_done: Condvar::new(),
         };
+        let format = j.meta.get("format").map_err(io)?;
         match format.as_deref() {
-            Some(v) if v == FORMAT => {}
-            Some(v) if v == FORMAT_2 => {
-                j.migrate_from_2()?;
-                meta.insert("format", FORMAT).map_err(io)?;
+            Some(v) if v == FORMAT => {
+                if j.meta.contains_key("rebuild").map_err(io)? {
+                    tracing::warn!("an import into this directory was interrupted: rebuilding its derived indexes");
+                    j.build_derived()?;
+                    j.meta.remove("rebuild").map_err(io)?;
+                    j.db.persist(PersistMode::SyncAll).map_err(io)?;
+                }
+            }
+            Some(v) if v == FORMAT_2 || v == FORMAT_3 => {
+                if v == FORMAT_2 {
+                    j.migrate_from_2()?;
+                    j.meta.insert("format", FORMAT_3).map_err(io)?;
+                    j.db.persist(PersistMode::SyncAll).map_err(io)?;
+                }
+                j.build_derived()?;
+                j.meta.insert("format", FORMAT).map_err(io)?;
                 j.db.persist(PersistMode::SyncAll).map_err(io)?;
             }
             Some(v) => {
                 return Err(StoreError::Corrupt(format!(
-                    "data directory has format {:?}, this build reads {:?} (and migrates {:?})",
+                    "data directory has format {:?}, this build reads {:?} (and migrates {:?} and {:?})",
                     String::from_utf8_lossy(v),
                     String::from_utf8_lossy(FORMAT),
                     String::from_utf8_lossy(FORMAT_2),
+                    String::from_utf8_lossy(FORMAT_3),
                 )));
             }
-            None => meta.insert("format", FORMAT).map_err(io)?,
+            None => {
+                j.meta.insert("format", FORMAT).map_err(io)?;
+                j.meta.insert("counters", counters_value(&Counters::default())).map_err(io)?;
+                j.db.persist(PersistMode::SyncAll).map_err(io)?;
+            }
         }
         let state = j.load()?;
         Ok((j, state))
     }
 
     /// Rewrites a `tideway-2` directory's items (whole records, replayed at
-    /// start-up) into this format's records, bodies and index keyspaces, in
-    /// batches; idempotent, so a crash midway is finished by the next open.
+    /// start-up) into records, bodies and index keyspaces, in batches;
+    /// idempotent, so a crash midway is finished by the next open.
     fn migrate_from_2(&self) -> Result<(), StoreError> {
-        tracing::info!("migrating the data directory from tideway-2 to tideway-3 (items leave the start-up path)");
+        tracing::info!("migrating the data directory from tideway-2 (items leave the start-up path)");
         let started = std::time::Instant::now();
-        let mut ops = Vec::new();
+        let mut out = Batches { j: self, ops: Vec::new() };
         let mut n = 0u64;
         for g in self.items.iter() {
             let (_, v) = g.into_inner().map_err(io)?;
             let item: Item = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("item: {e}")))?;
+            let mut ops = Vec::new();
             item_ops(&item, true, &mut ops)?;
-            n += 1;
-            if ops.len() >= 50_000 {
-                self.flush(std::mem::take(&mut ops), PersistMode::Buffer)?;
+            for op in ops {
+                out.push(op)?;
             }
+            n += 1;
         }
-        self.flush(ops, PersistMode::SyncAll)?;
-        tracing::info!(items = n, secs = started.elapsed().as_secs_f64(), "migrated");
+        out.finish()?;
+        tracing::info!(items = n, secs = started.elapsed().as_secs_f64(), "migrated the items");
         Ok(())
     }
 
-    /// The index at start-up: per-item keys and counters from the small
-    /// index keyspaces (not the item records), and everything else whole.
-    fn load(&self) -> Result<State, StoreError> {
-        let mut st = State { items_elsewhere: true, ..State::default() };
-        for g in self.outbox.iter() {
-            let (k, v) = g.into_inner().map_err(io)?;
-            st.load_outbox_key(UserId(u64_at(&k, 0)?), ItemId(u64_at(&k, 8)?), v.first() == Some(&1));
-        }
-        st.shrink_outboxes();
-        for g in self.reposts.iter() {
-            let k = g.key().map_err(io)?;
-            st.load_repost(ItemId(u64_at(&k, 0)?), UserId(u64_at(&k, 8)?), ItemId(u64_at(&k, 16)?));
-        }
-        for g in self.replies.iter() {
-            let k = g.key().map_err(io)?;
-            st.load_reply(ItemId(u64_at(&k, 0)?));
-        }
-        for g in self.inserts.iter() {
-            let (k, v) = g.into_inner().map_err(io)?;
-            st.apply(Change::PutInsert {
-                key: u64_at(&k, 0)?,
-                user: UserId(u64_at(&v, 0)?),
-                item: ItemId(u64_at(&v, 8)?),
-            });
+    /// Writes what is derived from the edges, outboxes, insertions and
+    /// promotions: the reverse edges, every user's counters, the insertions
+    /// by user and the store-wide counters. Idempotent (it recounts
+    /// everything): run on a directory of format 3 and after an interrupted
+    /// import. One pass over those keyspaces, with the users' counters in
+    /// memory.
+    fn build_derived(&self) -> Result<(), StoreError> {
+        tracing::info!("building the derived indexes (reverse edges, per-user counters)");
+        let started = std::time::Instant::now();
+        let mut heads: HashMap<u64, Head> = HashMap::new();
+        let mut c = Counters::default();
+        let mut out = Batches { j: self, ops: Vec::new() };
+        for g in self.users.iter() {
+            heads.entry(u64_at(&g.key().map_err(io)?, 0)?).or_default();
         }
         for g in self.edges.iter() {
             let (k, v) = g.into_inner().map_err(io)?;
+            let (from, to) = (u64_at(&k, 1)?, u64_at(&k, 9)?);
             let kind = match k.first() {
                 Some(b'f') => EdgeKind::Follow,
                 Some(b'b') => EdgeKind::Block,
@@ -287,34 +388,77 @@ impl FjallJournal {
                 other => return Err(StoreError::Corrupt(format!("edge kind {other:?}"))),
             };
             let since = Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0));
-            st.apply(Change::PutEdge { kind, from: UserId(u64_at(&k, 1)?), to: UserId(u64_at(&k, 9)?), since });
+            if kind == EdgeKind::Follow {
+                heads.entry(from).or_default().following += 1;
+                heads.entry(to).or_default().followers += 1;
+                c.follows += 1;
+            } else {
+                heads.entry(from).or_default();
+                heads.entry(to).or_default();
+            }
+            if let Some(rk) = edge_in_key(kind, UserId(from), UserId(to), since) {
+                out.push(Op::Put(Space::EdgesIn, rk, Vec::new()))?;
+            }
         }
-        for g in self.jobs.iter() {
-            let (_, v) = g.into_inner().map_err(io)?;
-            let job: Job = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("job: {e}")))?;
-            st.apply(Change::PutJob(job));
+        for g in self.outbox.iter() {
+            let (k, v) = g.into_inner().map_err(io)?;
+            let (author, id) = (u64_at(&k, 0)?, u64_at(&k, 8)?);
+            let h = heads.entry(author).or_default();
+            if v.first() == Some(&1) {
+                h.items += 1;
+                c.items_live += 1;
+            }
+            c.max_key = c.max_key.max(id);
         }
-        for g in self.reactions.iter() {
-            let k = g.key().map_err(io)?;
-            let kind = match k.get(16..) {
-                Some(rest) if !rest.is_empty() => {
-                    std::str::from_utf8(rest).map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?
-                }
-                _ => return Err(StoreError::Corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
-            };
-            st.reactions.set(ItemId(u64_at(&k, 0)?), UserId(u64_at(&k, 8)?), kind, true);
+        for g in self.inserts.iter() {
+            let (k, v) = g.into_inner().map_err(io)?;
+            let (key, user, item) = (u64_at(&k, 0)?, u64_at(&v, 0)?, u64_at(&v, 8)?);
+            heads.entry(user).or_default();
+            c.max_key = c.max_key.max(key);
+            out.push(Op::Put(Space::UserInserts, key_of(&[user, key]), key_of(&[item])))?;
         }
         for g in self.promotions.iter() {
-            let (_, v) = g.into_inner().map_err(io)?;
-            let p: Promotion =
-                serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("promotion: {e}")))?;
-            st.apply(Change::PutPromotion(p));
+            c.max_key = c.max_key.max(u64_at(&g.key().map_err(io)?, 0)?);
         }
-        Ok(st)
+        c.users = heads.len() as u64;
+        for (u, h) in &heads {
+            out.push(Op::Put(Space::Users, key_of(&[*u]), head_value(h)))?;
+        }
+        out.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(&c)))?;
+        out.finish()?;
+        tracing::info!(
+            users = c.users,
+            follows = c.follows,
+            items = c.items_live,
+            secs = started.elapsed().as_secs_f64(),
+            "built the derived indexes"
+        );
+        Ok(())
     }
 
-    fn keyspaces(&self) -> [&Keyspace; 11] {
+    /// What a lazy index starts from: the counters, the pending jobs and
+    /// the promotions (none of them grows with the items or the graph).
+    fn load(&self) -> Result<State, StoreError> {
+        let counters = match self.meta.get("counters").map_err(io)? {
+            Some(v) => counters_of(&v)?,
+            None => Counters::default(),
+        };
+        let mut jobs = Vec::new();
+        for g in self.jobs.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("job: {e}")))?);
+        }
+        let mut promotions = Vec::new();
+        for g in self.promotions.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            promotions.push(serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("promotion: {e}")))?);
+        }
+        Ok(State::lazy(counters, jobs, promotions))
+    }
+
+    fn keyspaces(&self) -> [&Keyspace; 15] {
         [
+            &self.meta,
             &self.items,
             &self.bodies,
             &self.outbox,
@@ -322,7 +466,10 @@ impl FjallJournal {
             &self.replies,
             &self.idempotency,
             &self.inserts,
+            &self.user_inserts,
             &self.edges,
+            &self.edges_in,
+            &self.users,
             &self.jobs,
             &self.reactions,
             &self.promotions,
@@ -333,44 +480,121 @@ impl FjallJournal {
     pub fn disk_space(&self) -> u64 {
         self.keyspaces().iter().map(|k| k.disk_space()).sum()
     }
+
+    /// The keys under `prefix` of a keyspace.
+    fn keys_under(ks: &Keyspace, prefix: &[u8]) -> Result<Vec<fjall::UserKey>, StoreError> {
+        ks.prefix(prefix).map(|g| g.key().map_err(io)).collect()
+    }
+
+    /// Reads one unit of the index.
+    fn load_unit(&self, unit: Unit) -> Result<UnitData, StoreError> {
+        Ok(match unit {
+            Unit::Head(u) => {
+                UnitData::Head(self.users.get(u.0.to_be_bytes()).map_err(io)?.map(|v| head_of(&v)).transpose()?)
+            }
+            Unit::Out(u) => {
+                let mut following = Vec::new();
+                for g in self.edges.prefix(prefixed(b'f', u.0)) {
+                    let (k, v) = g.into_inner().map_err(io)?;
+                    following.push((UserId(u64_at(&k, 9)?), Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0))));
+                }
+                let tos = |tag: u8| -> Result<Vec<UserId>, StoreError> {
+                    Self::keys_under(&self.edges, &prefixed(tag, u.0))?
+                        .iter()
+                        .map(|k| Ok(UserId(u64_at(k, 9)?)))
+                        .collect()
+                };
+                UnitData::Out { following, blocking: tos(b'b')?, muting: tos(b'm')? }
+            }
+            Unit::Followers(u) => UnitData::Followers(
+                Self::keys_under(&self.edges_in, &prefixed(b'f', u.0))?
+                    .iter()
+                    .map(|k| Ok((Millis(i64::try_from(u64_at(k, 9)?).unwrap_or(0)), UserId(u64_at(k, 17)?))))
+                    .collect::<Result<_, StoreError>>()?,
+            ),
+            Unit::BlockedBy(u) => UnitData::BlockedBy(
+                Self::keys_under(&self.edges_in, &prefixed(b'b', u.0))?
+                    .iter()
+                    .map(|k| Ok(UserId(u64_at(k, 9)?)))
+                    .collect::<Result<_, StoreError>>()?,
+            ),
+            Unit::Outbox(u) => UnitData::Outbox(
+                Self::keys_under(&self.outbox, &u.0.to_be_bytes())?
+                    .iter()
+                    .map(|k| u64_at(k, 8))
+                    .collect::<Result<_, StoreError>>()?,
+            ),
+            Unit::Inserts(u) => {
+                let mut list = Vec::new();
+                for g in self.user_inserts.prefix(u.0.to_be_bytes()) {
+                    let (k, v) = g.into_inner().map_err(io)?;
+                    list.push((u64_at(&k, 8)?, ItemId(u64_at(&v, 0)?)));
+                }
+                UnitData::Inserts(list)
+            }
+            Unit::Item(i) => {
+                let prefix = i.0.to_be_bytes();
+                let reposts = Self::keys_under(&self.reposts, &prefix)?
+                    .iter()
+                    .map(|k| Ok((UserId(u64_at(k, 8)?), ItemId(u64_at(k, 16)?))))
+                    .collect::<Result<_, StoreError>>()?;
+                let replies = self.replies.prefix(prefix).count() as u64;
+                let mut reactions = Vec::new();
+                for k in Self::keys_under(&self.reactions, &prefix)? {
+                    let kind = match k.get(16..) {
+                        Some(rest) if !rest.is_empty() => std::str::from_utf8(rest)
+                            .map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?,
+                        _ => return Err(StoreError::Corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
+                    };
+                    reactions.push((UserId(u64_at(&k, 8)?), kind.to_owned()));
+                }
+                UnitData::Item { reposts, replies, reactions }
+            }
+        })
+    }
+
+    /// Encodes one change.
+    fn encode(c: &Change, ops: &mut Vec<Op>) -> Result<(), StoreError> {
+        match c {
+            Change::PutItem(item) => item_ops(item, true, ops)?,
+            Change::UpdateItem(item) => item_ops(item, false, ops)?,
+            Change::PutInsert { key, user, item } => {
+                ops.push(Op::Put(Space::Inserts, key_of(&[*key]), key_of(&[user.0, item.0])));
+                ops.push(Op::Put(Space::UserInserts, key_of(&[user.0, *key]), key_of(&[item.0])));
+            }
+            Change::PutEdge { kind, from, to, since } => {
+                ops.push(Op::Put(Space::Edges, edge_key(*kind, *from, *to), millis_u64(*since).to_be_bytes().to_vec()));
+                if let Some(k) = edge_in_key(*kind, *from, *to, *since) {
+                    ops.push(Op::Put(Space::EdgesIn, k, Vec::new()));
+                }
+            }
+            Change::DelEdge { kind, from, to, since } => {
+                ops.push(Op::Del(Space::Edges, edge_key(*kind, *from, *to)));
+                if let Some(k) = edge_in_key(*kind, *from, *to, *since) {
+                    ops.push(Op::Del(Space::EdgesIn, k));
+                }
+            }
+            Change::PutJob(job) => ops.push(Op::Put(Space::Jobs, key_of(&[job.key]), json(job)?)),
+            Change::DelJob(key) => ops.push(Op::Del(Space::Jobs, key_of(&[*key]))),
+            Change::SetReaction { item, user, kind, on } => {
+                let mut k = key_of(&[item.0, user.0]);
+                k.extend_from_slice(kind.as_bytes());
+                ops.push(if *on { Op::Put(Space::Reactions, k, Vec::new()) } else { Op::Del(Space::Reactions, k) });
+            }
+            Change::PutPromotion(p) => ops.push(Op::Put(Space::Promotions, key_of(&[p.id]), json(p)?)),
+            Change::PutHead(u, h) => ops.push(Op::Put(Space::Users, key_of(&[u.0]), head_value(h))),
+            Change::PutCounters(c) => ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(c))),
+        }
+        Ok(())
+    }
 }
 
 impl Journal for FjallJournal {
     /// Encodes the batch and queues it; the caller's `sync` commits it.
     fn write(&self, changes: &[Change]) -> Result<Ticket, StoreError> {
-        let mut ops = Vec::with_capacity(changes.len());
+        let mut ops = Vec::with_capacity(changes.len() * 2);
         for c in changes {
-            match c {
-                Change::PutItem(item) => item_ops(item, true, &mut ops)?,
-                Change::UpdateItem(item) => item_ops(item, false, &mut ops)?,
-                Change::PutInsert { key, user, item } => {
-                    let mut v = Vec::with_capacity(16);
-                    v.extend_from_slice(&user.0.to_be_bytes());
-                    v.extend_from_slice(&item.0.to_be_bytes());
-                    ops.push(Op::Put(Space::Inserts, key.to_be_bytes().to_vec(), v));
-                }
-                Change::PutEdge { kind, from, to, since } => {
-                    let since = u64::try_from(since.0.max(0)).unwrap_or(0);
-                    ops.push(Op::Put(Space::Edges, edge_key(*kind, *from, *to), since.to_be_bytes().to_vec()));
-                }
-                Change::DelEdge { kind, from, to } => ops.push(Op::Del(Space::Edges, edge_key(*kind, *from, *to))),
-                Change::PutJob(job) => {
-                    let v = serde_json::to_vec(job).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    ops.push(Op::Put(Space::Jobs, job.key.to_be_bytes().to_vec(), v));
-                }
-                Change::DelJob(key) => ops.push(Op::Del(Space::Jobs, key.to_be_bytes().to_vec())),
-                Change::SetReaction { item, user, kind, on } => {
-                    let mut k = Vec::with_capacity(16 + kind.len());
-                    k.extend_from_slice(&item.0.to_be_bytes());
-                    k.extend_from_slice(&user.0.to_be_bytes());
-                    k.extend_from_slice(kind.as_bytes());
-                    ops.push(if *on { Op::Put(Space::Reactions, k, Vec::new()) } else { Op::Del(Space::Reactions, k) });
-                }
-                Change::PutPromotion(p) => {
-                    let v = serde_json::to_vec(p).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                    ops.push(Op::Put(Space::Promotions, p.id.to_be_bytes().to_vec(), v));
-                }
-            }
+            Self::encode(c, &mut ops)?;
         }
         let mut pending = self.pending.lock();
         pending.0.extend(ops);
@@ -384,17 +608,91 @@ impl Journal for FjallJournal {
         self.sync == SyncMode::Fsync
     }
 
-    fn keeps_items(&self) -> bool {
+    fn lazy(&self) -> bool {
         true
     }
 
+    fn durable(&self) -> Ticket {
+        self.synced.lock().0
+    }
+
+    /// A user never named has no units: one point read of their counters
+    /// answers all their units at once (a follow by a new user asks for
+    /// three).
+    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>, StoreError> {
+        let mut unknown: HashMap<UserId, bool> = HashMap::new();
+        units
+            .iter()
+            .map(|unit| {
+                let user = match *unit {
+                    Unit::Item(_) => None,
+                    Unit::Head(u)
+                    | Unit::Out(u)
+                    | Unit::Followers(u)
+                    | Unit::BlockedBy(u)
+                    | Unit::Outbox(u)
+                    | Unit::Inserts(u) => Some(u),
+                };
+                if let Some(u) = user {
+                    let absent = match unknown.get(&u) {
+                        Some(a) => *a,
+                        None => {
+                            let a = !self.users.contains_key(u.0.to_be_bytes()).map_err(io)?;
+                            unknown.insert(u, a);
+                            a
+                        }
+                    };
+                    if absent {
+                        return Ok(UnitData::empty(*unit));
+                    }
+                }
+                self.load_unit(*unit)
+            })
+            .collect()
+    }
+
+    fn followers_range(
+        &self,
+        user: UserId,
+        from: Option<tideway_store::FollowerPos>,
+        ascending: bool,
+        limit: usize,
+    ) -> Result<Vec<tideway_store::FollowerPos>, StoreError> {
+        let prefix = prefixed(b'f', user.0);
+        let key = |(since, id): tideway_store::FollowerPos| {
+            let mut k = prefix.clone();
+            k.extend_from_slice(&key_of(&[millis_u64(since), id.0]));
+            k
+        };
+        let decode = |k: &[u8]| -> Result<tideway_store::FollowerPos, StoreError> {
+            Ok((Millis(i64::try_from(u64_at(k, 9)?).unwrap_or(0)), UserId(u64_at(k, 17)?)))
+        };
+        let mut end = prefix.clone();
+        end.extend_from_slice(&[0xff; 16]);
+        let iter = match (from, ascending) {
+            (Some(p), true) => self.edges_in.range((std::ops::Bound::Excluded(key(p)), std::ops::Bound::Included(end))),
+            (None, true) => self.edges_in.prefix(&prefix),
+            (Some(p), false) => {
+                self.edges_in.range((std::ops::Bound::Included(prefix.clone()), std::ops::Bound::Excluded(key(p))))
+            }
+            (None, false) => self.edges_in.prefix(&prefix),
+        };
+        let keys: Box<dyn Iterator<Item = fjall::Guard>> =
+            if ascending { Box::new(iter) } else { Box::new(iter.rev()) };
+        keys.take(limit).map(|g| decode(&g.key().map_err(io)?)).collect()
+    }
+
     /// Point reads of the records (fjall's block cache and the OS page
-    /// cache serve the warm ones).
-    fn read_items(&self, ids: &[ItemId]) -> Result<Vec<tideway_store::Stored<Arc<Item>>>, StoreError> {
-        ids.iter()
-            .map(|id| {
-                let Some(v) = self.items.get(id.0.to_be_bytes()).map_err(io)? else { return Ok(None) };
-                Ok(Some((decode_record(*id, &v)?, v.len())))
+    /// cache serve the warm ones): an item, else an insertion.
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<tideway_store::Stored<Record>>, StoreError> {
+        keys.iter()
+            .map(|key| {
+                if let Some(v) = self.items.get(key.to_be_bytes()).map_err(io)? {
+                    return Ok(Some((Record::Item(decode_record(ItemId(*key), &v)?), v.len())));
+                }
+                let Some(v) = self.inserts.get(key.to_be_bytes()).map_err(io)? else { return Ok(None) };
+                let (user, item) = (UserId(u64_at(&v, 0)?), ItemId(u64_at(&v, 8)?));
+                Ok(Some((Record::Insert { key: *key, user, item }, v.len())))
             })
             .collect()
     }
@@ -470,6 +768,7 @@ impl Journal for FjallJournal {
 impl FjallJournal {
     fn space(&self, s: Space) -> &Keyspace {
         match s {
+            Space::Meta => &self.meta,
             Space::Items => &self.items,
             Space::Bodies => &self.bodies,
             Space::Outbox => &self.outbox,
@@ -477,7 +776,10 @@ impl FjallJournal {
             Space::Replies => &self.replies,
             Space::Idempotency => &self.idempotency,
             Space::Inserts => &self.inserts,
+            Space::UserInserts => &self.user_inserts,
             Space::Edges => &self.edges,
+            Space::EdgesIn => &self.edges_in,
+            Space::Users => &self.users,
             Space::Jobs => &self.jobs,
             Space::Reactions => &self.reactions,
             Space::Promotions => &self.promotions,
@@ -499,59 +801,152 @@ impl FjallJournal {
     }
 }
 
+/// What the graph already says about one follower, for an import's plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Existing {
+    /// Whom they follow.
+    pub following: HashSet<UserId>,
+    /// Whom they block or are blocked by.
+    pub blocked: HashSet<UserId>,
+}
+
 /// Bulk loading for `tideway import`: writes straight into the engine, not
 /// through the write path of the service (no journal batch per follow).
 /// Holds the data directory's lock like a running server, so the two never
 /// share a directory.
 pub struct Importer {
     journal: FjallJournal,
-    state: State,
+    counters: Counters,
+    /// The counters of the users written so far (read from disk first).
+    heads: HashMap<UserId, Option<Head>>,
 }
 
 impl Importer {
-    /// Opens (creating if needed) `dir` and reads what it holds, so an import
-    /// into a directory with data can respect the graph already there.
+    /// Opens (creating if needed) `dir`, so an import into a directory with
+    /// data respects the graph already there.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let (journal, state) = FjallJournal::open(dir, SyncMode::Buffer, 32 << 20)?;
-        Ok(Self { journal, state })
+        Ok(Self { journal, counters: state.counters, heads: HashMap::new() })
     }
 
-    /// What the directory held when opened.
-    pub fn state(&self) -> &State {
-        &self.state
+    /// Whether the directory holds any edge (else an import's plan needs
+    /// no lookups).
+    pub fn has_edges(&self) -> Result<bool, StoreError> {
+        Ok(!self.journal.edges.is_empty().map_err(io)?)
+    }
+
+    /// What the graph says about `user` now.
+    pub fn existing(&self, user: UserId) -> Result<Existing, StoreError> {
+        let mut e = Existing::default();
+        if let UnitData::Out { following, blocking, .. } = self.journal.load_unit(Unit::Out(user))? {
+            e.following = following.into_iter().map(|(t, _)| t).collect();
+            e.blocked.extend(blocking);
+        }
+        if let UnitData::BlockedBy(by) = self.journal.load_unit(Unit::BlockedBy(user))? {
+            e.blocked.extend(by);
+        }
+        Ok(e)
+    }
+
+    /// The counters of `user` as written so far (the user is then known).
+    fn head(&mut self, user: UserId) -> Result<&mut Head, StoreError> {
+        if !self.heads.contains_key(&user) {
+            let head = match self.journal.load_unit(Unit::Head(user))? {
+                UnitData::Head(h) => h,
+                _ => None,
+            };
+            if head.is_none() {
+                self.counters.users += 1;
+            }
+            self.heads.insert(user, head);
+        }
+        let h = self.heads.entry(user).or_default();
+        Ok(h.get_or_insert_with(Head::default))
+    }
+
+    /// The writes that persist the counters of `users` and the store's.
+    fn counter_ops(&self, users: impl IntoIterator<Item = UserId>, ops: &mut Vec<Op>) {
+        for u in users {
+            if let Some(Some(h)) = self.heads.get(&u) {
+                ops.push(Op::Put(Space::Users, key_of(&[u.0]), head_value(h)));
+            }
+        }
+        ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(&self.counters)));
     }
 
     /// Writes follows, sorted by (follower, followee) and free of
-    /// duplicates, in one ingestion: the engine builds its tables directly
-    /// from the sorted stream, and registers them atomically at the end (a
-    /// crash before that leaves none of them). `progress` is called with the
-    /// count written so far, every 65,536 follows.
+    /// duplicates and of follows already stored, in one ingestion per
+    /// keyspace: the engine builds its tables directly from the sorted
+    /// streams. A `rebuild` mark written first (and removed last) makes the
+    /// next open rebuild the derived indexes if the import is cut short.
+    /// `progress` is called with the count written so far, every 65,536
+    /// follows.
     pub fn ingest_follows(
-        &self,
+        &mut self,
         follows: &[(UserId, UserId)],
         since: Millis,
         progress: &mut dyn FnMut(usize),
     ) -> Result<(), StoreError> {
-        let since = u64::try_from(since.0.max(0)).unwrap_or(0).to_be_bytes();
+        if follows.is_empty() {
+            return Ok(());
+        }
+        self.journal.meta.insert("rebuild", b"import").map_err(io)?;
+        self.journal.db.persist(PersistMode::SyncAll).map_err(io)?;
+        let since_bytes = millis_u64(since).to_be_bytes();
         let mut ingestion = self.journal.edges.start_ingestion().map_err(io)?;
         for (i, &(from, to)) in follows.iter().enumerate() {
-            ingestion.write(edge_key(EdgeKind::Follow, from, to), since.to_vec()).map_err(io)?;
+            ingestion.write(edge_key(EdgeKind::Follow, from, to), since_bytes.to_vec()).map_err(io)?;
             if i % 65_536 == 65_535 {
                 progress(i + 1);
             }
         }
         ingestion.finish().map_err(io)?;
+        // The reverse entries, sorted by followee (the time is the same).
+        let mut reverse: Vec<(UserId, UserId)> = follows.iter().map(|&(a, b)| (b, a)).collect();
+        reverse.sort_unstable();
+        let mut ingestion = self.journal.edges_in.start_ingestion().map_err(io)?;
+        for &(to, from) in &reverse {
+            let k = edge_in_key(EdgeKind::Follow, from, to, since).unwrap_or_default();
+            ingestion.write(k, Vec::new()).map_err(io)?;
+        }
+        ingestion.finish().map_err(io)?;
         progress(follows.len());
-        Ok(())
+        let mut touched = Vec::new();
+        for &(from, to) in follows {
+            self.head(from)?.following += 1;
+            self.head(to)?.followers += 1;
+            touched.extend([from, to]);
+        }
+        touched.sort_unstable();
+        touched.dedup();
+        self.counters.follows += follows.len() as u64;
+        let mut ops = Vec::new();
+        self.counter_ops(touched, &mut ops);
+        self.journal.flush(ops, PersistMode::SyncAll)?;
+        self.journal.meta.remove("rebuild").map_err(io)?;
+        self.journal.db.persist(PersistMode::SyncAll).map_err(io)
     }
 
     /// Writes items (new ids, no fan-out job: inboxes are rebuilt from the
-    /// outboxes on first read) as one atomic batch.
-    pub fn write_items(&self, items: &[Item]) -> Result<(), StoreError> {
-        let mut ops = Vec::with_capacity(items.len() * 3);
+    /// outboxes on first read) as one atomic batch, with their authors'
+    /// counters and the store's.
+    pub fn write_items(&mut self, items: &[Item]) -> Result<(), StoreError> {
+        let mut ops = Vec::with_capacity(items.len() * 3 + 1);
+        let mut authors = Vec::with_capacity(items.len());
         for item in items {
             item_ops(item, true, &mut ops)?;
+            if !item.deleted {
+                self.head(item.author)?.items += 1;
+                self.counters.items_live += 1;
+            } else {
+                self.head(item.author)?;
+            }
+            self.counters.max_key = self.counters.max_key.max(item.id.0);
+            authors.push(item.author);
         }
+        authors.sort_unstable();
+        authors.dedup();
+        self.counter_ops(authors, &mut ops);
         let mut b = self.journal.db.batch();
         for op in ops {
             match op {
@@ -607,7 +1002,8 @@ pub fn open_cached(
 mod tests {
     use super::*;
     use tideway_core::ItemKind;
-    use tideway_store::{FollowStatus, Graph, Items, JobProgress, Jobs};
+    use tideway_core::merge::{Direction, KeyRange};
+    use tideway_store::{FollowStatus, Graph, Items, JobProgress, Jobs, ListKind, Promotion};
 
     fn post(id: u64, author: u64) -> Item {
         Item {
@@ -615,6 +1011,22 @@ mod tests {
             idempotency_key: Some("k1".into()),
             ..Item::new(ItemId(id), UserId(author), ItemKind::Post)
         }
+    }
+
+    async fn outbox(s: &Store<FjallJournal>, u: u64) -> Vec<Key> {
+        s.outbox_merge(&[UserId(u)], KeyRange::ALL, Direction::Older, 1000).await.expect("outbox")
+    }
+
+    async fn followers(s: &Store<FjallJournal>, u: u64) -> Vec<u64> {
+        let mut v: Vec<u64> = s
+            .list(UserId(u), ListKind::Followers, None, 100_000)
+            .await
+            .expect("list")
+            .iter()
+            .map(|(f, _)| f.0)
+            .collect();
+        v.sort_unstable();
+        v
     }
 
     #[tokio::test]
@@ -643,41 +1055,55 @@ mod tests {
             s.create_promotion(p).await.expect("promotion");
         }
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+        {
+            let st = s.state();
+            assert!(st.users.is_empty() && st.items_loaded.is_empty(), "start-up loads no user and no item");
+            assert!(!st.records.contains_key(&100), "items are not loaded at start");
+            assert!(st.idempotency.is_empty(), "durable idempotency keys stay on disk");
+        }
         match s.records(&[101]).await.expect("records").pop().flatten() {
-            Some(tideway_store::Record::Item(i)) => assert!(i.deleted && i.tags == ["rust"]),
+            Some(Record::Item(i)) => assert!(i.deleted && i.tags == ["rust"]),
             other => panic!("the tombstone is stored: {other:?}"),
         }
+        let item100 = match s.records(&[100]).await.expect("records").pop().flatten() {
+            Some(Record::Item(i)) => i,
+            other => panic!("item 100: {other:?}"),
+        };
         assert_eq!(
             s.create_item(post(102, 1), false, Millis(3)).await.expect("idempotent"),
-            tideway_store::CreateOutcome::Existing(
-                s.records(&[100])
-                    .await
-                    .expect("records")
-                    .pop()
-                    .flatten()
-                    .and_then(|r| match r {
-                        tideway_store::Record::Item(i) => Some(i),
-                        _ => None,
-                    })
-                    .expect("item 100")
-            ),
+            tideway_store::CreateOutcome::Existing(item100),
             "the idempotency key of item 100 is known after a restart"
         );
-        let st = s.state();
-        assert_eq!(st.items_live, 1);
-        assert_eq!(st.user(UserId(1)).map(|u| (u.outbox.clone(), u.items)), Some((vec![100], 1)));
-        assert_eq!(st.user(UserId(2)).map(|u| (u.outbox.clone(), u.items)), Some((vec![101], 0)));
-        assert!(!st.records.contains_key(&100), "items are not loaded at start");
-        assert_eq!(st.user(UserId(3)).map(|u| u.following.len()), Some(1));
-        assert!(st.relation(UserId(4), UserId(1)).blocking);
-        assert_eq!(st.first_insert.get(&(UserId(3), ItemId(100))), Some(&200));
-        assert_eq!(st.jobs.len(), 1);
-        assert_eq!(st.jobs.get(&100).and_then(|j| j.cursor), Some((Millis(5), UserId(3))));
-        assert!(st.idempotency.is_empty(), "durable idempotency keys stay on disk");
-        assert_eq!(s.journal().idempotent(UserId(1), "k1").expect("read"), Some(ItemId(100)));
-        assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 1), ("x_wow".into(), 1)]);
-        assert_eq!(st.reactions.of_user(ItemId(100), UserId(6)), vec!["x_wow".to_owned()]);
-        assert_eq!(st.promotions.get(&300).map(|p| p.every), Some(5));
+        let stats = s.stats().await.expect("stats");
+        assert_eq!((stats.users, stats.items, stats.follows, stats.max_key), (4, 1, 1, 300), "reactions name no user");
+        assert_eq!(
+            s.counts(UserId(1)).await.expect("counts"),
+            tideway_store::UserCounts { following: 0, followers: 1, items: 1 }
+        );
+        assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 0);
+        assert_eq!(outbox(&s, 1).await, vec![100]);
+        assert_eq!(outbox(&s, 2).await, vec![101], "a tombstone keeps its outbox place");
+        assert_eq!(s.followees(UserId(3)).await.expect("followees"), vec![UserId(1)]);
+        assert_eq!(followers(&s, 1).await, vec![3]);
+        let rel = s.relations(UserId(4), &[UserId(1)]).await.expect("relations");
+        assert!(rel[0].blocking && !rel[0].blocked_by);
+        assert!(s.relations(UserId(1), &[UserId(4), UserId(3)]).await.expect("relations")[0].blocked_by);
+        assert!(s.relations(UserId(1), &[UserId(3)]).await.expect("relations")[0].followed_by);
+        assert_eq!(s.inserted_keys(UserId(3), &[ItemId(100)]).await.expect("inserted"), vec![Some(200)]);
+        assert_eq!(s.inserts(UserId(3), KeyRange::ALL, Direction::Older, 10).await.expect("inserts"), vec![200]);
+        match s.records(&[200]).await.expect("records").pop().flatten() {
+            Some(Record::Insert { user, item, .. }) => assert_eq!((user, item), (UserId(3), ItemId(100))),
+            other => panic!("the insertion record: {other:?}"),
+        }
+        let jobs = s.pending_jobs(10).await.expect("jobs");
+        assert_eq!(
+            jobs.iter().map(|j| (j.key, j.cursor)).collect::<Vec<_>>(),
+            vec![(100, Some((Millis(5), UserId(3))))]
+        );
+        let h = s.hydration(&[ItemId(100)], Some(UserId(6))).await.expect("hydration");
+        assert_eq!(h[0].0.reactions, vec![("like".into(), 1), ("x_wow".into(), 1)]);
+        assert_eq!(h[0].1.as_ref().map(|m| m.reactions.clone()), Some(vec!["x_wow".to_owned()]));
+        assert_eq!(s.active_promotions(Millis(5)).await.expect("promotions").len(), 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -704,14 +1130,80 @@ mod tests {
             }
         }
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
-        let st = s.state();
-        assert_eq!(st.reactions.counts(ItemId(100)), vec![("like".into(), 800)]);
-        assert_eq!(st.user(UserId(1)).map(|u| u.followers.len()), Some(800));
+        let h = s.hydration(&[ItemId(100)], None).await.expect("hydration");
+        assert_eq!(h[0].0.reactions, vec![("like".into(), 800)]);
+        assert_eq!(s.counts(UserId(1)).await.expect("counts").followers, 800);
+        assert_eq!(followers(&s, 1).await.len(), 800);
+    }
+
+    /// Units load while writes to them are in flight: a load that read the
+    /// disk before a write it skipped was durable must not install (it reads
+    /// again), so the index never misses an acknowledged write. Each round
+    /// reopens the store (nothing loaded), then runs writers to one user's
+    /// followers, outbox and item links beside readers that load them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn units_loaded_under_concurrent_writes_miss_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let star = UserId(1);
+        let mut next_id = 1000u64;
+        {
+            let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+            s.create_item(post(999, 1), false, Millis(1)).await.expect("create");
+        }
+        let mut fans = 0u64;
+        let mut posts = 1usize;
+        for round in 0..6u64 {
+            let s = std::sync::Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("reopen"));
+            let mut tasks = Vec::new();
+            for t in 0..4u64 {
+                let s = s.clone();
+                let base = 10_000 + round * 1000 + t * 100;
+                tasks.push(tokio::spawn(async move {
+                    for i in 0..25 {
+                        s.follow_many(UserId(base + i), &[star], Millis(2), 10).await.expect("follow");
+                    }
+                }));
+            }
+            let ids: Vec<u64> = (0..20).map(|i| next_id + i).collect();
+            next_id += 20;
+            {
+                let s = s.clone();
+                tasks.push(tokio::spawn(async move {
+                    for id in ids {
+                        let mut it = Item::new(ItemId(id), star, ItemKind::Post);
+                        it.reply_to = Some(ItemId(999));
+                        it.reply_to_author = Some(star);
+                        s.create_item(it, false, Millis(3)).await.expect("reply");
+                    }
+                }));
+            }
+            for _ in 0..3 {
+                let s = s.clone();
+                tasks.push(tokio::spawn(async move {
+                    for _ in 0..30 {
+                        s.list(star, ListKind::Followers, None, 10).await.expect("list");
+                        s.outbox_merge(&[star], KeyRange::ALL, Direction::Older, 5).await.expect("outbox");
+                        s.hydration(&[ItemId(999)], None).await.expect("hydration");
+                        tokio::task::yield_now().await;
+                    }
+                }));
+            }
+            for t in tasks {
+                t.await.expect("task");
+            }
+            fans += 100;
+            posts += 20;
+            assert_eq!(followers(&s, 1).await.len() as u64, fans, "round {round}: the loaded followers");
+            assert_eq!(outbox(&s, 1).await.len(), posts, "round {round}: the loaded outbox");
+            let h = s.hydration(&[ItemId(999)], None).await.expect("hydration");
+            assert_eq!(h[0].0.replies, posts as u64 - 1, "round {round}: the loaded replies");
+            assert_eq!(s.counts(star).await.expect("counts").followers, fans);
+            eprintln!("round {round}: loads and retries {:?}", s.load_counts());
+        }
     }
 
     #[tokio::test]
     async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
-        use tideway_store::{Items, is_stripped};
         let dir = tempfile::tempdir().expect("tempdir");
         let mut body = serde_json::Map::new();
         body.insert("text".into(), serde_json::json!("hello"));
@@ -728,8 +1220,8 @@ mod tests {
             let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen").with_body_cache(1 << 16);
             assert!(s.state().item(ItemId(100)).is_none(), "not loaded at start");
             match s.records(&[100]).await.expect("records").pop().flatten() {
-                Some(tideway_store::Record::Item(i)) => {
-                    assert!(is_stripped(&i.body), "a record, read without its body")
+                Some(Record::Item(i)) => {
+                    assert!(tideway_store::is_stripped(&i.body), "a record, read without its body")
                 }
                 other => panic!("{other:?}"),
             }
@@ -760,12 +1252,11 @@ mod tests {
         }
         let err = open(dir.path(), SyncMode::Buffer, 10).map(|_| ()).expect_err("refused");
         let msg = err.to_string();
-        assert!(msg.contains("tideway-1") && msg.contains("tideway-3"), "{msg}");
+        assert!(msg.contains("tideway-1") && msg.contains("tideway-4"), "{msg}");
     }
 
     #[tokio::test]
     async fn a_tideway_2_directory_is_migrated_in_place() {
-        use tideway_store::{Items, Record};
         let dir = tempfile::tempdir().expect("tempdir");
         let mut body = serde_json::Map::new();
         body.insert("text".into(), serde_json::json!("old"));
@@ -786,18 +1277,68 @@ mod tests {
         }
         for _ in 0..2 {
             let s = open(dir.path(), SyncMode::Buffer, 10).expect("open migrates");
-            {
-                let st = s.state();
-                assert_eq!(st.items_live, 3);
-                assert_eq!(st.replies.get(&ItemId(100)), Some(&1));
-                assert_eq!(st.repost_by.get(&(UserId(3), ItemId(100))), Some(&ItemId(102)));
-            }
+            assert_eq!(s.stats().await.expect("stats").items, 3);
+            let h = s.hydration(&[ItemId(100)], Some(UserId(3))).await.expect("hydration");
+            assert_eq!((h[0].0.replies, h[0].0.reposts), (1, 1));
+            assert_eq!(h[0].1.as_ref().map(|m| m.reposted), Some(true));
             assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
             match s.records(&[100]).await.expect("records").pop().flatten() {
                 Some(Record::Item(i)) => assert_eq!(i.tags, ["rust"]),
                 other => panic!("{other:?}"),
             }
             assert_eq!(s.journal().idempotent(UserId(1), "k1").expect("read"), Some(ItemId(100)));
+            assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 1);
+        }
+    }
+
+    /// A `tideway-3` directory (no reverse edges, counters or per-user
+    /// insertions) gets them at open; so does one whose import was cut.
+    #[tokio::test]
+    async fn derived_indexes_are_built_for_format_3_and_after_a_cut_import() {
+        for case in ["format 3", "interrupted import"] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            {
+                let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+                s.create_item(post(100, 1), false, Millis(1)).await.expect("create");
+                s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).await.expect("follow");
+                s.follow_many(UserId(4), &[UserId(1)], Millis(6), 10).await.expect("follow");
+                s.set_block(UserId(5), UserId(1), true, Millis(7)).await.expect("block");
+                s.insert_home(UserId(3), ItemId(100), 200).await.expect("insert");
+            }
+            {
+                // Take the derived keyspaces away, as in a directory of
+                // format 3 (or, for the cut import, leave them half written).
+                let db = Database::builder(dir.path()).open().expect("fjall");
+                let meta = db.keyspace("meta", KeyspaceCreateOptions::default).expect("meta");
+                for name in ["edges_in", "users", "user_inserts"] {
+                    let ks = db.keyspace(name, KeyspaceCreateOptions::default).expect("keyspace");
+                    let keys: Vec<_> = ks.iter().map(|g| g.key().expect("key")).collect();
+                    for k in keys.iter().skip(usize::from(case == "interrupted import")) {
+                        ks.remove(k.clone()).expect("remove");
+                    }
+                }
+                meta.remove("counters").expect("counters");
+                match case {
+                    "format 3" => meta.insert("format", "tideway-3").expect("format"),
+                    _ => meta.insert("rebuild", "import").expect("mark"),
+                }
+                db.persist(PersistMode::SyncAll).expect("persist");
+            }
+            let s = open(dir.path(), SyncMode::Buffer, 10).expect("open rebuilds");
+            let stats = s.stats().await.expect("stats");
+            assert_eq!((stats.users, stats.items, stats.follows, stats.max_key), (5, 1, 3, 200), "{case}");
+            assert_eq!(followers(&s, 1).await, vec![3, 4], "{case}");
+            assert_eq!(
+                s.counts(UserId(1)).await.expect("counts"),
+                tideway_store::UserCounts { following: 0, followers: 2, items: 1 }
+            );
+            assert!(s.relations(UserId(1), &[UserId(5)]).await.expect("relations")[0].blocked_by, "{case}");
+            assert_eq!(s.inserted_keys(UserId(3), &[ItemId(100)]).await.expect("inserted"), vec![Some(200)], "{case}");
+            let reopened = {
+                drop(s);
+                open(dir.path(), SyncMode::Buffer, 10).expect("reopen")
+            };
+            assert_eq!(reopened.journal().meta.get("rebuild").expect("meta"), None, "{case}: the mark is gone");
         }
     }
 }

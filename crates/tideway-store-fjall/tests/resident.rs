@@ -40,7 +40,7 @@ fn fixture() -> (String, u64) {
 #[ignore = "a helper of items_stay_on_disk_under_a_small_cache"]
 fn write_fixture() {
     let (dir, n) = fixture();
-    let importer = tideway_store_fjall::Importer::open(Path::new(&dir)).expect("open");
+    let mut importer = tideway_store_fjall::Importer::open(Path::new(&dir)).expect("open");
     let text = "x".repeat(BODY);
     let all: Vec<u64> = (1..=n).collect();
     for chunk in all.chunks(500) {
@@ -68,7 +68,7 @@ async fn measure_fixture() {
     let before = rss();
     let store = tideway_store_fjall::open_cached(Path::new(&dir), tideway_store_fjall::SyncMode::Buffer, 800, CACHE)
         .expect("open");
-    assert_eq!(store.state().items_live, n, "every item is counted without being loaded");
+    assert_eq!(store.state().counters.items_live, n, "every item is counted without being loaded");
     // Read every record and body once: they pass through the small caches.
     let all: Vec<u64> = (1..=n).collect();
     for chunk in all.chunks(100) {

@@ -45,6 +45,29 @@ pub struct Promotion {
     pub ends_at: Millis,
 }
 
+/// A user's counters, kept whole so that a user's page of counts (and the
+/// hot-author decision of every post) is one read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Head {
+    pub following: u64,
+    pub followers: u64,
+    /// Non-deleted items authored.
+    pub items: u64,
+}
+
+/// Store-wide counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Users named by any change.
+    pub users: u64,
+    /// Non-deleted items.
+    pub items_live: u64,
+    pub follows: u64,
+    /// The largest item, insertion or promotion key (the id generator
+    /// starts above it).
+    pub max_key: Key,
+}
+
 /// One durable change.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
@@ -67,6 +90,9 @@ pub enum Change {
         kind: EdgeKind,
         from: UserId,
         to: UserId,
+        /// When the edge was made (a journal that indexes follows by time
+        /// finds the entry to remove with it).
+        since: Millis,
     },
     PutJob(Job),
     DelJob(Key),
@@ -78,4 +104,9 @@ pub enum Change {
         on: bool,
     },
     PutPromotion(Promotion),
+    /// A user's counters after the changes before it (lazy journals keep
+    /// them; derived by the store, never decided).
+    PutHead(UserId, Head),
+    /// The store-wide counters after the changes before it (likewise).
+    PutCounters(Counters),
 }

@@ -5,7 +5,9 @@
 //!
 //! * With [`NoJournal`] a `Store` is the in-memory backend of the tests.
 //! * `tideway-store-fjall` provides the durable journal of the embedded
-//!   default and loads its contents back into the index at start-up.
+//!   default; the index is then lazy: it loads each part (a user's edges,
+//!   an author's outbox, an item's reactions…) from the journal on first
+//!   use, so start-up reads only a few counters.
 //! * [`Split`] puts the durable traits and the shared ones (inboxes,
 //!   activity, hot authors) on two engines: `tideway-store-redis` provides
 //!   the shared half on Redis or a Redis Cluster.
@@ -26,10 +28,10 @@ pub mod store;
 pub mod traits;
 
 pub use blocks::SortedBlocks;
-pub use change::{Change, EdgeKind, Job, Promotion, Record};
+pub use change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 pub use error::StoreError;
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use split::{Durable, Shared, Split};
-pub use state::State;
+pub use state::{Applied, State, Unit, UnitData};
 pub use store::{DEFAULT_BODY_CACHE, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};
 pub use traits::*;

@@ -1,25 +1,134 @@
 //! The in-memory index: edges, jobs and the per-item keys and counters the
 //! feeds read, organised for those reads. It changes only through
-//! [`State::apply`], on every write (and, for what the journal replays, at
-//! start-up).
+//! [`State::apply`] (every write) and [`State::install`] (a unit loaded from
+//! a lazy journal).
 //!
-//! Item records live here whole in the in-memory backend. A backend whose
-//! journal keeps them ([`State::items_elsewhere`]) holds a record here only
-//! from its write until it is durable; after that the journal and a bounded
-//! cache serve it, and the index keeps 8 bytes of it (its outbox key) plus
-//! its share of the counters.
+//! **Eager** (the in-memory backend): everything is here, item records
+//! whole, and every [`Unit`] counts as loaded.
+//!
+//! **Lazy** (a journal that keeps everything, the embedded store): the index
+//! starts empty but for a few store-wide counters, the pending fan-out jobs
+//! and the promotions, and loads each [`Unit`] — a user's counters, out
+//! edges, followers, blockers, outbox or insertions; an item's reposts,
+//! replies and reactions — the first time a read or a write needs it, so
+//! start-up does not grow with the data. An item record is held only from
+//! its write until it is durable; then the journal and a bounded cache
+//! serve it.
+//!
+//! **Loads never miss a write.** A write applies to the units that are
+//! loaded and *skips* the others, noting the journal ticket of the write
+//! (`skips`); the disk will have the change once that ticket is durable. A
+//! load reads the disk, then installs its unit under the write lock only if
+//! no change to the unit was skipped after the durable watermark it read
+//! under; otherwise it waits for that ticket and reads again. Writes never
+//! skip what their own rules read, nor the counters of the users they
+//! touch ([`Unit::Head`]): a write first loads those units
+//! ([`State::required`]).
 
 use crate::blocks::SortedBlocks;
-use crate::change::{Change, EdgeKind, Job, Promotion, Record};
+use crate::change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 use crate::reactions::ReactionIndex;
+use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
-/// Everything known about one user.
+/// A position in the journal: what a write must wait for to be durable.
+pub type Ticket = u64;
+
+/// A part of the index that a lazy backend loads on first use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Unit {
+    /// A user's counters (following, followers, live items) and whether the
+    /// user is known at all.
+    Head(UserId),
+    /// Whom a user follows (by id and by time), blocks and mutes.
+    Out(UserId),
+    /// A user's followers, by time of follow.
+    Followers(UserId),
+    /// Who blocks a user.
+    BlockedBy(UserId),
+    /// The keys a user authored.
+    Outbox(UserId),
+    /// Insertions into a user's home.
+    Inserts(UserId),
+    /// An item's live reposts, live replies and reactions.
+    Item(ItemId),
+}
+
+/// A unit as read from the journal.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UnitData {
+    /// `None`: the user was never named.
+    Head(Option<Head>),
+    Out {
+        following: Vec<(UserId, Millis)>,
+        blocking: Vec<UserId>,
+        muting: Vec<UserId>,
+    },
+    /// Ascending by (since, id).
+    Followers(Vec<(Millis, UserId)>),
+    BlockedBy(Vec<UserId>),
+    /// Ascending.
+    Outbox(Vec<Key>),
+    /// (insertion key, item), ascending by key.
+    Inserts(Vec<(Key, ItemId)>),
+    Item {
+        reposts: Vec<(UserId, ItemId)>,
+        replies: u64,
+        reactions: Vec<(UserId, String)>,
+    },
+}
+
+impl UnitData {
+    /// The unit of a user or item that has nothing stored.
+    pub fn empty(unit: Unit) -> Self {
+        match unit {
+            Unit::Head(_) => UnitData::Head(None),
+            Unit::Out(_) => UnitData::Out { following: vec![], blocking: vec![], muting: vec![] },
+            Unit::Followers(_) => UnitData::Followers(vec![]),
+            Unit::BlockedBy(_) => UnitData::BlockedBy(vec![]),
+            Unit::Outbox(_) => UnitData::Outbox(vec![]),
+            Unit::Inserts(_) => UnitData::Inserts(vec![]),
+            Unit::Item(_) => UnitData::Item { reposts: vec![], replies: 0, reactions: vec![] },
+        }
+    }
+}
+
+/// Followers a user may have for the set to be loaded whole; a bigger one
+/// stays on disk and is read a page (a list page, a fan-out chunk) at a time.
+pub const FOLLOWERS_LOADED_WHOLE: u64 = 100_000;
+
+const HEAD: u8 = 1;
+const OUT: u8 = 2;
+const FOLLOWERS: u8 = 4;
+const BLOCKED_BY: u8 = 8;
+const OUTBOX: u8 = 16;
+const INSERTS: u8 = 32;
+const ALL: u8 = 63;
+
+fn user_bit(unit: Unit) -> Option<(UserId, u8)> {
+    match unit {
+        Unit::Head(u) => Some((u, HEAD)),
+        Unit::Out(u) => Some((u, OUT)),
+        Unit::Followers(u) => Some((u, FOLLOWERS)),
+        Unit::BlockedBy(u) => Some((u, BLOCKED_BY)),
+        Unit::Outbox(u) => Some((u, OUTBOX)),
+        Unit::Inserts(u) => Some((u, INSERTS)),
+        Unit::Item(_) => None,
+    }
+}
+
+/// Everything known about one user (the loaded parts of it, when lazy).
 #[derive(Debug, Default)]
 pub struct UserState {
+    /// Which units of this user are here (all of them when eager).
+    loaded: u8,
+    /// Named by some change (counted in the store's users).
+    pub known: bool,
+    /// Following, followers and live items authored.
+    pub head: Head,
     /// Whom this user follows, by id, with the time of each follow.
     pub following: SortedBlocks<(UserId, Millis)>,
     /// The same follows ordered by time, for the following list.
@@ -36,20 +145,27 @@ pub struct UserState {
     pub outbox: Vec<Key>,
     /// Insertion keys into this user's home, ascending.
     pub inserts: Vec<Key>,
-    /// Non-deleted items authored.
-    pub items: u64,
+}
+
+/// What applying a batch of changes did beside the index itself: the users
+/// whose counters changed and the units it skipped (lazy), so the store can
+/// persist the counters and note the skips.
+#[derive(Debug, Default)]
+pub struct Applied {
+    pub heads: Vec<UserId>,
+    pub counters: bool,
+    pub skipped: Vec<Unit>,
 }
 
 /// The whole in-memory index.
 #[derive(Debug, Default)]
 pub struct State {
-    /// Home insertions, and items (all of them, or with
-    /// [`State::items_elsewhere`] only those not yet durable).
+    /// Units are loaded on first use from a journal that keeps everything
+    /// (see the module docs); item records stay in the journal.
+    pub lazy: bool,
+    /// Home insertions, and items (all of them, or, when lazy, only those
+    /// not yet durable).
     pub records: FxHashMap<Key, Record>,
-    /// Item records are kept by the journal, not here: `records` holds an
-    /// item only until it is durable, `idempotency` only its pending keys,
-    /// and a replaced item is known to have been live.
-    pub items_elsewhere: bool,
     pub users: FxHashMap<UserId, UserState>,
     /// Non-deleted reposts of each original.
     pub reposts: FxHashMap<ItemId, Vec<(UserId, ItemId)>>,
@@ -57,19 +173,34 @@ pub struct State {
     pub repost_by: FxHashMap<(UserId, ItemId), ItemId>,
     /// Non-deleted replies to each item.
     pub replies: FxHashMap<ItemId, u64>,
+    /// Items whose reposts, replies and reactions are loaded (lazy only).
+    pub items_loaded: FxHashSet<ItemId>,
+    /// Idempotency keys (eager: all; lazy: those not yet durable).
     pub idempotency: FxHashMap<(UserId, String), ItemId>,
     /// The earliest insertion key of an item into a user's home.
     pub first_insert: FxHashMap<(UserId, ItemId), Key>,
     pub jobs: BTreeMap<Key, Job>,
-    pub items_live: u64,
-    pub follows: u64,
-    /// The largest item or insertion key.
-    pub max_key: Key,
+    /// Store-wide counters.
+    pub counters: Counters,
     /// Reactions, with their own sharded locks (changed under a read lock of
     /// the state, so a hot item does not serialise on the state lock).
     pub reactions: ReactionIndex,
     pub promotions: BTreeMap<Key, Promotion>,
+    /// Lazy: the ticket of the latest write that skipped each unit because
+    /// it was not loaded (a mutex: reactions write under the read lock).
+    skips: Mutex<Skips>,
 }
+
+/// Skipped units, pruned once their writes are durable.
+#[derive(Debug, Default)]
+struct Skips {
+    at: FxHashMap<Unit, Ticket>,
+    /// Entries at or below this ticket were pruned.
+    pruned: Ticket,
+}
+
+/// Skips kept before pruning the durable ones.
+const SKIPS_KEPT: usize = 4096;
 
 fn insert_sorted(v: &mut Vec<Key>, k: Key) {
     match v.last() {
@@ -100,21 +231,75 @@ impl UserState {
     pub fn graph_bytes(&self) -> usize {
         self.following.heap_bytes() + self.following_by_time.heap_bytes() + self.followers.heap_bytes()
     }
+
+    /// Whether a unit of this user is here.
+    pub fn has(&self, unit: Unit) -> bool {
+        user_bit(unit).is_some_and(|(_, bit)| self.loaded & bit != 0)
+    }
 }
 
 impl State {
+    /// An empty eager index (the in-memory backend).
+    pub fn eager() -> Self {
+        Self::default()
+    }
+
+    /// A lazy index that starts from the store-wide counters, the pending
+    /// jobs and the promotions (everything else loads on first use).
+    pub fn lazy(counters: Counters, jobs: Vec<Job>, promotions: Vec<Promotion>) -> Self {
+        Self {
+            lazy: true,
+            counters,
+            jobs: jobs.into_iter().map(|j| (j.key, j)).collect(),
+            promotions: promotions.into_iter().map(|p| (p.id, p)).collect(),
+            ..Self::default()
+        }
+    }
+
     /// Heap bytes of the follow graph (walks every user: for reports, not
     /// for hot paths).
     pub fn graph_bytes(&self) -> usize {
         self.users.values().map(UserState::graph_bytes).sum()
     }
 
-    pub fn user(&self, u: UserId) -> Option<&UserState> {
-        self.users.get(&u)
+    /// Whether `unit` is here (always, when eager).
+    pub fn loaded(&self, unit: Unit) -> bool {
+        if !self.lazy {
+            return true;
+        }
+        match unit {
+            Unit::Item(i) => self.items_loaded.contains(&i),
+            _ => user_bit(unit).is_some_and(|(u, bit)| self.users.get(&u).is_some_and(|s| s.loaded & bit != 0)),
+        }
     }
 
-    fn user_mut(&mut self, u: UserId) -> &mut UserState {
-        self.users.entry(u).or_default()
+    /// `u`'s state for reading `unit`: `Ok(None)` when it is loaded and
+    /// empty; `Err(unit)` when it must be loaded first.
+    pub fn user_for(&self, unit: Unit) -> Result<Option<&UserState>, Unit> {
+        let Some((u, bit)) = user_bit(unit) else { return Err(unit) };
+        match self.users.get(&u) {
+            Some(s) if !self.lazy || s.loaded & bit != 0 => Ok(Some(s)),
+            None if !self.lazy => Ok(None),
+            _ => Err(unit),
+        }
+    }
+
+    /// Like [`State::user_for`], noting a missing unit in `need`.
+    pub fn user_or_need(&self, unit: Unit, need: &mut Vec<Unit>) -> Option<&UserState> {
+        self.user_for(unit).unwrap_or_else(|u| {
+            need.push(u);
+            None
+        })
+    }
+
+    /// Whether an item's reposts, replies and reactions are here, noting it
+    /// in `need` when not.
+    pub fn item_or_need(&self, id: ItemId, need: &mut Vec<Unit>) -> bool {
+        let here = self.loaded(Unit::Item(id));
+        if !here {
+            need.push(Unit::Item(id));
+        }
+        here
     }
 
     pub fn item(&self, id: ItemId) -> Option<&Arc<Item>> {
@@ -124,42 +309,211 @@ impl State {
         }
     }
 
-    pub fn has_edge(&self, kind: EdgeKind, from: UserId, to: UserId) -> bool {
-        self.users.get(&from).is_some_and(|s| match kind {
+    /// Whether an edge exists, as `from`'s out edges say (noting them in
+    /// `need` when they are not loaded).
+    pub fn has_edge(&self, kind: EdgeKind, from: UserId, to: UserId, need: &mut Vec<Unit>) -> bool {
+        self.user_or_need(Unit::Out(from), need).is_some_and(|s| match kind {
             EdgeKind::Follow => s.follows(to).is_some(),
             EdgeKind::Block => s.blocking.contains(&to),
             EdgeKind::Mute => s.muting.contains(&to),
         })
     }
 
-    pub fn follow_since(&self, from: UserId, to: UserId) -> Option<Millis> {
-        self.users.get(&from).and_then(|s| s.follows(to))
+    pub fn follow_since(&self, from: UserId, to: UserId, need: &mut Vec<Unit>) -> Option<Millis> {
+        self.user_or_need(Unit::Out(from), need).and_then(|s| s.follows(to))
     }
 
-    pub fn relation(&self, u: UserId, other: UserId) -> Relation {
-        match self.users.get(&u) {
-            None => Relation::default(),
-            Some(s) => Relation {
-                following: s.follows(other).is_some(),
-                followed_by: self.users.get(&other).is_some_and(|o| o.follows(u).is_some()),
-                blocking: s.blocking.contains(&other),
-                blocked_by: s.blocked_by.contains(&other),
-                muting: s.muting.contains(&other),
-            },
+    /// `u`'s relation to `other`, all but `followed_by` (which is `other`'s
+    /// side: see [`State::followed_by`]).
+    pub fn relation_of(&self, u: UserId, other: UserId, need: &mut Vec<Unit>) -> Relation {
+        let out = self.user_or_need(Unit::Out(u), need);
+        let blocked_by = self.user_or_need(Unit::BlockedBy(u), need).is_some_and(|s| s.blocked_by.contains(&other));
+        Relation {
+            following: out.is_some_and(|s| s.follows(other).is_some()),
+            followed_by: false,
+            blocking: out.is_some_and(|s| s.blocking.contains(&other)),
+            blocked_by,
+            muting: out.is_some_and(|s| s.muting.contains(&other)),
         }
     }
 
-    /// Applies one change. Changes are idempotent (replaying one twice
-    /// leaves the same state), which makes journal replay safe.
-    pub fn apply(&mut self, change: Change) {
+    /// Whether `other` follows `u`: `Err` when `other`'s out edges are not
+    /// loaded (a lazy store then reads that one edge from disk).
+    pub fn followed_by(&self, u: UserId, other: UserId) -> Result<bool, Unit> {
+        self.user_for(Unit::Out(other)).map(|s| s.is_some_and(|s| s.follows(u).is_some()))
+    }
+
+    /// The units a batch of changes must find loaded before it is applied:
+    /// the counters of every user it names, and the out edges a follow
+    /// change counts from.
+    pub fn required(&self, changes: &[Change], need: &mut Vec<Unit>) {
+        if !self.lazy {
+            return;
+        }
+        let mut want = |unit: Unit| {
+            if !self.loaded(unit) {
+                need.push(unit);
+            }
+        };
+        for c in changes {
+            match c {
+                Change::PutItem(i) | Change::UpdateItem(i) => want(Unit::Head(i.author)),
+                Change::PutInsert { user, .. } => want(Unit::Head(*user)),
+                Change::PutEdge { kind, from, to, .. } | Change::DelEdge { kind, from, to, .. } => {
+                    want(Unit::Head(*from));
+                    want(Unit::Head(*to));
+                    if *kind == EdgeKind::Follow {
+                        want(Unit::Out(*from));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Whether a load of `unit` that read the disk at the durable watermark
+    /// `watermark` may be installed: `Some(ticket)` when a write skipped the
+    /// unit after that (the load waits for `ticket` and reads again).
+    pub fn skipped_since(&self, unit: Unit, watermark: Ticket) -> Option<Ticket> {
+        let skips = self.skips.lock();
+        let t = skips.at.get(&unit).copied().unwrap_or(0).max(skips.pruned);
+        (t > watermark).then_some(t)
+    }
+
+    /// Notes the units a write at `ticket` skipped; prunes the skips of
+    /// writes at or below `durable` when there are many.
+    pub fn note_skips(&self, units: &[Unit], ticket: Ticket, durable: Ticket) {
+        if units.is_empty() {
+            return;
+        }
+        let mut skips = self.skips.lock();
+        for u in units {
+            let t = skips.at.entry(*u).or_insert(ticket);
+            *t = (*t).max(ticket);
+        }
+        if skips.at.len() > SKIPS_KEPT {
+            skips.at.retain(|_, t| *t > durable);
+            skips.pruned = skips.pruned.max(durable);
+        }
+    }
+
+    /// Installs a unit read from the journal (unless it is here already).
+    pub fn install(&mut self, unit: Unit, data: UnitData) {
+        if self.loaded(unit) {
+            return;
+        }
+        if let (Unit::Item(id), UnitData::Item { reposts, replies, reactions }) = (unit, &data) {
+            for &(user, repost) in reposts {
+                self.repost_by.insert((user, id), repost);
+            }
+            if !reposts.is_empty() {
+                self.reposts.insert(id, reposts.clone());
+            }
+            if *replies > 0 {
+                self.replies.insert(id, *replies);
+            }
+            for (user, kind) in reactions {
+                self.reactions.set(id, *user, kind, true);
+            }
+            self.items_loaded.insert(id);
+            return;
+        }
+        let Some((u, bit)) = user_bit(unit) else { return };
+        let s = self.users.entry(u).or_default();
+        s.loaded |= bit;
+        match data {
+            UnitData::Head(head) => {
+                s.known = head.is_some();
+                s.head = head.unwrap_or_default();
+            }
+            UnitData::Out { following, blocking, muting } => {
+                let mut by_time: Vec<(Millis, UserId)> = following.iter().map(|&(t, since)| (since, t)).collect();
+                by_time.sort_unstable();
+                for e in following {
+                    s.following.insert(e);
+                }
+                for e in by_time {
+                    s.following_by_time.insert(e);
+                }
+                s.blocking = blocking.into_iter().collect();
+                s.muting = muting.into_iter().collect();
+            }
+            UnitData::Followers(list) => {
+                for e in list {
+                    s.followers.insert(e);
+                }
+            }
+            UnitData::BlockedBy(list) => s.blocked_by = list.into_iter().collect(),
+            UnitData::Outbox(keys) => s.outbox = keys,
+            UnitData::Inserts(list) => {
+                s.inserts = list.iter().map(|(k, _)| *k).collect();
+                for (key, item) in list {
+                    self.records.insert(key, Record::Insert { key, user: u, item });
+                    let first = self.first_insert.entry((u, item)).or_insert(key);
+                    *first = (*first).min(key);
+                }
+            }
+            UnitData::Item { .. } => {}
+        }
+    }
+
+    /// The user's state for changing `unit`: `None` (and the unit noted as
+    /// skipped) when lazy and it is not loaded.
+    fn unit_mut(&mut self, unit: Unit, ap: &mut Applied) -> Option<&mut UserState> {
+        let (u, bit) = user_bit(unit)?;
+        if !self.lazy {
+            return Some(self.users.entry(u).or_insert_with(|| UserState { loaded: ALL, ..UserState::default() }));
+        }
+        match self.users.get_mut(&u) {
+            Some(s) if s.loaded & bit != 0 => Some(s),
+            _ => {
+                ap.skipped.push(unit);
+                None
+            }
+        }
+    }
+
+    /// The user's counters, to change them. When lazy they are loaded
+    /// ([`State::required`] made sure); the user becomes known.
+    fn head_mut(&mut self, u: UserId, ap: &mut Applied) -> &mut UserState {
+        let lazy = self.lazy;
+        let s = self
+            .users
+            .entry(u)
+            .or_insert_with(|| UserState { loaded: if lazy { 0 } else { ALL }, ..UserState::default() });
+        debug_assert!(s.loaded & HEAD != 0, "the counters of user {u} are changed without being loaded");
+        if !s.known {
+            s.known = true;
+            self.counters.users += 1;
+            ap.counters = true;
+        }
+        ap.heads.push(u);
+        s
+    }
+
+    /// Whether the store-wide counters or the item's own keep `key`.
+    fn bump_max(&mut self, key: Key, ap: &mut Applied) {
+        if key > self.counters.max_key {
+            self.counters.max_key = key;
+            ap.counters = true;
+        }
+    }
+
+    /// Applies one change. Changes are idempotent (applying one twice
+    /// leaves the same state).
+    pub fn apply(&mut self, change: Change, ap: &mut Applied) {
         match change {
             Change::PutItem(item) => {
                 let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
                 let prev_live = match prev {
-                    Some(Record::Item(p)) if !self.items_elsewhere => Some(!p.deleted),
+                    Some(Record::Item(p)) if !self.lazy => Some(!p.deleted),
                     _ => None,
                 };
-                self.put_item(item, prev_live);
+                if self.lazy {
+                    // A new item has no reposts, replies or reactions yet.
+                    self.items_loaded.insert(item.id);
+                }
+                self.put_item(item, prev_live, ap);
             }
             Change::UpdateItem(item) => {
                 let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
@@ -168,17 +522,20 @@ impl State {
                     // Only a live item is ever updated.
                     _ => true,
                 };
-                self.put_item(item, Some(prev_live));
+                self.put_item(item, Some(prev_live), ap);
             }
             Change::PutInsert { key, user, item } => {
-                self.max_key = self.max_key.max(key);
+                self.bump_max(key, ap);
+                self.head_mut(user, ap);
                 self.records.insert(key, Record::Insert { key, user, item });
-                insert_sorted(&mut self.user_mut(user).inserts, key);
-                let first = self.first_insert.entry((user, item)).or_insert(key);
-                *first = (*first).min(key);
+                if let Some(s) = self.unit_mut(Unit::Inserts(user), ap) {
+                    insert_sorted(&mut s.inserts, key);
+                    let first = self.first_insert.entry((user, item)).or_insert(key);
+                    *first = (*first).min(key);
+                }
             }
-            Change::PutEdge { kind, from, to, since } => self.put_edge(kind, from, to, since),
-            Change::DelEdge { kind, from, to } => self.del_edge(kind, from, to),
+            Change::PutEdge { kind, from, to, since } => self.put_edge(kind, from, to, since, ap),
+            Change::DelEdge { kind, from, to, .. } => self.del_edge(kind, from, to, ap),
             Change::PutJob(job) => {
                 self.jobs.insert(job.key, job);
             }
@@ -189,20 +546,25 @@ impl State {
                 self.reactions.set(item, user, &kind, on);
             }
             Change::PutPromotion(p) => {
-                self.max_key = self.max_key.max(p.id);
+                self.bump_max(p.id, ap);
                 self.promotions.insert(p.id, p);
             }
+            // Derived from the others: persisted, nothing to index.
+            Change::PutHead(..) | Change::PutCounters(_) => {}
         }
     }
 
     /// Indexes an item already placed in `records`; `prev_live` says whether
     /// the record it replaced was live (`None`: there was none).
-    fn put_item(&mut self, item: Arc<Item>, prev_live: Option<bool>) {
-        self.max_key = self.max_key.max(item.id.0);
+    fn put_item(&mut self, item: Arc<Item>, prev_live: Option<bool>, ap: &mut Applied) {
+        self.bump_max(item.id.0, ap);
         let was_live = prev_live.unwrap_or(false);
         let is_live = !item.deleted;
         if prev_live.is_none() {
-            insert_sorted(&mut self.user_mut(item.author).outbox, item.id.0);
+            self.head_mut(item.author, ap);
+            if let Some(s) = self.unit_mut(Unit::Outbox(item.author), ap) {
+                insert_sorted(&mut s.outbox, item.id.0);
+            }
             if let Some(k) = &item.idempotency_key {
                 self.idempotency.insert((item.author, k.clone()), item.id);
             }
@@ -211,108 +573,134 @@ impl State {
             return;
         }
         let delta: i64 = if is_live { 1 } else { -1 };
-        self.count_item(&item, delta);
-    }
-
-    /// Loads one item's outbox key from a journal's persisted index (keys of
-    /// one author in ascending order).
-    pub fn load_outbox_key(&mut self, author: UserId, id: ItemId, live: bool) {
-        self.max_key = self.max_key.max(id.0);
-        let u = self.user_mut(author);
-        insert_sorted(&mut u.outbox, id.0);
-        if live {
-            u.items += 1;
-            self.items_live += 1;
-        }
-    }
-
-    /// Drops the spare capacity of every outbox (after loading them).
-    pub fn shrink_outboxes(&mut self) {
-        for u in self.users.values_mut() {
-            u.outbox.shrink_to_fit();
-        }
-    }
-
-    /// Loads one live repost from a journal's persisted index.
-    pub fn load_repost(&mut self, original: ItemId, author: UserId, repost: ItemId) {
-        self.reposts.entry(original).or_default().push((author, repost));
-        self.repost_by.insert((author, original), repost);
-    }
-
-    /// Loads one live reply from a journal's persisted index.
-    pub fn load_reply(&mut self, parent: ItemId) {
-        *self.replies.entry(parent).or_default() += 1;
+        self.count_item(&item, delta, ap);
     }
 
     /// Counts an item in or out (`delta` ±1): live items, reposts, replies.
-    fn count_item(&mut self, item: &Item, delta: i64) {
+    fn count_item(&mut self, item: &Item, delta: i64, ap: &mut Applied) {
         let is_live = delta > 0;
-        self.items_live = self.items_live.saturating_add_signed(delta);
-        let u = self.user_mut(item.author);
-        u.items = u.items.saturating_add_signed(delta);
+        self.counters.items_live = self.counters.items_live.saturating_add_signed(delta);
+        ap.counters = true;
+        let u = self.head_mut(item.author, ap);
+        u.head.items = u.head.items.saturating_add_signed(delta);
         if let Some(orig) = item.repost_of {
-            let list = self.reposts.entry(orig).or_default();
-            if is_live {
-                list.push((item.author, item.id));
-                self.repost_by.insert((item.author, orig), item.id);
+            if self.loaded(Unit::Item(orig)) {
+                let list = self.reposts.entry(orig).or_default();
+                if is_live {
+                    list.push((item.author, item.id));
+                    self.repost_by.insert((item.author, orig), item.id);
+                } else {
+                    list.retain(|(_, r)| *r != item.id);
+                    if list.is_empty() {
+                        self.reposts.remove(&orig);
+                    }
+                    if self.repost_by.get(&(item.author, orig)) == Some(&item.id) {
+                        self.repost_by.remove(&(item.author, orig));
+                    }
+                }
             } else {
-                list.retain(|(_, r)| *r != item.id);
-                if list.is_empty() {
-                    self.reposts.remove(&orig);
-                }
-                if self.repost_by.get(&(item.author, orig)) == Some(&item.id) {
-                    self.repost_by.remove(&(item.author, orig));
-                }
+                ap.skipped.push(Unit::Item(orig));
             }
         }
         if let Some(parent) = item.reply_to {
-            let n = self.replies.entry(parent).or_default();
-            *n = n.saturating_add_signed(delta);
+            if self.loaded(Unit::Item(parent)) {
+                let n = self.replies.entry(parent).or_default();
+                *n = n.saturating_add_signed(delta);
+                if *n == 0 {
+                    self.replies.remove(&parent);
+                }
+            } else {
+                ap.skipped.push(Unit::Item(parent));
+            }
         }
     }
 
-    fn put_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId, since: Millis) {
+    fn put_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId, since: Millis, ap: &mut Applied) {
+        self.head_mut(from, ap);
+        self.head_mut(to, ap);
         match kind {
             EdgeKind::Follow => {
-                let f = self.user_mut(from);
+                let Some(f) = self.unit_mut(Unit::Out(from), ap) else { return };
                 let old = f.unfollow(to);
                 f.following.insert((to, since));
                 f.following_by_time.insert((since, to));
-                let t = self.user_mut(to);
-                if let Some(old) = old {
-                    t.followers.remove(&(old, from));
-                } else {
-                    self.follows += 1;
+                if old.is_none() {
+                    f.head.following += 1;
+                    self.counters.follows += 1;
+                    ap.counters = true;
+                    let t = self.head_mut(to, ap);
+                    t.head.followers += 1;
                 }
-                self.user_mut(to).followers.insert((since, from));
+                if let Some(t) = self.unit_mut(Unit::Followers(to), ap) {
+                    if let Some(old) = old {
+                        t.followers.remove(&(old, from));
+                    }
+                    t.followers.insert((since, from));
+                }
             }
             EdgeKind::Block => {
-                self.user_mut(from).blocking.insert(to);
-                self.user_mut(to).blocked_by.insert(from);
+                if let Some(f) = self.unit_mut(Unit::Out(from), ap) {
+                    f.blocking.insert(to);
+                }
+                if let Some(t) = self.unit_mut(Unit::BlockedBy(to), ap) {
+                    t.blocked_by.insert(from);
+                }
             }
             EdgeKind::Mute => {
-                self.user_mut(from).muting.insert(to);
-                self.user_mut(to);
+                if let Some(f) = self.unit_mut(Unit::Out(from), ap) {
+                    f.muting.insert(to);
+                }
             }
         }
     }
 
-    fn del_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId) {
+    fn del_edge(&mut self, kind: EdgeKind, from: UserId, to: UserId, ap: &mut Applied) {
         match kind {
             EdgeKind::Follow => {
-                if let Some(old) = self.user_mut(from).unfollow(to) {
-                    self.user_mut(to).followers.remove(&(old, from));
-                    self.follows = self.follows.saturating_sub(1);
+                let Some(f) = self.unit_mut(Unit::Out(from), ap) else { return };
+                let Some(old) = f.unfollow(to) else { return };
+                f.head.following = f.head.following.saturating_sub(1);
+                ap.heads.push(from);
+                self.counters.follows = self.counters.follows.saturating_sub(1);
+                ap.counters = true;
+                let t = self.head_mut(to, ap);
+                t.head.followers = t.head.followers.saturating_sub(1);
+                if let Some(t) = self.unit_mut(Unit::Followers(to), ap) {
+                    t.followers.remove(&(old, from));
                 }
             }
             EdgeKind::Block => {
-                self.user_mut(from).blocking.remove(&to);
-                self.user_mut(to).blocked_by.remove(&from);
+                if let Some(f) = self.unit_mut(Unit::Out(from), ap) {
+                    f.blocking.remove(&to);
+                }
+                if let Some(t) = self.unit_mut(Unit::BlockedBy(to), ap) {
+                    t.blocked_by.remove(&from);
+                }
             }
             EdgeKind::Mute => {
-                self.user_mut(from).muting.remove(&to);
+                if let Some(f) = self.unit_mut(Unit::Out(from), ap) {
+                    f.muting.remove(&to);
+                }
             }
         }
+    }
+
+    /// The changes that persist what `ap` says changed: the users'
+    /// counters and the store-wide ones (lazy journals keep them so that
+    /// start-up reads them instead of counting).
+    pub fn derived(&self, ap: &Applied) -> Vec<Change> {
+        if !self.lazy {
+            return Vec::new();
+        }
+        let mut heads = ap.heads.clone();
+        heads.sort_unstable();
+        heads.dedup();
+        let mut out: Vec<Change> =
+            heads.into_iter().filter_map(|u| self.users.get(&u).map(|s| Change::PutHead(u, s.head))).collect();
+        if ap.counters {
+            out.push(Change::PutCounters(self.counters));
+        }
+        out
     }
 }
 
@@ -339,6 +727,12 @@ mod tests {
         })
     }
 
+    fn apply(s: &mut State, c: Change) -> Applied {
+        let mut ap = Applied::default();
+        s.apply(c, &mut ap);
+        ap
+    }
+
     #[test]
     fn applying_twice_is_the_same_as_once() {
         let changes = vec![
@@ -346,31 +740,69 @@ mod tests {
             Change::PutItem(item(2, 2, Some(1))),
             Change::PutEdge { kind: EdgeKind::Follow, from: UserId(3), to: UserId(1), since: Millis(5) },
         ];
-        let mut once = State::default();
-        let mut twice = State::default();
+        let mut once = State::eager();
+        let mut twice = State::eager();
         for c in &changes {
-            once.apply(c.clone());
-            twice.apply(c.clone());
-            twice.apply(c.clone());
+            apply(&mut once, c.clone());
+            apply(&mut twice, c.clone());
+            apply(&mut twice, c.clone());
         }
-        assert_eq!(once.follows, twice.follows);
-        assert_eq!(once.items_live, 2);
-        assert_eq!(twice.items_live, 2);
+        assert_eq!(once.counters, twice.counters);
+        assert_eq!(twice.counters.items_live, 2);
+        assert_eq!(twice.counters.users, 3);
+        assert_eq!(twice.users[&UserId(1)].head, Head { following: 0, followers: 1, items: 1 });
         assert_eq!(twice.reposts.get(&ItemId(1)).map(Vec::len), Some(1));
         assert_eq!(twice.users[&UserId(1)].outbox, vec![1]);
     }
 
     #[test]
     fn deleting_a_repost_removes_it_from_the_index() {
-        let mut s = State::default();
-        s.apply(Change::PutItem(item(1, 1, None)));
-        s.apply(Change::PutItem(item(2, 2, Some(1))));
+        let mut s = State::eager();
+        apply(&mut s, Change::PutItem(item(1, 1, None)));
+        apply(&mut s, Change::PutItem(item(2, 2, Some(1))));
         let mut gone = (*item(2, 2, Some(1))).clone();
         gone.deleted = true;
-        s.apply(Change::PutItem(Arc::new(gone)));
+        apply(&mut s, Change::PutItem(Arc::new(gone)));
         assert!(!s.reposts.contains_key(&ItemId(1)));
         assert!(!s.repost_by.contains_key(&(UserId(2), ItemId(1))));
-        assert_eq!(s.items_live, 1);
+        assert_eq!(s.counters.items_live, 1);
         assert_eq!(s.users[&UserId(2)].outbox, vec![2], "a tombstone keeps its outbox place");
+    }
+
+    #[test]
+    fn a_lazy_index_skips_what_is_not_loaded_and_notes_it() {
+        let mut s = State::lazy(Counters::default(), vec![], vec![]);
+        for u in [1, 3] {
+            s.install(Unit::Head(UserId(u)), UnitData::Head(None));
+        }
+        s.install(Unit::Out(UserId(3)), UnitData::Out { following: vec![], blocking: vec![], muting: vec![] });
+        let follow = Change::PutEdge { kind: EdgeKind::Follow, from: UserId(3), to: UserId(1), since: Millis(5) };
+        let mut need = Vec::new();
+        s.required(std::slice::from_ref(&follow), &mut need);
+        assert!(need.is_empty(), "{need:?}");
+        let ap = apply(&mut s, follow);
+        assert_eq!(ap.skipped, vec![Unit::Followers(UserId(1))], "the followee's followers are not loaded");
+        assert_eq!(s.users[&UserId(1)].head.followers, 1, "its counters are");
+        assert_eq!(s.counters.users, 2);
+        let derived = s.derived(&ap);
+        assert!(derived.contains(&Change::PutHead(UserId(1), Head { following: 0, followers: 1, items: 0 })));
+        assert!(derived.contains(&Change::PutCounters(s.counters)));
+
+        s.note_skips(&ap.skipped, 7, 6);
+        assert_eq!(s.skipped_since(Unit::Followers(UserId(1)), 6), Some(7), "a load that read before 7 retries");
+        assert_eq!(s.skipped_since(Unit::Followers(UserId(1)), 7), None, "one that read after installs");
+        assert_eq!(s.skipped_since(Unit::Followers(UserId(2)), 0), None);
+        let mut need = Vec::new();
+        assert!(s.user_or_need(Unit::Followers(UserId(1)), &mut need).is_none());
+        assert_eq!(need, vec![Unit::Followers(UserId(1))]);
+    }
+
+    #[test]
+    fn pruned_skips_make_older_loads_retry() {
+        let s = State::lazy(Counters::default(), vec![], vec![]);
+        let units: Vec<Unit> = (0..=SKIPS_KEPT as u64).map(|u| Unit::Outbox(UserId(u))).collect();
+        s.note_skips(&units, 10, 10);
+        assert_eq!(s.skipped_since(Unit::Outbox(UserId(1)), 9), Some(10), "pruned, but a load from before retries");
+        assert_eq!(s.skipped_since(Unit::Outbox(UserId(1)), 10), None);
     }
 }

@@ -8,12 +8,20 @@
 //! synced to disk: concurrent writers share one fsync, and readers never
 //! wait behind a disk flush. A write is acknowledged only after that sync;
 //! writers arriving while a sync runs are all covered by the next one.
+//!
+//! With a lazy journal (the embedded store) the index loads what a read or
+//! a write needs on first use ([`State`]'s module docs): every read runs
+//! under the read lock, reports the units it found missing, and runs again
+//! once [`Store::load`] has installed them; every write does the same with
+//! its decision and with the counters its changes touch.
 
+use crate::blocks::SortedBlocks;
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
 use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
 use crate::state::State;
+use crate::state::{Applied, FOLLOWERS_LOADED_WHOLE, Unit, UnitData};
 use crate::traits::*;
 use async_trait::async_trait;
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -23,8 +31,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Body, Item, ItemId, Key, Millis, Relation, UserId};
 
-/// A position in the journal: what a write must wait for to be durable.
-pub type Ticket = u64;
+pub use crate::state::Ticket;
 
 /// A stored value read back, with its stored size in bytes.
 pub type Stored<T> = Option<(T, usize)>;
@@ -45,17 +52,39 @@ pub trait Journal: Send + Sync + 'static {
     fn blocks(&self) -> bool {
         true
     }
-    /// Whether the journal keeps item records and reads them back
-    /// ([`Journal::read_items`], [`Journal::read_bodies`]): the index then
-    /// holds an item only until it is durable, and bounded caches hold the
-    /// recent and hot records and bodies.
-    fn keeps_items(&self) -> bool {
+    /// Whether the journal keeps everything and the index is lazy: item
+    /// records and bodies are read back ([`Journal::read_records`],
+    /// [`Journal::read_bodies`]) through bounded caches, the index holds an
+    /// item only until it is durable, and every other unit is loaded on
+    /// first use ([`Journal::load_units`]).
+    fn lazy(&self) -> bool {
         false
     }
-    /// Stored items without their bodies ([`stripped_body`]), with their
-    /// stored size in bytes.
-    fn read_items(&self, ids: &[ItemId]) -> Result<Vec<Stored<Arc<Item>>>> {
-        Ok(vec![None; ids.len()])
+    /// Every batch up to this ticket is on disk, where
+    /// [`Journal::load_units`] reads.
+    fn durable(&self) -> Ticket {
+        Ticket::MAX
+    }
+    /// Reads units of the index from disk (only a lazy journal is asked).
+    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>> {
+        Err(StoreError::Io(format!("this journal keeps no index units ({} asked)", units.len())))
+    }
+    /// A page of a user's followers read from disk, by (since, id):
+    /// ascending after `from`, or descending before it (only a lazy journal
+    /// is asked, for sets too big to load whole).
+    fn followers_range(
+        &self,
+        _user: UserId,
+        _from: Option<FollowerPos>,
+        _ascending: bool,
+        _limit: usize,
+    ) -> Result<Vec<FollowerPos>> {
+        Err(StoreError::Io("this journal keeps no followers".into()))
+    }
+    /// Stored records (items without their bodies, see [`stripped_body`];
+    /// insertions), with their stored size in bytes.
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<Stored<Record>>> {
+        Ok(vec![None; keys.len()])
     }
     /// The stored bodies of items, with their stored size in bytes.
     fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Stored<Body>>> {
@@ -88,19 +117,19 @@ pub fn is_stripped(body: &Body) -> bool {
 #[derive(Clone)]
 struct StoredWeight;
 
-impl<T> quick_cache::Weighter<ItemId, (T, usize)> for StoredWeight {
-    fn weight(&self, _: &ItemId, v: &(T, usize)) -> u64 {
+impl<K, T> quick_cache::Weighter<K, (T, usize)> for StoredWeight {
+    fn weight(&self, _: &K, v: &(T, usize)) -> u64 {
         v.1 as u64 + 64
     }
 }
 
 type BodyCache = quick_cache::sync::Cache<ItemId, (Body, usize), StoredWeight>;
-type RecordCache = quick_cache::sync::Cache<ItemId, (Arc<Item>, usize), StoredWeight>;
+type RecordCache = quick_cache::sync::Cache<Key, (Record, usize), StoredWeight>;
 
 /// Bytes cached by default (records and bodies).
 pub const DEFAULT_BODY_CACHE: u64 = 64 << 20;
 
-/// The caches of a journal that keeps items: a quarter of the bytes for
+/// The caches of a lazy journal: a quarter of the bytes for
 /// records (what pages filter on: small, read for every entry considered),
 /// the rest for bodies (read only for the entries a page shows).
 struct Caches {
@@ -157,20 +186,35 @@ pub struct Store<J> {
     activity: MemoryActivity,
     hot: MemoryHotAuthors,
     leases: JobLeases,
-    /// Recent and hot records and bodies, when the journal keeps items.
+    /// Recent and hot records and bodies, when the journal is lazy.
     caches: Option<Caches>,
+    /// Units loaded from a lazy journal, and loads that had to read again
+    /// because a write skipped their unit meanwhile.
+    loads: AtomicU64,
+    load_retries: AtomicU64,
 }
 
 impl Store<NoJournal> {
     /// The in-memory backend.
     pub fn in_memory(inbox_cap: usize) -> Self {
-        Store::new(NoJournal, State::default(), inbox_cap)
+        Store::new(NoJournal, State::eager(), inbox_cap)
     }
+}
+
+/// The items a batch of changes writes (they move to the caches once durable).
+fn written_items(changes: &[Change]) -> Vec<Arc<Item>> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::PutItem(i) | Change::UpdateItem(i) => Some(i.clone()),
+            _ => None,
+        })
+        .collect()
 }
 
 impl<J: Journal> Store<J> {
     pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
-        state.items_elsewhere = journal.keeps_items();
+        state.lazy = journal.lazy();
         Self {
             calls: AtomicU64::new(0),
             state: RwLock::new(state),
@@ -181,14 +225,16 @@ impl<J: Journal> Store<J> {
             hot: MemoryHotAuthors::default(),
             leases: JobLeases::default(),
             caches: None,
+            loads: AtomicU64::new(0),
+            load_retries: AtomicU64::new(0),
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
 
     /// Sizes the caches of records and bodies (bytes in all; used only when
-    /// the journal keeps items).
+    /// the journal is lazy).
     pub fn with_body_cache(mut self, bytes: u64) -> Self {
-        self.caches = self.journal.keeps_items().then(|| Caches::new(bytes));
+        self.caches = self.journal.lazy().then(|| Caches::new(bytes));
         self
     }
 
@@ -200,6 +246,11 @@ impl<J: Journal> Store<J> {
     /// Records cached now (entries, bytes).
     pub fn record_cache_usage(&self) -> (u64, u64) {
         self.caches.as_ref().map_or((0, 0), |c| (c.records.len() as u64, c.records.weight()))
+    }
+
+    /// Units loaded from the journal so far, and loads that read again.
+    pub fn load_counts(&self) -> (u64, u64) {
+        (self.loads.load(Ordering::Relaxed), self.load_retries.load(Ordering::Relaxed))
     }
 
     /// Once a write is durable, its items leave the index for the caches
@@ -228,7 +279,7 @@ impl<J: Journal> Store<J> {
             let record = Arc::new(Item { body: stripped_body(), ..(**item).clone() });
             let record_size = 128 + item.tags.iter().map(String::len).sum::<usize>() + 8 * item.mentions.len();
             caches.bodies.insert(id, (item.body.clone(), body_size));
-            caches.records.insert(id, (record, record_size));
+            caches.records.insert(id.0, (Record::Item(record), record_size));
         }
     }
 
@@ -240,14 +291,17 @@ impl<J: Journal> Store<J> {
             return Ok(Some(i.clone()));
         }
         let Some(caches) = &self.caches else { return Ok(None) };
-        if let Some((i, _)) = caches.records.get(&id) {
+        if let Some((Record::Item(i), _)) = caches.records.get(&id.0) {
             return Ok(Some(i));
         }
-        let read = self.journal.read_items(&[id])?.pop().flatten();
+        let read = self.journal.read_records(&[id.0])?.pop().flatten();
         if let Some(v) = &read {
-            caches.records.insert(id, v.clone());
+            caches.records.insert(id.0, v.clone());
         }
-        Ok(read.map(|(i, _)| i))
+        Ok(match read {
+            Some((Record::Item(i), _)) => Some(i),
+            _ => None,
+        })
     }
 
     /// Runs a journal read (cache misses read the disk) on the blocking pool.
@@ -302,6 +356,12 @@ impl<J: Journal> Store<J> {
         Ok(())
     }
 
+    /// Marks the store failed: the index may hold a change the disk never got.
+    fn fail(&self, e: &StoreError) {
+        tracing::error!(error = %e, "a write failed to reach the disk: taking no more writes until a restart");
+        self.failed.store(true, Ordering::Release);
+    }
+
     /// Waits for `ticket` to be durable, on the blocking pool when the
     /// journal blocks; a failure marks the store failed.
     async fn sync(&self, ticket: Ticket) -> Result<()> {
@@ -314,34 +374,121 @@ impl<J: Journal> Store<J> {
         } else {
             self.journal.sync(ticket)
         };
-        res.inspect_err(|e| {
-            tracing::error!(error = %e, "a write failed to reach the disk: taking no more writes until a restart");
-            self.failed.store(true, Ordering::Release);
-        })
+        res.inspect_err(|e| self.fail(e))
     }
 
-    /// Decides the changes of a write under the index lock, journals and
-    /// applies them, releases the lock, then waits until they are durable.
-    async fn commit<T: Send>(&self, decide: impl FnOnce(&State) -> Result<(T, Vec<Change>)> + Send) -> Result<T> {
-        self.check_failed()?;
-        let (out, ticket, written) = {
-            let mut st = self.state.write();
-            let (out, changes) = decide(&st)?;
-            if changes.is_empty() {
+    /// Loads units from a lazy journal into the index. The disk is read
+    /// outside the lock; a unit is installed only if no write skipped it
+    /// after the durable watermark the read started from (else the load
+    /// waits for that write and reads again), so a loaded unit is never
+    /// missing a write (see `State`).
+    async fn load(&self, mut units: Vec<Unit>) -> Result<()> {
+        units.sort_unstable();
+        units.dedup();
+        loop {
+            let watermark = self.journal.durable();
+            let want = units.clone();
+            let data = self.read_off_runtime(move |j| j.load_units(&want)).await?;
+            let wait = {
+                let mut st = self.state.write();
+                let mut retry = Vec::new();
+                let mut wait = 0;
+                for (unit, data) in units.iter().zip(data) {
+                    match st.skipped_since(*unit, watermark) {
+                        Some(t) if !st.loaded(*unit) => {
+                            retry.push(*unit);
+                            wait = wait.max(t);
+                        }
+                        _ => st.install(*unit, data),
+                    }
+                }
+                self.loads.fetch_add((units.len() - retry.len()) as u64, Ordering::Relaxed);
+                if retry.is_empty() {
+                    return Ok(());
+                }
+                units = retry;
+                wait
+            };
+            self.load_retries.fetch_add(1, Ordering::Relaxed);
+            self.sync(wait).await?;
+        }
+    }
+
+    /// Runs a read under the index's read lock. `read` notes the units it
+    /// found missing (a lazy index); they are loaded and it runs again.
+    async fn read<T>(&self, read: impl Fn(&State, &mut Vec<Unit>) -> T) -> Result<T> {
+        loop {
+            let mut need = Vec::new();
+            let out = {
+                let st = self.state.read();
+                read(&st, &mut need)
+            };
+            if need.is_empty() {
                 return Ok(out);
             }
-            let ticket = self.journal.write(&changes)?;
-            let written: Vec<Arc<Item>> = changes
-                .iter()
-                .filter_map(|c| match c {
-                    Change::PutItem(i) | Change::UpdateItem(i) => Some(i.clone()),
-                    _ => None,
-                })
-                .collect();
-            for c in changes {
-                st.apply(c);
+            self.load(need).await?;
+        }
+    }
+
+    /// Reads a user's followers from memory, loading them first unless they
+    /// are too many to hold ([`FOLLOWERS_LOADED_WHOLE`]): `None` then, and
+    /// the caller reads the page it needs from the journal.
+    async fn followers_in_memory<T>(
+        &self,
+        user: UserId,
+        read: impl Fn(&SortedBlocks<FollowerPos>) -> T,
+    ) -> Result<Option<T>> {
+        self.read(|st, need| match st.user_for(Unit::Followers(user)) {
+            Ok(u) => Some(u.map_or_else(|| read(&SortedBlocks::default()), |u| read(&u.followers))),
+            Err(unit) => {
+                let head = st.user_or_need(Unit::Head(user), need)?;
+                if head.head.followers <= FOLLOWERS_LOADED_WHOLE {
+                    need.push(unit);
+                }
+                None
             }
-            (out, ticket, written)
+        })
+        .await
+    }
+
+    /// Decides the changes of a write under the index lock, applies and
+    /// journals them, releases the lock, then waits until they are durable.
+    /// `decide` notes the units it found missing; they, and the counters the
+    /// changes touch, are loaded first (and it decides again).
+    async fn commit<T: Send>(
+        &self,
+        decide: impl Fn(&State, &mut Vec<Unit>) -> Result<(T, Vec<Change>)> + Send + Sync,
+    ) -> Result<T> {
+        self.check_failed()?;
+        let (out, ticket, written) = loop {
+            let need = {
+                let mut st = self.state.write();
+                let mut need = Vec::new();
+                let decided = decide(&st, &mut need);
+                if need.is_empty() {
+                    let (out, changes) = decided?;
+                    if changes.is_empty() {
+                        return Ok(out);
+                    }
+                    st.required(&changes, &mut need);
+                    if need.is_empty() {
+                        let written = written_items(&changes);
+                        let mut ap = Applied::default();
+                        for c in &changes {
+                            st.apply(c.clone(), &mut ap);
+                        }
+                        let mut all = changes;
+                        all.extend(st.derived(&ap));
+                        // The index already has the batch: a journal that
+                        // cannot take it leaves the store failed.
+                        let ticket = self.journal.write(&all).inspect_err(|e| self.fail(e))?;
+                        st.note_skips(&ap.skipped, ticket, self.journal.durable());
+                        break (out, ticket, written);
+                    }
+                }
+                need
+            };
+            self.load(need).await?;
         };
         self.sync(ticket).await?;
         self.settle(&written);
@@ -353,13 +500,13 @@ impl<J: Journal> Store<J> {
 impl<J: Journal> Items for Store<J> {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
         self.tick();
-        self.commit(|st| {
+        self.commit(|st, need| {
             if let Some(k) = &item.idempotency_key {
-                // Pending keys are in the index; durable ones, with a journal
-                // that keeps items, only in the journal.
+                // Pending keys are in the index; durable ones, with a lazy
+                // journal, only in the journal.
                 let known = match st.idempotency.get(&(item.author, k.clone())) {
                     Some(id) => Some(*id),
-                    None if st.items_elsewhere => self.journal.idempotent(item.author, k)?,
+                    None if st.lazy => self.journal.idempotent(item.author, k)?,
                     None => None,
                 };
                 if let Some(existing) = known.map(|id| self.item_now(st, id)).transpose()?.flatten() {
@@ -367,15 +514,16 @@ impl<J: Journal> Items for Store<J> {
                 }
             }
             if let Some(orig) = item.repost_of
+                && st.item_or_need(orig, need)
                 && let Some(id) = st.repost_by.get(&(item.author, orig))
                 && let Some(existing) = self.item_now(st, *id)?
             {
                 return Ok((CreateOutcome::AlreadyReposted(existing), vec![]));
             }
-            if st.records.contains_key(&item.id.0) || (st.items_elsewhere && self.journal.has_item(item.id)?) {
+            if st.records.contains_key(&item.id.0) || (st.lazy && self.journal.has_item(item.id)?) {
                 return Err(StoreError::IdTaken(item.id.0));
             }
-            let item = Arc::new(item);
+            let item = Arc::new(item.clone());
             let mut changes = vec![Change::PutItem(item.clone())];
             if fan_out {
                 changes.push(Change::PutJob(Job { key: item.id.0, author: item.author, cursor: None, created: now }));
@@ -387,7 +535,7 @@ impl<J: Journal> Items for Store<J> {
 
     async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
         self.tick();
-        self.commit(|st| match self.item_now(st, id)? {
+        self.commit(|st, _| match self.item_now(st, id)? {
             Some(i) if !i.deleted => {
                 let mut new = change.apply(&i);
                 if is_stripped(&new.body) {
@@ -413,11 +561,11 @@ impl<J: Journal> Items for Store<J> {
             for (n, k) in keys.iter().enumerate() {
                 let found = match (st.records.get(k), &self.caches) {
                     (Some(r), _) => Some(r.clone()),
-                    (None, Some(c)) => c.records.get(&ItemId(*k)).map(|(i, _)| Record::Item(i)),
+                    (None, Some(c)) => c.records.get(k).map(|(r, _)| r),
                     (None, None) => None,
                 };
                 if found.is_none() && self.caches.is_some() {
-                    missing.push((n, ItemId(*k)));
+                    missing.push((n, *k));
                 }
                 out.push(found);
             }
@@ -425,13 +573,13 @@ impl<J: Journal> Items for Store<J> {
         if missing.is_empty() {
             return Ok(out);
         }
-        let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
-        let read = self.read_off_runtime(move |j| j.read_items(&want)).await?;
-        for ((n, id), got) in missing.into_iter().zip(read) {
+        let want: Vec<Key> = missing.iter().map(|(_, k)| *k).collect();
+        let read = self.read_off_runtime(move |j| j.read_records(&want)).await?;
+        for ((n, key), got) in missing.into_iter().zip(read) {
             if let (Some(c), Some(v)) = (&self.caches, &got) {
-                c.records.insert(id, v.clone());
+                c.records.insert(key, v.clone());
             }
-            out[n] = got.map(|(i, _)| Record::Item(i));
+            out[n] = got.map(|(r, _)| r);
         }
         Ok(out)
     }
@@ -478,27 +626,38 @@ impl<J: Journal> Items for Store<J> {
         limit: usize,
     ) -> Result<Vec<Key>> {
         self.tick();
-        let st = self.state.read();
-        let lists: Vec<&[Key]> = authors.iter().filter_map(|a| st.user(*a)).map(|u| u.outbox.as_slice()).collect();
-        Ok(merge_sorted(&lists, range, dir, limit))
+        self.read(|st, need| {
+            let lists: Vec<&[Key]> = authors
+                .iter()
+                .filter_map(|a| st.user_or_need(Unit::Outbox(*a), need))
+                .map(|u| u.outbox.as_slice())
+                .collect();
+            if need.is_empty() { merge_sorted(&lists, range, dir, limit) } else { Vec::new() }
+        })
+        .await
     }
 
     async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
         self.tick();
-        let st = self.state.read();
-        let mut set: Option<HashSet<UserId>> = None;
-        Ok(originals
-            .iter()
-            .map(|o| {
-                let all = st.reposts.get(o).map(Vec::as_slice).unwrap_or(&[]);
-                if all.len() <= reposters.len() {
-                    let set = set.get_or_insert_with(|| reposters.iter().copied().collect());
-                    all.iter().filter(|(u, _)| set.contains(u)).copied().collect()
-                } else {
-                    reposters.iter().filter_map(|r| st.repost_by.get(&(*r, *o)).map(|id| (*r, *id))).collect()
-                }
-            })
-            .collect())
+        self.read(|st, need| {
+            let mut set: Option<HashSet<UserId>> = None;
+            originals
+                .iter()
+                .map(|o| {
+                    if !st.item_or_need(*o, need) {
+                        return Vec::new();
+                    }
+                    let all = st.reposts.get(o).map(Vec::as_slice).unwrap_or(&[]);
+                    if all.len() <= reposters.len() {
+                        let set = set.get_or_insert_with(|| reposters.iter().copied().collect());
+                        all.iter().filter(|(u, _)| set.contains(u)).copied().collect()
+                    } else {
+                        reposters.iter().filter_map(|r| st.repost_by.get(&(*r, *o)).map(|id| (*r, *id))).collect()
+                    }
+                })
+                .collect()
+        })
+        .await
     }
 
     async fn hydration(
@@ -507,22 +666,24 @@ impl<J: Journal> Items for Store<J> {
         viewer: Option<UserId>,
     ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
         self.tick();
-        let st = self.state.read();
-        Ok(ids
-            .iter()
-            .map(|id| {
-                let counts = ItemCounts {
-                    replies: st.replies.get(id).copied().unwrap_or(0),
-                    reposts: st.reposts.get(id).map_or(0, |v| v.len() as u64),
-                    reactions: st.reactions.counts(*id),
-                };
-                let marks = viewer.map(|v| ViewerMarks {
-                    reposted: st.repost_by.contains_key(&(v, *id)),
-                    reactions: st.reactions.of_user(*id, v),
-                });
-                (counts, marks)
-            })
-            .collect())
+        self.read(|st, need| {
+            ids.iter()
+                .map(|id| {
+                    st.item_or_need(*id, need);
+                    let counts = ItemCounts {
+                        replies: st.replies.get(id).copied().unwrap_or(0),
+                        reposts: st.reposts.get(id).map_or(0, |v| v.len() as u64),
+                        reactions: st.reactions.counts(*id),
+                    };
+                    let marks = viewer.map(|v| ViewerMarks {
+                        reposted: st.repost_by.contains_key(&(v, *id)),
+                        reactions: st.reactions.of_user(*id, v),
+                    });
+                    (counts, marks)
+                })
+                .collect()
+        })
+        .await
     }
 
     async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
@@ -530,16 +691,23 @@ impl<J: Journal> Items for Store<J> {
         self.check_failed()?;
         // A read lock of the state: reactions to one item from many users
         // proceed in parallel; only the pair (item, user) is locked while its
-        // change is journaled and applied.
-        let ticket = {
-            let st = self.state.read();
-            let mut pair = st.reactions.lock(item, user);
-            if pair.has(kind) == on {
-                return Ok(false);
+        // change is journaled and applied. The item's reactions must be
+        // loaded (the change is decided from them).
+        let ticket = loop {
+            {
+                let st = self.state.read();
+                if st.loaded(Unit::Item(item)) {
+                    let mut pair = st.reactions.lock(item, user);
+                    if pair.has(kind) == on {
+                        return Ok(false);
+                    }
+                    let ticket =
+                        self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
+                    st.reactions.set_locked(&mut pair, kind, on);
+                    break ticket;
+                }
             }
-            let ticket = self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
-            st.reactions.set_locked(&mut pair, kind, on);
-            ticket
+            self.load(vec![Unit::Item(item)]).await?;
         };
         self.sync(ticket).await?;
         Ok(true)
@@ -547,7 +715,7 @@ impl<J: Journal> Items for Store<J> {
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {
         self.tick();
-        self.commit(|_| Ok(((), vec![Change::PutPromotion(p)]))).await
+        self.commit(|_, _| Ok(((), vec![Change::PutPromotion(p.clone())]))).await
     }
 
     async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
@@ -558,19 +726,26 @@ impl<J: Journal> Items for Store<J> {
 
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
         self.tick();
-        self.commit(|_| Ok(((), vec![Change::PutInsert { key, user, item }]))).await
+        self.commit(|_, _| Ok(((), vec![Change::PutInsert { key, user, item }]))).await
     }
 
     async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
         self.tick();
-        let st = self.state.read();
-        Ok(st.user(user).map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit)).unwrap_or_default())
+        self.read(|st, need| {
+            st.user_or_need(Unit::Inserts(user), need)
+                .map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit))
+                .unwrap_or_default()
+        })
+        .await
     }
 
     async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
         self.tick();
-        let st = self.state.read();
-        Ok(items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect())
+        self.read(|st, need| {
+            st.user_or_need(Unit::Inserts(user), need);
+            items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect()
+        })
+        .await
     }
 }
 
@@ -584,17 +759,17 @@ impl<J: Journal> Graph for Store<J> {
         max_following: usize,
     ) -> Result<Vec<FollowStatus>> {
         self.tick();
-        self.commit(|st| {
-            let mut count = st.user(user).map_or(0, |u| u.following.len());
+        self.commit(|st, need| {
+            let mut count = st.user_or_need(Unit::Head(user), need).map_or(0, |u| u.head.following as usize);
             let mut changes = Vec::new();
             let mut statuses = Vec::with_capacity(targets.len());
             let mut now_following: HashSet<UserId> = HashSet::new();
             for &t in targets {
-                let status = if let Some(since) = st.follow_since(user, t) {
+                let status = if let Some(since) = st.follow_since(user, t, need) {
                     FollowStatus::Already(since)
                 } else if now_following.contains(&t) {
                     FollowStatus::Already(at)
-                } else if st.relation(user, t).blocked_either_way() {
+                } else if st.relation_of(user, t, need).blocked_either_way() {
                     FollowStatus::Blocked
                 } else if count >= max_following {
                     FollowStatus::Limit
@@ -613,31 +788,29 @@ impl<J: Journal> Graph for Store<J> {
 
     async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
         self.tick();
-        self.commit(|st| {
-            if st.has_edge(EdgeKind::Follow, user, target) {
-                Ok((true, vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target }]))
-            } else {
-                Ok((false, vec![]))
-            }
+        self.commit(|st, need| match st.follow_since(user, target, need) {
+            Some(since) => Ok((true, vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target, since }])),
+            None => Ok((false, vec![])),
         })
         .await
     }
 
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
         self.tick();
-        self.commit(|st| {
+        self.commit(|st, need| {
             let mut changes = Vec::new();
+            let blocking = st.has_edge(EdgeKind::Block, user, target, need);
             if on {
-                if !st.has_edge(EdgeKind::Block, user, target) {
+                if !blocking {
                     changes.push(Change::PutEdge { kind: EdgeKind::Block, from: user, to: target, since: at });
                 }
                 for (a, b) in [(user, target), (target, user)] {
-                    if st.has_edge(EdgeKind::Follow, a, b) {
-                        changes.push(Change::DelEdge { kind: EdgeKind::Follow, from: a, to: b });
+                    if let Some(since) = st.follow_since(a, b, need) {
+                        changes.push(Change::DelEdge { kind: EdgeKind::Follow, from: a, to: b, since });
                     }
                 }
-            } else if st.has_edge(EdgeKind::Block, user, target) {
-                changes.push(Change::DelEdge { kind: EdgeKind::Block, from: user, to: target });
+            } else if blocking {
+                changes.push(Change::DelEdge { kind: EdgeKind::Block, from: user, to: target, since: at });
             }
             Ok(((), changes))
         })
@@ -646,11 +819,11 @@ impl<J: Journal> Graph for Store<J> {
 
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
         self.tick();
-        self.commit(|st| {
-            let has = st.has_edge(EdgeKind::Mute, user, target);
+        self.commit(|st, need| {
+            let has = st.has_edge(EdgeKind::Mute, user, target, need);
             let changes = match (on, has) {
                 (true, false) => vec![Change::PutEdge { kind: EdgeKind::Mute, from: user, to: target, since: at }],
-                (false, true) => vec![Change::DelEdge { kind: EdgeKind::Mute, from: user, to: target }],
+                (false, true) => vec![Change::DelEdge { kind: EdgeKind::Mute, from: user, to: target, since: at }],
                 _ => vec![],
             };
             Ok(((), changes))
@@ -660,8 +833,12 @@ impl<J: Journal> Graph for Store<J> {
 
     async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
         self.tick();
-        let st = self.state.read();
-        Ok(st.user(user).map(|u| u.following.iter().map(|e| e.0).collect()).unwrap_or_default())
+        self.read(|st, need| {
+            st.user_or_need(Unit::Out(user), need)
+                .map(|u| u.following.iter().map(|e| e.0).collect())
+                .unwrap_or_default()
+        })
+        .await
     }
 
     async fn list(
@@ -672,13 +849,24 @@ impl<J: Journal> Graph for Store<J> {
         limit: usize,
     ) -> Result<Vec<(UserId, Millis)>> {
         self.tick();
-        let st = self.state.read();
-        let Some(u) = st.user(user) else { return Ok(vec![]) };
-        let set = match which {
-            ListKind::Following => &u.following_by_time,
-            ListKind::Followers => &u.followers,
+        let page = match which {
+            ListKind::Following => {
+                self.read(|st, need| {
+                    let Some(u) = st.user_or_need(Unit::Out(user), need) else { return Some(vec![]) };
+                    Some(u.following_by_time.iter_before_rev(after.as_ref()).take(limit).copied().collect())
+                })
+                .await?
+            }
+            ListKind::Followers => {
+                self.followers_in_memory(user, |f| f.iter_before_rev(after.as_ref()).take(limit).copied().collect())
+                    .await?
+            }
         };
-        Ok(set.iter_before_rev(after.as_ref()).take(limit).map(|&(since, id)| (id, since)).collect())
+        let page = match page {
+            Some(p) => p,
+            None => self.read_off_runtime(move |j| j.followers_range(user, after, false, limit)).await?,
+        };
+        Ok(page.into_iter().map(|(since, id)| (id, since)).collect())
     }
 
     async fn followers_chunk(
@@ -688,28 +876,39 @@ impl<J: Journal> Graph for Store<J> {
         limit: usize,
     ) -> Result<Vec<FollowerPos>> {
         self.tick();
-        let st = self.state.read();
-        let Some(u) = st.user(user) else { return Ok(vec![]) };
-        Ok(u.followers.iter_after(after.as_ref()).take(limit).copied().collect())
+        match self.followers_in_memory(user, |f| f.iter_after(after.as_ref()).take(limit).copied().collect()).await? {
+            Some(chunk) => Ok(chunk),
+            None => self.read_off_runtime(move |j| j.followers_range(user, after, true, limit)).await,
+        }
     }
 
     async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
         self.tick();
-        let st = self.state.read();
-        Ok(others.iter().map(|o| st.relation(user, *o)).collect())
+        // `followed_by` is the other user's side: their out edges load too
+        // (a page's authors' follow lists: the graph is what memory keeps).
+        self.read(|st, need| {
+            others
+                .iter()
+                .map(|o| Relation {
+                    followed_by: st.followed_by(user, *o).unwrap_or_else(|unit| {
+                        need.push(unit);
+                        false
+                    }),
+                    ..st.relation_of(user, *o, need)
+                })
+                .collect()
+        })
+        .await
     }
 
     async fn counts(&self, user: UserId) -> Result<UserCounts> {
         self.tick();
-        let st = self.state.read();
-        Ok(st
-            .user(user)
-            .map(|u| UserCounts {
-                following: u.following.len() as u64,
-                followers: u.followers.len() as u64,
-                items: u.items,
-            })
-            .unwrap_or_default())
+        self.read(|st, need| {
+            st.user_or_need(Unit::Head(user), need)
+                .map(|u| UserCounts { following: u.head.following, followers: u.head.followers, items: u.head.items })
+                .unwrap_or_default()
+        })
+        .await
     }
 
     async fn health(&self) -> Result<()> {
@@ -722,12 +921,12 @@ impl<J: Journal> Graph for Store<J> {
         self.health().await?;
         let st = self.state.read();
         Ok(StoreStats {
-            users: st.users.len() as u64,
-            items: st.items_live,
-            follows: st.follows,
+            users: st.counters.users,
+            items: st.counters.items_live,
+            follows: st.counters.follows,
             pending_jobs: st.jobs.len() as u64,
             oldest_job: st.jobs.values().map(|j| j.created).min(),
-            max_key: st.max_key,
+            max_key: st.counters.max_key,
         })
     }
 }
@@ -750,7 +949,7 @@ impl<J: Journal> Jobs for Store<J> {
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
         self.tick();
         let recorded = self
-            .commit(|st| {
+            .commit(|st, _| {
                 let mut recorded = Vec::with_capacity(progress.len());
                 let mut changes = Vec::new();
                 for p in progress {

@@ -26,7 +26,7 @@ use std::time::Instant;
 use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Millis, NewItem, ObjectRef, UserId, Visibility};
 use tideway_service::Config;
 use tideway_service::config::BackendKind;
-use tideway_store_fjall::Importer;
+use tideway_store_fjall::{Existing, Importer};
 
 /// Items written per atomic batch.
 const ITEM_BATCH: usize = 10_000;
@@ -140,45 +140,47 @@ fn read_follows(path: &Path) -> Result<(Vec<(UserId, UserId)>, u64), String> {
 }
 
 /// Keeps the follows the graph allows, sorted, and counts the others.
+/// `existing` tells what the graph already holds of a follower (asked once
+/// per follower, in order).
 fn plan_follows(
     mut edges: Vec<(UserId, UserId)>,
-    state: &tideway_store::State,
+    existing: &mut dyn FnMut(UserId) -> Result<Existing, String>,
     max_following: usize,
     s: &mut Summary,
-) -> Vec<(UserId, UserId)> {
+) -> Result<Vec<(UserId, UserId)>, String> {
     let before = edges.len();
     edges.sort_unstable();
     edges.dedup();
     s.duplicates = (before - edges.len()) as u64;
     let mut keep = Vec::with_capacity(edges.len());
-    let mut current: Option<(UserId, usize)> = None;
+    let mut current: Option<(UserId, Existing, usize)> = None;
     for (a, b) in edges {
         if a == b {
             s.self_follows += 1;
             continue;
         }
-        let user = state.user(a);
-        if user.is_some_and(|u| u.follows(b).is_some()) {
+        if current.as_ref().is_none_or(|(u, _, _)| *u != a) {
+            let e = existing(a)?;
+            let count = e.following.len();
+            current = Some((a, e, count));
+        }
+        let Some((_, e, count)) = current.as_mut() else { continue };
+        if e.following.contains(&b) {
             s.existing += 1;
             continue;
         }
-        if user.is_some_and(|u| u.blocking.contains(&b) || u.blocked_by.contains(&b)) {
+        if e.blocked.contains(&b) {
             s.blocked += 1;
             continue;
         }
-        let count = match current {
-            Some((u, c)) if u == a => c,
-            _ => user.map_or(0, |u| u.following.len()),
-        };
-        if count >= max_following {
+        if *count >= max_following {
             s.over_limit += 1;
-            current = Some((a, count));
             continue;
         }
-        current = Some((a, count + 1));
+        *count += 1;
         keep.push((a, b));
     }
-    keep
+    Ok(keep)
 }
 
 #[derive(Deserialize)]
@@ -287,14 +289,24 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
     if args.follows.is_none() && args.items.is_none() {
         return Err("nothing to import: give --follows FILE and/or --items FILE".into());
     }
-    let importer = Importer::open(&cfg.storage.data_dir).map_err(|e| e.to_string())?;
+    let mut importer = Importer::open(&cfg.storage.data_dir).map_err(|e| e.to_string())?;
     let mut s = Summary::default();
     let now = Millis::now();
     if let Some(path) = &args.follows {
         let t = Instant::now();
         let (edges, lines) = read_follows(path)?;
         s.follow_lines = lines;
-        let keep = plan_follows(edges, importer.state(), cfg.graph.max_following, &mut s);
+        // Into a directory without edges nothing needs looking up.
+        let graph = importer.has_edges().map_err(|e| format!("reading the data directory: {e}"))?;
+        let keep = plan_follows(
+            edges,
+            &mut |u| match graph {
+                true => importer.existing(u).map_err(|e| format!("reading the data directory: {e}")),
+                false => Ok(Existing::default()),
+            },
+            cfg.graph.max_following,
+            &mut s,
+        )?;
         let bar = ProgressBar::new(keep.len() as u64);
         bar.set_style(
             ProgressStyle::with_template("writing follows [{bar:30}] {pos}/{len} ({per_sec}, eta {eta})")
@@ -331,7 +343,7 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
         // Pass 2: ids, then atomic batches.
         let ids = IdGenerator::new(cfg.server.node_id).map_err(|e| e.to_string())?;
         let mut batch = Vec::with_capacity(ITEM_BATCH);
-        let flush = |batch: &mut Vec<Item>| -> Result<(), String> {
+        let flush = |importer: &mut Importer, batch: &mut Vec<Item>| -> Result<(), String> {
             importer.write_items(batch).map_err(|e| format!("writing items: {e}"))?;
             batch.clear();
             Ok(())
@@ -351,11 +363,11 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
             };
             batch.push(item_of(item, id));
             if batch.len() >= ITEM_BATCH {
-                flush(&mut batch)?;
+                flush(&mut importer, &mut batch)?;
             }
             Ok(())
         })?;
-        flush(&mut batch)?;
+        flush(&mut importer, &mut batch)?;
         s.items_secs = t.elapsed().as_secs_f64();
     }
     importer.finish().map_err(|e| format!("making the import durable: {e}"))?;
@@ -371,9 +383,29 @@ mod tests {
         let u = UserId;
         let edges = vec![(u(1), u(2)), (u(1), u(2)), (u(1), u(1)), (u(1), u(3)), (u(1), u(4)), (u(2), u(1))];
         let mut s = Summary::default();
-        let keep = plan_follows(edges, &tideway_store::State::default(), 2, &mut s);
+        let keep = plan_follows(edges, &mut |_| Ok(Existing::default()), 2, &mut s).expect("plan");
         assert_eq!(keep, vec![(u(1), u(2)), (u(1), u(3)), (u(2), u(1))]);
         assert_eq!((s.duplicates, s.self_follows, s.over_limit), (1, 1, 1));
+        // What the graph holds counts: an existing follow, a block, the cap.
+        let edges = vec![(u(1), u(2)), (u(1), u(3)), (u(1), u(4)), (u(5), u(6))];
+        let mut s = Summary::default();
+        let mut asked = Vec::new();
+        let keep = plan_follows(
+            edges,
+            &mut |user| {
+                asked.push(user);
+                Ok(match user.0 {
+                    1 => Existing { following: [u(2)].into(), blocked: [u(3)].into() },
+                    _ => Existing::default(),
+                })
+            },
+            2,
+            &mut s,
+        )
+        .expect("plan");
+        assert_eq!(keep, vec![(u(1), u(4)), (u(5), u(6))]);
+        assert_eq!((s.existing, s.blocked, s.over_limit), (1, 1, 0));
+        assert_eq!(asked, vec![u(1), u(5)], "once per follower");
     }
 
     #[test]

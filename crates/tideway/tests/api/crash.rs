@@ -177,16 +177,20 @@ async fn acknowledged_writes_survive_kill_9() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_million_follower_delivery_survives_kill_9() {
     use tideway_core::{ItemKind, Millis, NewItem, UserId};
-    use tideway_store::{Graph, Jobs};
+    use tideway_store::Jobs;
     const FOLLOWERS: u64 = 1_000_000;
     let dir = tempfile::tempdir().expect("tempdir");
     let logs = tempfile::tempdir().expect("tempdir");
-    // Prepare the data directory with the library: 1M followers, one post.
+    // Prepare the data directory with the library: 1M followers (loaded in
+    // bulk, as `tideway import` does), one post.
+    {
+        let mut importer = tideway_store_fjall::Importer::open(dir.path()).expect("importer");
+        let follows: Vec<(UserId, UserId)> = (2..FOLLOWERS + 2).map(|f| (UserId(f), UserId(1))).collect();
+        importer.ingest_follows(&follows, Millis(1), &mut |_| {}).expect("follows");
+        importer.finish().expect("durable");
+    }
     let item = {
         let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("open");
-        for f in 2..FOLLOWERS + 2 {
-            store.follow_many(UserId(f), &[UserId(1)], Millis(1), 10).await.expect("follow");
-        }
         let backend: std::sync::Arc<dyn tideway_store::Backend> = std::sync::Arc::new(store);
         let opts = tideway_service::ServiceOptions { hot_followers: u64::MAX, ..Default::default() };
         let svc = tideway_service::FeedService::new(backend, opts, std::sync::Arc::new(tideway_service::SystemClock))
