@@ -1037,17 +1037,21 @@ impl Graph for SqlStore {
     async fn stats(&self) -> Result<StoreStats> {
         // Readiness: the database answers now, whatever the counts' age.
         self.health().await?;
-        let mut cached = self.stats.lock().await;
-        if let Some((at, s)) = *cached
-            && at.elapsed() < STATS_TTL
-        {
-            return Ok(s);
-        }
+        // Pending jobs are read every time (the table holds only what is
+        // still to deliver: small), so `pending` is 0 exactly when every
+        // accepted write is delivered; the store-wide counts are COUNT(*)s
+        // of whole tables, reused for `STATS_TTL`.
         let jobs = self.fetch("SELECT COUNT(*), MIN(created) FROM tw_jobs", &[]).await?;
         let (pending_jobs, oldest_job) = match jobs.first() {
             Some(r) => (int(r, 0)?.max(0) as u64, oint(r, 1)?.map(Millis)),
             None => (0, None),
         };
+        let mut cached = self.stats.lock().await;
+        if let Some((at, s)) = *cached
+            && at.elapsed() < STATS_TTL
+        {
+            return Ok(StoreStats { pending_jobs, oldest_job, ..s });
+        }
         let max = |sql: &'static str| async move {
             let rows = self.fetch(sql, &[]).await?;
             Ok::<u64, StoreError>(match rows.first() {

@@ -28,6 +28,34 @@ impl FreshDatabase {
         Ok(Self { base: base.to_owned(), url: format!("{server}/{name}"), name })
     }
 
+    /// Runs statements on the new database, in order, on one connection (bulk
+    /// loads of tests and benchmarks: rows written as a migration would).
+    pub async fn execute(&self, statements: &[String]) -> Result<()> {
+        let mut c = sqlx::AnyConnection::connect(&self.url).await.map_err(io)?;
+        for stmt in statements {
+            sqlx::query(stmt).execute(&mut c).await.map_err(io)?;
+        }
+        c.close().await.map_err(io)
+    }
+
+    /// The statements that make `n` users, `first..first + n`, follow `star`
+    /// (PostgreSQL: `generate_series`). `since` is the follow time as SQL over
+    /// the follower `g`: a constant, or `g` itself (a spread of times).
+    pub fn followers_sql(star: u64, first: u64, n: u64, since: &str) -> Vec<String> {
+        let last = first + n - 1;
+        vec![
+            format!(
+                "INSERT INTO tw_follows (follower, followee, since) SELECT g, {star}, {since} FROM generate_series({first}, {last}) g"
+            ),
+            format!(
+                "INSERT INTO tw_followers (followee, since, follower) SELECT {star}, {since}, g FROM generate_series({first}, {last}) g"
+            ),
+            format!("INSERT INTO tw_users (id, following) SELECT g, 1 FROM generate_series({first}, {last}) g"),
+            format!("INSERT INTO tw_users (id, followers) VALUES ({star}, {n})"),
+            "ANALYZE".to_owned(),
+        ]
+    }
+
     /// Drops the database (its connections must be closed first on MySQL;
     /// PostgreSQL's are closed by force).
     pub async fn drop(self) -> Result<()> {

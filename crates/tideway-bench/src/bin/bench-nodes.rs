@@ -225,28 +225,12 @@ async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
 /// then one follower's home page.
 #[allow(clippy::print_stdout, reason = "the report is this command's output")]
 async fn celebrity(args: &Args) -> Result<(), String> {
-    use sqlx::Connection;
     let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
     let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
     let (star, first, n) = (7u64, 1_000_000u64, args.celebrity);
     let t = Instant::now();
-    let mut c = sqlx::AnyConnection::connect(&db.url).await.map_err(|e| e.to_string())?;
-    for stmt in [
-        format!(
-            "INSERT INTO tw_follows (follower, followee, since) SELECT g, {star}, g FROM generate_series({first}, {}) g",
-            first + n - 1
-        ),
-        format!(
-            "INSERT INTO tw_followers (followee, since, follower) SELECT {star}, g, g FROM generate_series({first}, {}) g",
-            first + n - 1
-        ),
-        format!("INSERT INTO tw_users (id, following) SELECT g, 1 FROM generate_series({first}, {}) g", first + n - 1),
-        format!("INSERT INTO tw_users (id, followers) VALUES ({star}, {n})"),
-        "ANALYZE".to_owned(),
-    ] {
-        sqlx::query(&stmt).execute(&mut c).await.map_err(|e| e.to_string())?;
-    }
-    c.close().await.map_err(|e| e.to_string())?;
+    // The followers' follow times are their ids (a spread, as real follows have).
+    db.execute(&FreshDatabase::followers_sql(star, first, n, "g")).await.map_err(|e| e.to_string())?;
     eprintln!("  {n} follows loaded in {:.1} s", t.elapsed().as_secs_f64());
     let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
     ro.prefix = format!("celebrity{}:", std::process::id());

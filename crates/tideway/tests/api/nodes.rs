@@ -23,20 +23,44 @@ struct Cluster {
 }
 
 impl Cluster {
+    async fn create() -> Self {
+        Cluster {
+            db: tideway_store_sql::testing::FreshDatabase::create(&env("TIDEWAY_TEST_POSTGRES_URL")).await.expect("db"),
+            redis: env("TIDEWAY_TEST_REDIS_CLUSTER"),
+            prefix: format!("nodes{}x{}:", std::process::id(), rand::random::<u32>()),
+            dir: tempfile::tempdir().expect("tempdir"),
+            c: reqwest::Client::new(),
+        }
+    }
+
     async fn node(&self, id: u16) -> Proc {
+        self.node_with(id, &[("TIDEWAY_FANOUT__CHUNK_SIZE", "25")]).await
+    }
+
+    /// A node with more settings (they override the shared ones).
+    async fn node_with(&self, id: u16, more: &[(&str, &str)]) -> Proc {
         let id_s = id.to_string();
-        let env: [(&str, &str); 8] = [
+        let mut env: Vec<(&str, &str)> = vec![
             ("TIDEWAY_STORAGE__BACKEND", "postgres"),
             ("TIDEWAY_STORAGE__URL", &self.db.url),
             ("TIDEWAY_REDIS__URLS", &self.redis),
             ("TIDEWAY_REDIS__PREFIX", &self.prefix),
             ("TIDEWAY_SERVER__NODE_ID", &id_s),
-            ("TIDEWAY_FANOUT__CHUNK_SIZE", "25"),
             ("TIDEWAY_FANOUT__LEASE", "2s"),
             ("TIDEWAY_LOG", "warn"),
         ];
+        env.extend_from_slice(more);
         let data = self.dir.path().join(format!("node{id}"));
         start_with(&data, &self.dir.path().join(format!("node{id}.log")), &env).await
+    }
+
+    /// Deletes this test's Redis keys and its database.
+    async fn clean(self) {
+        let mut ro = tideway_store_redis::RedisOptions::new(self.redis.split(',').map(str::to_owned).collect(), 800);
+        ro.prefix = self.prefix.clone();
+        let r = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
+        r.purge().await.expect("purge");
+        self.db.drop().await.expect("drop the database");
     }
 
     async fn get(&self, url: String) -> Value {
@@ -90,13 +114,7 @@ impl Cluster {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_serve_one_service() {
-    let cl = Cluster {
-        db: tideway_store_sql::testing::FreshDatabase::create(&env("TIDEWAY_TEST_POSTGRES_URL")).await.expect("db"),
-        redis: env("TIDEWAY_TEST_REDIS_CLUSTER"),
-        prefix: format!("nodes{}:", std::process::id()),
-        dir: tempfile::tempdir().expect("tempdir"),
-        c: reqwest::Client::new(),
-    };
+    let cl = Cluster::create().await;
     let a = cl.node(1).await;
     let mut b = cl.node(2).await;
 
@@ -138,6 +156,7 @@ async fn two_nodes_serve_one_service() {
     ro.prefix = cl.prefix.clone();
     let r = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
     assert!(r.purge().await.expect("flush") > 0);
+    drop(r);
     assert_eq!(cl.home(&a, 100).await, want, "after a Redis flush");
     assert_eq!(cl.home(&a, 1003).await, vec![big.clone()]);
 
@@ -146,6 +165,69 @@ async fn two_nodes_serve_one_service() {
     assert_eq!(cl.home(&b, 100).await, want);
     assert_eq!(cl.home(&b, 1399).await, vec![big]);
     drop((a, b));
-    r.purge().await.expect("purge");
-    cl.db.drop().await.expect("drop the database");
+    cl.clean().await;
+}
+
+/// One million followers, loaded straight into PostgreSQL as a migration
+/// would; node B posts (the author is pushed: `hot_followers` raised) and is
+/// killed with `kill -9` in the middle of the delivery; node A finishes it
+/// after B's lease. Every sampled follower who was reading gets the item
+/// exactly once, and so do followers who were away (their first page is
+/// rebuilt from the database).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_million_follower_delivery_killed_midway_is_finished_by_the_other_node() {
+    use tideway_store_sql::testing::FreshDatabase;
+    const STAR: u64 = 7;
+    const FIRST: u64 = 1_000_000;
+    const N: u64 = 1_000_000;
+    let cl = Cluster::create().await;
+    // The schema (a node would create it at start), then the rows; follow
+    // times are the followers' ids, so the delivery walks them in id order.
+    drop(tideway_store_sql::SqlStore::connect(&cl.db.url).await.expect("schema"));
+    cl.db.execute(&FreshDatabase::followers_sql(STAR, FIRST, N, "g")).await.expect("1M follows");
+    let push = [("TIDEWAY_FANOUT__HOT_FOLLOWERS", "100000000"), ("TIDEWAY_FANOUT__CHUNK_SIZE", "1000")];
+    let a = cl.node_with(1, &push).await;
+    let b = cl.node_with(2, &push).await;
+    // Every 1000th follower reads (an inbox to deliver to); the others are away.
+    let readers: Vec<u64> = (FIRST..FIRST + N).step_by(1000).collect();
+    for &f in &readers {
+        assert!(cl.home(&a, f).await.is_empty());
+    }
+    let item = cl.post(&b, STAR).await;
+    // Kill B once its delivery has passed a tenth of the followers.
+    let tenth = readers[readers.len() / 10];
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while cl.home(&a, tenth).await.is_empty() {
+        assert!(Instant::now() < deadline, "B's delivery did not reach follower {tenth}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(b); // kill -9
+    let reached = {
+        let mut n = 0;
+        for &f in readers.iter().step_by(10) {
+            n += usize::from(!cl.home(&a, f).await.is_empty());
+        }
+        n
+    };
+    let stats = cl.get(format!("{}/v1/stats", a.base)).await;
+    assert_eq!(stats["fanout"]["pending"], json!(1), "killed midway: {reached} of 100 sampled followers had it");
+    eprintln!("at the kill, {reached} of 100 sampled followers had the item");
+    // A takes the job over after B's lease and finishes it.
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let stats = cl.get(format!("{}/v1/stats", a.base)).await;
+        if stats["fanout"]["pending"] == json!(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "A did not finish the delivery: {stats}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for &f in &readers {
+        assert_eq!(cl.home(&a, f).await, std::slice::from_ref(&item), "follower {f}: exactly once");
+    }
+    for f in [FIRST + 1, FIRST + N / 2 + 1, FIRST + N - 1] {
+        assert_eq!(cl.home(&a, f).await, std::slice::from_ref(&item), "follower {f}, away, rebuilt");
+    }
+    drop(a);
+    cl.clean().await;
 }
