@@ -817,8 +817,12 @@ pub struct Existing {
 pub struct Importer {
     journal: FjallJournal,
     counters: Counters,
-    /// The counters of the users written so far (read from disk first).
+    /// The counters of the users written so far (read from disk first);
+    /// they and the store's are written by [`Importer::finish`].
     heads: HashMap<UserId, Option<Head>>,
+    /// The `rebuild` mark is written: until `finish` removes it, an open
+    /// of the directory rebuilds the derived indexes (the import was cut).
+    marked: bool,
 }
 
 impl Importer {
@@ -826,7 +830,17 @@ impl Importer {
     /// data respects the graph already there.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let (journal, state) = FjallJournal::open(dir, SyncMode::Buffer, 32 << 20)?;
-        Ok(Self { journal, counters: state.counters, heads: HashMap::new() })
+        Ok(Self { journal, counters: state.counters, heads: HashMap::new(), marked: false })
+    }
+
+    /// Writes the `rebuild` mark (durably) before the first write.
+    fn mark(&mut self) -> Result<(), StoreError> {
+        if !self.marked {
+            self.journal.meta.insert("rebuild", b"import").map_err(io)?;
+            self.journal.db.persist(PersistMode::SyncAll).map_err(io)?;
+            self.marked = true;
+        }
+        Ok(())
     }
 
     /// Whether the directory holds any edge (else an import's plan needs
@@ -864,23 +878,13 @@ impl Importer {
         Ok(h.get_or_insert_with(Head::default))
     }
 
-    /// The writes that persist the counters of `users` and the store's.
-    fn counter_ops(&self, users: impl IntoIterator<Item = UserId>, ops: &mut Vec<Op>) {
-        for u in users {
-            if let Some(Some(h)) = self.heads.get(&u) {
-                ops.push(Op::Put(Space::Users, key_of(&[u.0]), head_value(h)));
-            }
-        }
-        ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(&self.counters)));
-    }
-
     /// Writes follows, sorted by (follower, followee) and free of
     /// duplicates and of follows already stored, in one ingestion per
     /// keyspace: the engine builds its tables directly from the sorted
-    /// streams. A `rebuild` mark written first (and removed last) makes the
-    /// next open rebuild the derived indexes if the import is cut short.
-    /// `progress` is called with the count written so far, every 65,536
-    /// follows.
+    /// streams. A `rebuild` mark written first (and removed by `finish`)
+    /// makes the next open rebuild the derived indexes if the import is cut
+    /// short. `progress` is called with the count written so far, every
+    /// 65,536 follows.
     pub fn ingest_follows(
         &mut self,
         follows: &[(UserId, UserId)],
@@ -890,8 +894,7 @@ impl Importer {
         if follows.is_empty() {
             return Ok(());
         }
-        self.journal.meta.insert("rebuild", b"import").map_err(io)?;
-        self.journal.db.persist(PersistMode::SyncAll).map_err(io)?;
+        self.mark()?;
         let since_bytes = millis_u64(since).to_be_bytes();
         let mut ingestion = self.journal.edges.start_ingestion().map_err(io)?;
         for (i, &(from, to)) in follows.iter().enumerate() {
@@ -911,28 +914,20 @@ impl Importer {
         }
         ingestion.finish().map_err(io)?;
         progress(follows.len());
-        let mut touched = Vec::new();
         for &(from, to) in follows {
             self.head(from)?.following += 1;
             self.head(to)?.followers += 1;
-            touched.extend([from, to]);
         }
-        touched.sort_unstable();
-        touched.dedup();
         self.counters.follows += follows.len() as u64;
-        let mut ops = Vec::new();
-        self.counter_ops(touched, &mut ops);
-        self.journal.flush(ops, PersistMode::SyncAll)?;
-        self.journal.meta.remove("rebuild").map_err(io)?;
-        self.journal.db.persist(PersistMode::SyncAll).map_err(io)
+        Ok(())
     }
 
     /// Writes items (new ids, no fan-out job: inboxes are rebuilt from the
-    /// outboxes on first read) as one atomic batch, with their authors'
-    /// counters and the store's.
+    /// outboxes on first read) as one atomic batch; their authors' counters
+    /// are written by `finish`.
     pub fn write_items(&mut self, items: &[Item]) -> Result<(), StoreError> {
-        let mut ops = Vec::with_capacity(items.len() * 3 + 1);
-        let mut authors = Vec::with_capacity(items.len());
+        self.mark()?;
+        let mut ops = Vec::with_capacity(items.len() * 3);
         for item in items {
             item_ops(item, true, &mut ops)?;
             if !item.deleted {
@@ -942,11 +937,7 @@ impl Importer {
                 self.head(item.author)?;
             }
             self.counters.max_key = self.counters.max_key.max(item.id.0);
-            authors.push(item.author);
         }
-        authors.sort_unstable();
-        authors.dedup();
-        self.counter_ops(authors, &mut ops);
         let mut b = self.journal.db.batch();
         for op in ops {
             match op {
@@ -967,10 +958,25 @@ impl Importer {
         self.journal.idempotent(author, key)
     }
 
-    /// Makes everything written durable (fsync), then writes the memtables
-    /// out as tables, so the next start does not recover the import from
-    /// the journal into memory.
+    /// Writes the counters of every user the import touched and the
+    /// store's, makes everything durable (fsync) and removes the `rebuild`
+    /// mark; then writes the memtables out as tables, so the next start does
+    /// not recover the import from the journal into memory.
     pub fn finish(self) -> Result<(), StoreError> {
+        let mut ops: Vec<Op> = self
+            .heads
+            .iter()
+            .filter_map(|(u, h)| h.as_ref().map(|h| Op::Put(Space::Users, key_of(&[u.0]), head_value(h))))
+            .collect();
+        ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(&self.counters)));
+        let mut out = Batches { j: &self.journal, ops: Vec::new() };
+        for op in ops {
+            out.push(op)?;
+        }
+        out.finish()?;
+        if self.marked {
+            self.journal.meta.remove("rebuild").map_err(io)?;
+        }
         self.journal.db.persist(PersistMode::SyncAll).map_err(io)?;
         for ks in self.journal.keyspaces() {
             ks.rotate_memtable_and_wait().map_err(io)?;
@@ -1289,6 +1295,34 @@ mod tests {
             assert_eq!(s.journal().idempotent(UserId(1), "k1").expect("read"), Some(ItemId(100)));
             assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 1);
         }
+    }
+
+    /// An import is cut before `finish` (which writes the counters): the
+    /// next open finds the mark and rebuilds them from what was written.
+    #[tokio::test]
+    async fn an_import_cut_before_it_finished_is_counted_at_the_next_open() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+            s.follow_many(UserId(9), &[UserId(1)], Millis(1), 10).await.expect("follow");
+        }
+        {
+            let mut im = Importer::open(dir.path()).expect("importer");
+            assert!(im.has_edges().expect("edges"));
+            assert_eq!(im.existing(UserId(9)).expect("existing").following, [UserId(1)].into());
+            im.ingest_follows(&[(UserId(2), UserId(1)), (UserId(3), UserId(1))], Millis(5), &mut |_| {})
+                .expect("follows");
+            im.write_items(&[post(100, 1), Item { idempotency_key: None, ..post(101, 1) }]).expect("items");
+            // Dropped without `finish`.
+        }
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open rebuilds");
+        let stats = s.stats().await.expect("stats");
+        assert_eq!((stats.users, stats.items, stats.follows, stats.max_key), (4, 2, 3, 101));
+        assert_eq!(
+            s.counts(UserId(1)).await.expect("counts"),
+            tideway_store::UserCounts { following: 0, followers: 3, items: 2 }
+        );
+        assert_eq!(followers(&s, 1).await, vec![2, 3, 9]);
     }
 
     /// A `tideway-3` directory (no reverse edges, counters or per-user
