@@ -1,0 +1,315 @@
+//! The embedded store at scale, beside the all-in-memory backend, in one run:
+//! a follow graph and N items with bodies are bulk-imported (as `tideway
+//! import` does), the store is opened (the time until it can serve), and
+//! home first pages are read by a sample of readers three times:
+//!
+//! 1. **cold**, right after the open: nothing of the index is loaded, no
+//!    inbox exists (as after a `kill -9`), records and bodies come from disk;
+//! 2. **warm**, the same readers again;
+//! 3. **cold index, inboxes from the snapshot**: a clean restart (the inbox
+//!    snapshot is written and read back), the index and caches empty.
+//!
+//! The baseline is the in-memory backend holding the same graph and items
+//! (loaded through the storage API), read by the same readers: first pages
+//! (inboxes rebuilt) and warm pages.
+//!
+//!   cargo run --release -p tideway-bench --bin bench-embedded -- \
+//!       [--graph twitter] [--items 1000000] [--body-bytes 400] [--cache-size 64MiB] \
+//!       [--readers 2000] [--memory-baseline true]
+//!
+//! Start-up time of the `tideway serve` process and its resident memory per
+//! item are measured by `scripts/bench-storage.sh` (a process of its own,
+//! beside another build).
+
+#![allow(clippy::print_stdout, reason = "a command whose output is its report")]
+
+#[path = "../workload.rs"]
+#[allow(dead_code, reason = "the bench binary uses only the graph loaders")]
+mod workload;
+
+use clap::Parser;
+use hdrhistogram::Histogram;
+use rand::distr::{Distribution, weighted::WeightedIndex};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Millis, UserId};
+use tideway_service::{FeedService, PageRequest, ServiceOptions, SystemClock};
+use tideway_store::{Backend, Store};
+use tideway_store_fjall::{Importer, SyncMode};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// `twitter`, an edge file, or `synthetic:USERS:FOLLOWS`.
+    #[arg(long, default_value = "twitter")]
+    graph: String,
+    /// Where `twitter` and `higgs` are read from.
+    #[arg(long, default_value = "../shared/data")]
+    data: PathBuf,
+    #[arg(long, default_value_t = 1_000_000)]
+    items: u64,
+    #[arg(long, default_value_t = 400)]
+    body_bytes: usize,
+    /// `storage.cache_size` of the embedded store.
+    #[arg(long, default_value = "64MiB")]
+    cache_size: String,
+    /// Readers sampled (users who follow someone).
+    #[arg(long, default_value_t = 2000)]
+    readers: usize,
+    /// Also load everything into the in-memory backend and read it there.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    memory_baseline: bool,
+    /// Where the data directory goes (a temporary one inside it).
+    #[arg(long, default_value = "/tmp")]
+    dir: PathBuf,
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+}
+
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()).map(|kb| kb * 1024))
+        })
+        .unwrap_or(0)
+}
+
+fn hist() -> Result<Histogram<u64>, String> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).map_err(|e| e.to_string())
+}
+
+/// (p50, p99) in µs.
+fn pct(h: &Histogram<u64>) -> (f64, f64) {
+    (h.value_at_quantile(0.5) as f64 / 1000.0, h.value_at_quantile(0.99) as f64 / 1000.0)
+}
+
+/// One first page (20 entries) for each reader; the latencies and the
+/// entries seen.
+async fn first_pages(svc: &FeedService, readers: &[UserId]) -> Result<(Histogram<u64>, usize), String> {
+    let mut h = hist()?;
+    let mut entries = 0;
+    for &u in readers {
+        let t = Instant::now();
+        let page = svc.home(u, &PageRequest { limit: 20, ..Default::default() }).await.map_err(|e| e.to_string())?;
+        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        entries += page.entries.len();
+    }
+    Ok((h, entries))
+}
+
+fn row(what: &str, ours: String, base: String) {
+    println!("| {what} | {ours} | {base} |");
+}
+
+fn ratio(base: f64, ours: f64) -> String {
+    if ours > 0.0 { format!("×{:.2}", base / ours) } else { "-".into() }
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() -> Result<(), String> {
+    let args = Args::parse();
+    let cache = tideway_service::config::ByteSize::parse(&args.cache_size)?.0;
+    let graph = workload::Graph::parse(&args.graph)?;
+    let opts = ServiceOptions { max_following: 5000, ..ServiceOptions::default() };
+    let mut edges = workload::edges(&graph, &args.data, args.seed, opts.max_following)?;
+    edges.sort_unstable();
+    edges.dedup();
+    let mut followers: HashMap<u64, u64> = HashMap::new();
+    for &(_, b) in &edges {
+        *followers.entry(b).or_default() += 1;
+    }
+    let mut users: Vec<u64> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
+    users.sort_unstable();
+    users.dedup();
+    eprintln!(
+        "{}: {} users, {} follows; {} items of {} B",
+        graph.describe(),
+        users.len(),
+        edges.len(),
+        args.items,
+        args.body_bytes
+    );
+
+    // Items: authors in proportion to their followers, one a millisecond,
+    // ending now.
+    let weights: Vec<u64> = users.iter().map(|u| followers.get(u).copied().unwrap_or(0).max(1)).collect();
+    let dist = WeightedIndex::new(&weights).map_err(|e| e.to_string())?;
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let ids = IdGenerator::new(0).map_err(|e| e.to_string())?;
+    let start = Millis::now().0 - args.items as i64 - 1000;
+    let text = "x".repeat(args.body_bytes);
+    let make = |i: u64, rng: &mut StdRng| -> Result<Item, String> {
+        let author = UserId(users[dist.sample(rng)]);
+        let id = ids.at(Millis(start + i as i64)).map_err(|e| e.to_string())?;
+        let mut body = serde_json::Map::new();
+        body.insert("text".into(), serde_json::Value::String(text.clone()));
+        Ok(Item { body: Arc::new(body), ..Item::new(ItemId(id), author, ItemKind::Post) })
+    };
+
+    // ------------------------------------------------------------ import
+    let dir = tempfile::tempdir_in(&args.dir).map_err(|e| e.to_string())?;
+    let follows: Vec<(UserId, UserId)> = edges.iter().map(|&(a, b)| (UserId(a), UserId(b))).collect();
+    let t = Instant::now();
+    let mut importer = Importer::open(dir.path()).map_err(|e| e.to_string())?;
+    importer.ingest_follows(&follows, Millis(start), &mut |_| {}).map_err(|e| e.to_string())?;
+    let follows_s = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let mut all_items: Vec<Item> = Vec::new();
+    let mut batch = Vec::with_capacity(10_000);
+    for i in 0..args.items {
+        let item = make(i, &mut rng)?;
+        if args.memory_baseline {
+            all_items.push(item.clone());
+        }
+        batch.push(item);
+        if batch.len() == 10_000 {
+            importer.write_items(&batch).map_err(|e| e.to_string())?;
+            batch.clear();
+        }
+    }
+    importer.write_items(&batch).map_err(|e| e.to_string())?;
+    importer.finish().map_err(|e| e.to_string())?;
+    let items_s = t.elapsed().as_secs_f64();
+
+    println!("\n| measure | embedded store | in-memory backend (same run) |\n|---|---|---|");
+    row(
+        "bulk import (Importer)",
+        format!(
+            "{:.0} follows/s ({} in {follows_s:.2} s); {:.0} items/s ({} in {items_s:.1} s)",
+            edges.len() as f64 / follows_s,
+            edges.len(),
+            args.items as f64 / items_s,
+            args.items
+        ),
+        String::new(),
+    );
+
+    // ------------------------------------------------------------ open
+    let rss0 = rss_bytes();
+    let t = Instant::now();
+    let open = || -> Result<Arc<dyn Backend>, String> {
+        Ok(Arc::new(
+            tideway_store_fjall::open_cached(dir.path(), SyncMode::Fsync, opts.max_len, cache)
+                .map_err(|e| e.to_string())?,
+        ))
+    };
+    let backend = open()?;
+    let svc =
+        FeedService::new(backend.clone(), opts.clone(), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
+    let ready_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let rss_open = rss_bytes();
+
+    let readers: Vec<UserId> = {
+        let with: Vec<u64> = {
+            let mut v: Vec<u64> = edges.iter().map(|e| e.0).collect();
+            v.dedup();
+            v
+        };
+        (0..args.readers).map(|_| UserId(with[rng.random_range(0..with.len())])).collect()
+    };
+
+    // ------------------------------------------------------------ memory baseline
+    let memory = if args.memory_baseline {
+        let t = Instant::now();
+        let mem: Arc<dyn Backend> = Arc::new(Store::in_memory(opts.max_len));
+        let mut i = 0;
+        while i < follows.len() {
+            let from = follows[i].0;
+            let mut targets = Vec::new();
+            while i < follows.len() && follows[i].0 == from {
+                targets.push(follows[i].1);
+                i += 1;
+            }
+            mem.follow_many(from, &targets, Millis(start), opts.max_following).await.map_err(|e| e.to_string())?;
+        }
+        for item in all_items.drain(..) {
+            mem.create_item(item, false, Millis(start)).await.map_err(|e| e.to_string())?;
+        }
+        let load_s = t.elapsed().as_secs_f64();
+        let msvc =
+            FeedService::new(mem.clone(), opts.clone(), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
+        let (first, _) = first_pages(&msvc, &readers).await?;
+        let (warm, _) = first_pages(&msvc, &readers).await?;
+        Some((load_s, first, warm))
+    } else {
+        None
+    };
+
+    row(
+        "ready (open the data directory, start the service)",
+        format!("{ready_ms:.1} ms; RSS +{:.1} MB", rss_open.saturating_sub(rss0) as f64 / 1e6),
+        memory.as_ref().map_or(String::new(), |m| format!("everything loaded through the API: {:.1} s", m.0)),
+    );
+
+    // ------------------------------------------------------------ pages
+    let (cold, entries) = first_pages(&svc, &readers).await?;
+    let (warm, _) = first_pages(&svc, &readers).await?;
+    let rss_read = rss_bytes();
+    let (c50, c99) = pct(&cold);
+    let (w50, w99) = pct(&warm);
+    let (mem_first, mem_warm) = match &memory {
+        Some((_, f, w)) => (Some(pct(f)), Some(pct(w))),
+        None => (None, None),
+    };
+    let vs = |m: Option<(f64, f64)>, ours: (f64, f64)| {
+        m.map_or(String::new(), |(b50, b99)| {
+            format!(
+                "p50 {b50:.1} µs, p99 {b99:.1} µs (ours / theirs: p50 {}, p99 {})",
+                ratio(ours.0, b50),
+                ratio(ours.1, b99)
+            )
+        })
+    };
+    row(
+        "home first page (20), cold: right after the open, no inbox (rebuilt), index and caches empty",
+        format!(
+            "p50 {c50:.1} µs, p99 {c99:.1} µs ({} readers, {:.1} entries a page)",
+            readers.len(),
+            entries as f64 / readers.len().max(1) as f64
+        ),
+        format!("first read, inbox rebuilt: {}", vs(mem_first, (c50, c99))),
+    );
+    row(
+        "home first page (20), warm: the same readers again",
+        format!("p50 {w50:.1} µs, p99 {w99:.1} µs"),
+        vs(mem_warm, (w50, w99)),
+    );
+
+    // ------------------------------------------------------------ clean restart
+    let snap = dir.path().join("inboxes.snapshot");
+    svc.save_snapshot(&snap).await.map_err(|e| e.to_string())?;
+    drop(svc);
+    drop(backend);
+    let t = Instant::now();
+    let backend = open()?;
+    let svc =
+        FeedService::new(backend.clone(), opts.clone(), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
+    svc.load_snapshot(&snap).await.map_err(|e| e.to_string())?;
+    let restart_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let (snapped, _) = first_pages(&svc, &readers).await?;
+    let (s50, s99) = pct(&snapped);
+    row(
+        "home first page (20) after a clean restart: inboxes from the snapshot, index and caches empty",
+        format!("p50 {s50:.1} µs, p99 {s99:.1} µs (restart with the snapshot: {restart_ms:.1} ms)"),
+        vs(mem_warm, (s50, s99)),
+    );
+    row(
+        "process RSS after the reads",
+        format!(
+            "+{:.1} MB over the open store ({} readers' units, inboxes and the caches of {})",
+            rss_read.saturating_sub(rss_open) as f64 / 1e6,
+            readers.len(),
+            args.cache_size
+        ),
+        String::new(),
+    );
+    Ok(())
+}
