@@ -981,6 +981,12 @@ impl Importer {
         for ks in self.journal.keyspaces() {
             ks.rotate_memtable_and_wait().map_err(io)?;
         }
+        // Memtables the engine sealed on its own (its journal filled up)
+        // may still be flushing: an exit now would leave them to be replayed
+        // into memory at the next start.
+        while self.journal.keyspaces().iter().any(|ks| ks.sealed_memtable_count() > 0) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         Ok(())
     }
 }
