@@ -26,6 +26,7 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("inboxes", |b| Box::pin(inboxes(b))),
     ("bodies", |b| Box::pin(bodies(b))),
     ("graph_counts", |b| Box::pin(graph_counts(b))),
+    ("hub", |b| Box::pin(hub(b))),
 ];
 
 /// The inbox cap the harness gives every backend (`timeline.max_len`).
@@ -269,4 +270,46 @@ pub async fn graph_counts(b: &dyn Backend) {
         .await
         .expect("patch");
     assert_eq!(counts(2).await, UserCounts { following: 1, followers: 1, items: 2 });
+}
+
+/// `Hub`: every subscription open when signals are published receives them,
+/// in order; one opened later does not; publishing with no subscription
+/// succeeds; a subscriber that falls behind is told (`Lagged`) instead of
+/// holding an unbounded backlog.
+pub async fn hub(b: &dyn Backend) {
+    use tideway_store::{Received, Signal};
+    async fn next(sub: &mut tideway_store::Subscription) -> Received {
+        tokio::time::timeout(std::time::Duration::from_secs(5), sub.recv()).await.expect("a signal within 5 s")
+    }
+    b.publish(&[Signal::Work]).await.expect("publish with no subscription");
+    let mut a = b.subscribe().await.expect("subscribe");
+    let mut c = b.subscribe().await.expect("subscribe");
+    b.publish(&[Signal::Work, Signal::Home(UserId(7))]).await.expect("publish");
+    b.publish(&[Signal::Home(UserId(u64::MAX >> 1))]).await.expect("publish");
+    for sub in [&mut a, &mut c] {
+        assert_eq!(next(sub).await, Received::Signal(Signal::Work));
+        assert_eq!(next(sub).await, Received::Signal(Signal::Home(UserId(7))));
+        assert_eq!(next(sub).await, Received::Signal(Signal::Home(UserId(u64::MAX >> 1))));
+    }
+    let mut late = b.subscribe().await.expect("subscribe");
+    b.publish(&[Signal::Home(UserId(8))]).await.expect("publish");
+    assert_eq!(next(&mut late).await, Received::Signal(Signal::Home(UserId(8))), "earlier signals are not replayed");
+    // `a` reads nothing while many signals pass: it falls behind.
+    let many: Vec<Signal> = (1..=5000).map(|u| Signal::Home(UserId(u))).collect();
+    b.publish(&many).await.expect("publish");
+    let mut lagged = false;
+    for _ in 0..=many.len() + 1 {
+        match next(&mut a).await {
+            Received::Lagged => {
+                lagged = true;
+                break;
+            }
+            Received::Signal(_) => {}
+            Received::Closed => panic!("the hub closed"),
+        }
+    }
+    assert!(lagged, "a subscriber 5,000 signals behind is told it lagged");
+    let mut fresh = b.subscribe().await.expect("subscribe");
+    b.publish(&[Signal::Work]).await.expect("publish");
+    assert_eq!(next(&mut fresh).await, Received::Signal(Signal::Work), "the hub goes on");
 }

@@ -29,6 +29,6 @@ fn every_suite_is_in_the_matrix() {
     let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
     assert_eq!(
         names,
-        vec!["items_update", "jobs_leases", "activity", "hot_authors", "inboxes", "bodies", "graph_counts"]
+        vec!["items_update", "jobs_leases", "activity", "hot_authors", "inboxes", "bodies", "graph_counts", "hub"]
     );
 }

@@ -12,7 +12,7 @@ use crate::service::FeedService;
 use std::sync::Arc;
 use std::time::Duration;
 use tideway_core::UserId;
-use tideway_store::{JobProgress, WorkerId};
+use tideway_store::{JobProgress, Received, Signal, Subscription, WorkerId};
 use tokio_util::sync::CancellationToken;
 
 /// Jobs advanced side by side in one step (and recorded in one durable write).
@@ -34,16 +34,26 @@ pub struct FanoutWorker {
     /// This worker's id in job leases (random: unique among the workers of
     /// a deployment without coordination).
     id: WorkerId,
+    /// How long an idle worker waits for a wake-up from the event hub
+    /// before it looks for work anyway (a lost signal costs at most this).
+    poll: Duration,
 }
 
 impl FanoutWorker {
     pub fn new(svc: Arc<FeedService>) -> Self {
-        Self { svc, id: rand::random() }
+        Self { svc, id: rand::random(), poll: Duration::from_secs(1) }
     }
 
     /// A worker with a chosen id (tests of leases between workers).
     pub fn with_id(svc: Arc<FeedService>, id: WorkerId) -> Self {
-        Self { svc, id }
+        Self { id, ..Self::new(svc) }
+    }
+
+    /// Sets how long an idle worker waits before it looks for work without
+    /// a wake-up (default 1 s).
+    pub fn poll_every(mut self, poll: Duration) -> Self {
+        self.poll = poll;
+        self
     }
 
     /// Advances each of the oldest jobs no other worker holds by one chunk.
@@ -97,10 +107,21 @@ impl FanoutWorker {
 
     /// Runs until cancelled: steps while there is work (a step awaits its
     /// durable checkpoint; the embedded store syncs on the blocking pool),
-    /// sleeps until notified (or a second passes) when there is none.
+    /// sleeps until the event hub says there is work, on any node, or its
+    /// poll interval (a second) passes, when there is none.
     pub async fn run(self, cancel: CancellationToken) {
         let mut last_sweep = std::time::Instant::now();
+        let mut hub: Option<Subscription> = None;
         loop {
+            if hub.is_none() {
+                hub = match self.svc.backend.subscribe().await {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "the fan-out worker cannot hear the event hub; it polls");
+                        None
+                    }
+                };
+            }
             // Once a minute, drop the inboxes of readers who went inactive.
             if last_sweep.elapsed() >= Duration::from_secs(60) {
                 last_sweep = std::time::Instant::now();
@@ -124,10 +145,25 @@ impl FanoutWorker {
                 break;
             }
             if idle {
-                tokio::select! {
+                let woken = async {
+                    match hub.as_mut() {
+                        Some(sub) => loop {
+                            match sub.recv().await {
+                                Received::Signal(Signal::Work) | Received::Lagged => return true,
+                                Received::Signal(_) => {}
+                                Received::Closed => return false,
+                            }
+                        },
+                        None => std::future::pending().await,
+                    }
+                };
+                let closed = tokio::select! {
                     _ = cancel.cancelled() => break,
-                    _ = self.svc.work.notified() => {}
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    open = woken => !open,
+                    _ = tokio::time::sleep(self.poll) => false,
+                };
+                if closed {
+                    hub = None;
                 }
             }
         }

@@ -12,7 +12,8 @@ use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemKind, Key, Millis, NewItem, UserId};
 use tideway_service::{FanoutWorker, FeedService, ManualClock, PageRequest, ServiceError, ServiceOptions};
 use tideway_store::{
-    Activity, Backend, HotAuthors, InboxRead, InboxStats, Inboxes, NoJournal, Result, Split, Store, StoreError,
+    Activity, Backend, HotAuthors, Hub, InboxRead, InboxStats, Inboxes, NoJournal, Result, Signal, Split, Store,
+    StoreError, Subscription,
 };
 
 /// An in-memory shared half with a switch.
@@ -81,6 +82,16 @@ impl Activity for Switch {
     }
     async fn import_activity(&self, e: &[(UserId, Millis)]) -> Result<()> {
         self.up()?.import_activity(e).await
+    }
+}
+
+#[async_trait]
+impl Hub for Switch {
+    async fn publish(&self, signals: &[Signal]) -> Result<()> {
+        self.up()?.publish(signals).await
+    }
+    async fn subscribe(&self) -> Result<Subscription> {
+        self.up()?.subscribe().await
     }
 }
 

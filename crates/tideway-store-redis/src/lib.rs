@@ -11,6 +11,7 @@
 //! | `{p}i{<user>}`     | string | the user's inbox (layout below) |
 //! | `{p}a{a<shard>}`   | zset   | activity: member user id, score last read (ms) |
 //! | `{p}h{h<shard>}`   | hash   | hot authors: field author id, value newest unpushed key (8 bytes) |
+//! | `{p}hub`           | channel | the event hub: signals, `w` (work) or `h<user>` (a home), comma-separated |
 //!
 //! The braces are Redis Cluster hash tags: every key of one user carries
 //! `{<user>}`, so it lives in that user's slot, and the 16 activity and hot
@@ -34,6 +35,16 @@
 //! cluster's slot map. A script that reaches a key its node no longer serves
 //! (a resharding moved the slot) fails; the batch is then sent again after
 //! the slot map is read again (deliveries are idempotent).
+//!
+//! # The event hub
+//!
+//! A `publish` is one `PUBLISH` of all its signals. Each node keeps one
+//! subscribed connection (a plain one, to one of the URLs: a cluster
+//! forwards `PUBLISH` to every node), started by the first `subscribe`, which
+//! waits until the server confirmed the subscription. Its messages are
+//! passed to the node's subscriptions through a broadcast channel; when the
+//! connection is lost, it subscribes again (on the next URL) and the
+//! subscriptions receive `Lagged`: signals may have been lost meanwhile.
 
 mod scripts;
 
@@ -47,7 +58,9 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Key, Millis, UserId};
-use tideway_store::{Activity, HotAuthors, InboxRead, InboxStats, Inboxes, Result, StoreError};
+use tideway_store::{
+    Activity, HotAuthors, Hub, HubEvent, InboxRead, InboxStats, Inboxes, Result, Signal, StoreError, Subscription,
+};
 
 /// Activity and hot-author shards (keys); enough to spread over a cluster.
 const SHARDS: u64 = 16;
@@ -197,6 +210,101 @@ pub struct RedisShared {
     /// A cluster's slot ranges and the primary serving each (from CLUSTER
     /// SLOTS; refreshed when a pipeline fails, e.g. after a resharding).
     slots: parking_lot::RwLock<Vec<(u16, u16, Node)>>,
+    hub: RedisHub,
+}
+
+/// The event hub's side of a node: where signals are published, and the
+/// listener that passes them to this node's subscriptions.
+struct RedisHub {
+    urls: Vec<String>,
+    channel: String,
+    timeout: Duration,
+    tx: tokio::sync::broadcast::Sender<HubEvent>,
+    /// The listener task, once started; it reports when it is subscribed.
+    listener: tokio::sync::Mutex<Option<(tokio::task::JoinHandle<()>, tokio::sync::watch::Receiver<bool>)>>,
+}
+
+impl Drop for RedisHub {
+    fn drop(&mut self) {
+        if let Some((task, _)) = self.listener.get_mut().take() {
+            task.abort();
+        }
+    }
+}
+
+/// A message of the hub's channel: its signals, comma-separated.
+fn encode_signals(signals: &[Signal]) -> String {
+    let parts: Vec<String> = signals
+        .iter()
+        .filter_map(|s| match s {
+            Signal::Work => Some("w".to_owned()),
+            Signal::Home(u) => Some(format!("h{}", u.0)),
+            // A signal this build cannot send to other nodes.
+            _ => None,
+        })
+        .collect();
+    parts.join(",")
+}
+
+/// The signals of a message (unknown ones, from a newer node, are skipped).
+fn decode_signals(msg: &str) -> impl Iterator<Item = Signal> + '_ {
+    msg.split(',').filter_map(|part| match part.as_bytes().first() {
+        Some(b'w') if part.len() == 1 => Some(Signal::Work),
+        Some(b'h') => part[1..].parse().ok().map(|u| Signal::Home(UserId(u))),
+        _ => None,
+    })
+}
+
+impl RedisHub {
+    /// Subscribes on one of the URLs after another until one answers, then
+    /// passes messages on until the connection is lost; forever.
+    async fn listen(
+        urls: Vec<String>,
+        channel: String,
+        timeout: Duration,
+        tx: tokio::sync::broadcast::Sender<HubEvent>,
+        ready: tokio::sync::watch::Sender<bool>,
+    ) {
+        use futures_util::StreamExt;
+        let mut backoff = Duration::from_millis(50);
+        let mut first = true;
+        for url in urls.iter().cycle() {
+            let subscribed = async {
+                let client = redis::Client::open(url.as_str())?;
+                let mut ps = tokio::time::timeout(timeout, client.get_async_pubsub())
+                    .await
+                    .map_err(|_| RedisError::from((redis::ErrorKind::Io, "timed out connecting")))??;
+                ps.subscribe(&channel).await?;
+                Ok::<_, RedisError>(ps)
+            }
+            .await;
+            match subscribed {
+                Ok(ps) => {
+                    backoff = Duration::from_millis(50);
+                    // Whatever was published while no connection listened
+                    // is lost: subscriptions hear of it.
+                    if !first {
+                        let _ = tx.send(HubEvent::Gap);
+                    }
+                    first = false;
+                    let _ = ready.send(true);
+                    let mut messages = ps.into_on_message();
+                    while let Some(msg) = messages.next().await {
+                        if let Ok(text) = msg.get_payload::<String>() {
+                            for s in decode_signals(&text) {
+                                let _ = tx.send(HubEvent::Signal(s));
+                            }
+                        }
+                    }
+                    let _ = ready.send(false);
+                    tracing::warn!(url, "the event hub's connection to Redis was lost; subscribing again");
+                }
+                Err(e) => tracing::warn!(url, error = %e, "the event hub could not subscribe to Redis; retrying"),
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(2));
+        }
+    }
 }
 
 /// A Redis node's address.
@@ -256,8 +364,16 @@ impl RedisShared {
             }
         };
         let cap = opts.inbox_cap.max(1);
+        let hub = RedisHub {
+            urls: opts.urls.clone(),
+            channel: format!("{}hub", opts.prefix),
+            timeout: opts.timeout,
+            tx: tokio::sync::broadcast::channel(tideway_store::components::HUB_CAPACITY).0,
+            listener: tokio::sync::Mutex::new(None),
+        };
         let me = Self {
             conn,
+            hub,
             prefix: opts.prefix,
             cap,
             slack: (cap / 10).max(4),
@@ -763,6 +879,46 @@ impl HotAuthors for RedisShared {
     }
 }
 
+#[async_trait]
+impl Hub for RedisShared {
+    async fn publish(&self, signals: &[Signal]) -> Result<()> {
+        let msg = encode_signals(signals);
+        if msg.is_empty() {
+            return Ok(());
+        }
+        let _: i64 = self.query(redis::cmd("PUBLISH").arg(&self.hub.channel).arg(msg)).await?;
+        Ok(())
+    }
+
+    /// The first call starts this node's listener and waits (at most the
+    /// command timeout) until the server confirmed its subscription.
+    async fn subscribe(&self) -> Result<Subscription> {
+        let h = &self.hub;
+        let mut ready = {
+            let mut listener = h.listener.lock().await;
+            let (_, ready) = listener.get_or_insert_with(|| {
+                let (tx_ready, rx_ready) = tokio::sync::watch::channel(false);
+                let task = tokio::spawn(RedisHub::listen(
+                    h.urls.clone(),
+                    h.channel.clone(),
+                    h.timeout,
+                    h.tx.clone(),
+                    tx_ready,
+                ));
+                (task, rx_ready)
+            });
+            ready.clone()
+        };
+        // Subscribed before this returns: what is published next is heard.
+        let sub = Subscription::new(h.tx.subscribe());
+        tokio::time::timeout(h.timeout, ready.wait_for(|up| *up))
+            .await
+            .map_err(|_| StoreError::Io("redis: the event hub could not subscribe in time".into()))?
+            .map_err(|_| StoreError::Io("redis: the event hub's listener stopped".into()))?;
+        Ok(sub)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -795,5 +951,16 @@ mod tests {
         assert_eq!(user_of("t1:", &key), Some(UserId(42)));
         assert_eq!(user_of("t2:", &key), None, "another prefix");
         assert_eq!(user_of("t1:", "t1:a{a3}"), None, "not an inbox");
+    }
+
+    #[test]
+    fn hub_messages_round_trip_and_skip_what_they_do_not_know() {
+        use tideway_store::Signal;
+        let signals = [Signal::Work, Signal::Home(UserId(7)), Signal::Home(UserId(u64::MAX >> 1))];
+        let msg = encode_signals(&signals);
+        assert_eq!(msg, format!("w,h7,h{}", u64::MAX >> 1));
+        assert_eq!(decode_signals(&msg).collect::<Vec<_>>(), signals);
+        assert_eq!(decode_signals("x9,w,h,hx,wz,h3").collect::<Vec<_>>(), vec![Signal::Work, Signal::Home(UserId(3))]);
+        assert_eq!(encode_signals(&[]), "");
     }
 }

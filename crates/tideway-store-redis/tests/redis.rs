@@ -181,3 +181,40 @@ async fn a_bad_url_is_refused_naming_the_setting() {
         }
     }
 }
+
+/// Two nodes (two connections with one prefix) hear each other's signals;
+/// another deployment's prefix hears nothing.
+async fn nodes_hear_each_other(urls: Vec<String>) {
+    use tideway_store::{Hub, Received, Signal};
+    let prefix = format!("test{}:", rand::random::<u64>());
+    let node = |prefix: String| {
+        let urls = urls.clone();
+        async move {
+            let mut opts = RedisOptions::new(urls, INBOX_CAP);
+            opts.prefix = prefix;
+            RedisShared::connect(opts).await.expect("connect to redis")
+        }
+    };
+    let (a, b, other) =
+        (node(prefix.clone()).await, node(prefix).await, node(format!("test{}:", rand::random::<u64>())).await);
+    let mut on_b = b.subscribe().await.expect("subscribe");
+    let mut on_other = other.subscribe().await.expect("subscribe");
+    a.publish(&[Signal::Work, Signal::Home(UserId(42))]).await.expect("publish");
+    let next = async |s: &mut tideway_store::Subscription| {
+        tokio::time::timeout(std::time::Duration::from_secs(5), s.recv()).await.expect("a signal within 5 s")
+    };
+    assert_eq!(next(&mut on_b).await, Received::Signal(Signal::Work));
+    assert_eq!(next(&mut on_b).await, Received::Signal(Signal::Home(UserId(42))));
+    other.publish(&[Signal::Home(UserId(1))]).await.expect("publish");
+    assert_eq!(next(&mut on_other).await, Received::Signal(Signal::Home(UserId(1))), "not A's signals");
+}
+
+#[tokio::test]
+async fn hub_signals_cross_nodes_on_redis() {
+    nodes_hear_each_other(single()).await;
+}
+
+#[tokio::test]
+async fn hub_signals_cross_nodes_on_a_cluster() {
+    nodes_hear_each_other(cluster()).await;
+}

@@ -1,5 +1,6 @@
 //! In-process implementations of the shared components of the seam: reader
-//! activity, hot authors' unpushed keys and fan-out job leases. One process
+//! activity, hot authors' unpushed keys, fan-out job leases and the event
+//! hub. One process
 //! is the whole deployment here; the scaled-out backends keep the same
 //! state in shared engines behind the same traits.
 
@@ -7,7 +8,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use tideway_core::{Key, Millis, UserId};
 
-use crate::traits::WorkerId;
+use crate::traits::{HubEvent, Signal, Subscription, WorkerId};
 
 /// The newest value recorded per user: a reader's last home read (activity)
 /// and a hot author's newest unpushed key are both this.
@@ -92,5 +93,33 @@ impl JobLeases {
 
     pub fn release(&self, job: Key) {
         self.held.lock().remove(&job);
+    }
+}
+
+/// Signals a subscriber may fall behind by before it receives `Lagged`.
+pub const HUB_CAPACITY: usize = 4096;
+
+/// The event hub of one process: a broadcast channel.
+#[derive(Debug)]
+pub struct MemoryHub {
+    tx: tokio::sync::broadcast::Sender<HubEvent>,
+}
+
+impl Default for MemoryHub {
+    fn default() -> Self {
+        Self { tx: tokio::sync::broadcast::channel(HUB_CAPACITY).0 }
+    }
+}
+
+impl MemoryHub {
+    pub fn publish(&self, signals: &[Signal]) {
+        for s in signals {
+            // No subscription open: nobody to tell.
+            let _ = self.tx.send(HubEvent::Signal(*s));
+        }
+    }
+
+    pub fn subscribe(&self) -> Subscription {
+        Subscription::new(self.tx.subscribe())
     }
 }

@@ -17,9 +17,10 @@ pub trait Durable: Items + Graph + Jobs {}
 impl<T: Items + Graph + Jobs> Durable for T {}
 
 /// State shared by every node that only speeds pages up or decides who gets
-/// pushes: inboxes, activity, hot-author marks.
-pub trait Shared: Inboxes + Activity + HotAuthors {}
-impl<T: Inboxes + Activity + HotAuthors> Shared for T {}
+/// pushes: inboxes, activity, hot-author marks; and the event hub between
+/// the nodes.
+pub trait Shared: Inboxes + Activity + HotAuthors + Hub {}
+impl<T: Inboxes + Activity + HotAuthors + Hub> Shared for T {}
 
 /// A backend whose durable and shared halves are separate engines.
 #[derive(Clone)]
@@ -226,5 +227,15 @@ impl Inboxes for Split {
     }
     async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
         self.shared.import_inbox(user, floor, keys).await
+    }
+}
+
+#[async_trait]
+impl Hub for Split {
+    async fn publish(&self, signals: &[Signal]) -> Result<()> {
+        self.shared.publish(signals).await
+    }
+    async fn subscribe(&self) -> Result<Subscription> {
+        self.shared.subscribe().await
     }
 }

@@ -17,7 +17,7 @@
 
 use crate::blocks::SortedBlocks;
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
-use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors};
+use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
 use crate::state::State;
@@ -186,6 +186,7 @@ pub struct Store<J> {
     activity: MemoryActivity,
     hot: MemoryHotAuthors,
     leases: JobLeases,
+    hub: MemoryHub,
     /// Recent and hot records and bodies, when the journal is lazy.
     caches: Option<Caches>,
     /// Units loaded from a lazy journal, and loads that had to read again
@@ -224,6 +225,7 @@ impl<J: Journal> Store<J> {
             activity: MemoryActivity::default(),
             hot: MemoryHotAuthors::default(),
             leases: JobLeases::default(),
+            hub: MemoryHub::default(),
             caches: None,
             loads: AtomicU64::new(0),
             load_retries: AtomicU64::new(0),
@@ -1084,5 +1086,16 @@ impl<J: Journal> Inboxes for Store<J> {
         self.tick();
         self.inboxes.import(user, floor, keys);
         Ok(())
+    }
+}
+
+#[async_trait]
+impl<J: Journal> Hub for Store<J> {
+    async fn publish(&self, signals: &[Signal]) -> Result<()> {
+        self.hub.publish(signals);
+        Ok(())
+    }
+    async fn subscribe(&self) -> Result<Subscription> {
+        Ok(self.hub.subscribe())
     }
 }

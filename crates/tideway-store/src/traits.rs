@@ -287,6 +287,81 @@ pub trait Inboxes: Send + Sync {
     async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()>;
 }
 
+/// A signal of the event hub: what one part of a deployment tells all the
+/// others. Delivered at most once, to the subscriptions open when it is
+/// published: a lost signal costs latency, never correctness (whoever acts
+/// on one also polls, or re-reads the feed it names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Signal {
+    /// Fan-out jobs were created: workers claim them now, not at their next
+    /// poll.
+    Work,
+    /// The top of a user's home may have changed: a home stream of that
+    /// user reads it again.
+    Home(UserId),
+}
+
+/// What a [`Subscription`] receives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Received {
+    Signal(Signal),
+    /// Signals may have been lost (the subscriber fell behind, or the
+    /// engine's connection was lost and made again): act as if anything had
+    /// happened.
+    Lagged,
+    /// The hub is gone; subscribe again.
+    Closed,
+}
+
+/// What a hub's implementations pass to their subscriptions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HubEvent {
+    Signal(Signal),
+    /// Signals may have been lost (shown as [`Received::Lagged`]).
+    Gap,
+}
+
+/// An open subscription of the event hub: every signal published after it
+/// opened, from any node, in the order one publisher sent them.
+pub struct Subscription {
+    rx: tokio::sync::broadcast::Receiver<HubEvent>,
+}
+
+impl Subscription {
+    /// A subscription fed by an implementation's broadcast channel.
+    pub fn new(rx: tokio::sync::broadcast::Receiver<HubEvent>) -> Self {
+        Self { rx }
+    }
+
+    /// The next signal (waits for it).
+    pub async fn recv(&mut self) -> Received {
+        use tokio::sync::broadcast::error::RecvError;
+        match self.rx.recv().await {
+            Ok(HubEvent::Signal(s)) => Received::Signal(s),
+            Ok(HubEvent::Gap) | Err(RecvError::Lagged(_)) => Received::Lagged,
+            Err(RecvError::Closed) => Received::Closed,
+        }
+    }
+}
+
+/// The event hub: signals between the parts of a deployment (one process,
+/// or every node on a shared engine). Wake-ups of fan-out workers go
+/// through it, and so will the real-time home stream.
+///
+/// Contract (the conformance suite checks it on every backend): every
+/// subscription open when `publish` is called receives its signals, in
+/// order; one opened later does not; publishing with no subscription
+/// succeeds; a subscriber that falls behind receives `Lagged`, and memory
+/// stays bounded.
+#[async_trait]
+pub trait Hub: Send + Sync {
+    /// Sends `signals` to every subscription open now, on every node.
+    async fn publish(&self, signals: &[Signal]) -> Result<()>;
+    /// Opens a subscription (fails when the engine cannot be reached).
+    async fn subscribe(&self) -> Result<Subscription>;
+}
+
 /// Everything a backend provides.
-pub trait Backend: Items + Graph + Jobs + Inboxes + Activity + HotAuthors {}
-impl<T: Items + Graph + Jobs + Inboxes + Activity + HotAuthors> Backend for T {}
+pub trait Backend: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub {}
+impl<T: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub> Backend for T {}

@@ -6,7 +6,7 @@ use crate::view::*;
 use std::sync::Arc;
 use tideway_core::limits::MAX_BATCH_IDS;
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
-use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, StoreError};
+use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Signal, StoreError};
 
 impl FeedService {
     pub(super) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
@@ -157,8 +157,11 @@ impl FeedService {
                 // followers get it from the worker, or pull it if the author
                 // is hot (readers whose inbox floor is below its key pull the
                 // outboxes of marked authors; the marks are shared by every node).
-                if fan_out {
-                    self.work.notify_one();
+                // Wake the workers of every node (the hub is shared). A lost
+                // signal only waits for a worker's next poll: the write,
+                // already durable, does not fail with it.
+                if fan_out && let Err(e) = self.backend.publish(&[Signal::Work]).await {
+                    tracing::debug!(error = %e, "could not wake the fan-out workers; they poll");
                 }
                 if hot {
                     metrics::counter!("tideway_items_pulled_total").increment(1);

@@ -22,7 +22,6 @@ use tideway_core::limits::{DEFAULT_PAGE, MAX_PAGE};
 use tideway_core::merge::Direction;
 use tideway_core::{IdGenerator, Key, Millis};
 use tideway_store::Backend;
-use tokio::sync::Notify;
 
 /// Ids tried for one new item before giving up (a collision only happens
 /// for imported times; each one makes the allocator jump further).
@@ -70,8 +69,6 @@ pub struct FeedService {
     pub(crate) opts: ServiceOptions,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ids: IdGenerator,
-    /// Wakes the fan-out worker when a job is enqueued.
-    pub(crate) work: Notify,
     pub(crate) delivered_total: AtomicU64,
     /// Deliveries per wall-clock second, the last 16 seconds (second, count).
     pub(crate) delivery_rate: Mutex<[(u64, u64); 16]>,
@@ -117,7 +114,6 @@ impl FeedService {
             opts,
             clock,
             ids,
-            work: Notify::new(),
             delivered_total: AtomicU64::new(0),
             delivery_rate: Mutex::new([(0, 0); 16]),
         })

@@ -304,3 +304,31 @@ async fn rides_out(engine: Engine) {
     }
     drop((node, rd, db));
 }
+
+/// The event hub's connection to Redis is lost and made again: a
+/// subscription hears `Lagged` (signals may have been lost meanwhile), then
+/// the signals published after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_event_hub_comes_back_with_redis() {
+    use tideway_store::{Hub, Received, Signal};
+    let port = free_port();
+    let rd = redis(port);
+    let opts = tideway_store_redis::RedisOptions::new(vec![format!("redis://127.0.0.1:{port}")], 800);
+    let shared = tideway_store_redis::RedisShared::connect(opts).await.expect("connect");
+    let mut sub = shared.subscribe().await.expect("subscribe");
+    let next = async |sub: &mut tideway_store::Subscription| {
+        tokio::time::timeout(Duration::from_secs(10), sub.recv()).await.expect("a signal within 10 s")
+    };
+    shared.publish(&[Signal::Work]).await.expect("publish");
+    assert_eq!(next(&mut sub).await, Received::Signal(Signal::Work));
+    drop(rd); // SIGKILL
+    let _rd = redis(port);
+    assert_eq!(next(&mut sub).await, Received::Lagged, "told that signals may have been lost");
+    // Publishing works again once the connection is made again.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while shared.publish(&[Signal::Home(tideway_core::UserId(5))]).await.is_err() {
+        assert!(Instant::now() < deadline, "publishing never worked again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(next(&mut sub).await, Received::Signal(Signal::Home(tideway_core::UserId(5))));
+}
