@@ -481,9 +481,14 @@ impl FjallJournal {
         self.keyspaces().iter().map(|k| k.disk_space()).sum()
     }
 
-    /// The keys under `prefix` of a keyspace.
-    fn keys_under(ks: &Keyspace, prefix: &[u8]) -> Result<Vec<fjall::UserKey>, StoreError> {
-        ks.prefix(prefix).map(|g| g.key().map_err(io)).collect()
+    /// Decodes every key under `prefix` of a keyspace (without holding
+    /// them: a unit can be a million keys).
+    fn decode_under<T>(
+        ks: &Keyspace,
+        prefix: &[u8],
+        decode: impl Fn(&[u8]) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        ks.prefix(prefix).map(|g| decode(&g.key().map_err(io)?)).collect()
     }
 
     /// Reads one unit of the index.
@@ -498,32 +503,18 @@ impl FjallJournal {
                     let (k, v) = g.into_inner().map_err(io)?;
                     following.push((UserId(u64_at(&k, 9)?), Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0))));
                 }
-                let tos = |tag: u8| -> Result<Vec<UserId>, StoreError> {
-                    Self::keys_under(&self.edges, &prefixed(tag, u.0))?
-                        .iter()
-                        .map(|k| Ok(UserId(u64_at(k, 9)?)))
-                        .collect()
-                };
+                let tos = |tag: u8| Self::decode_under(&self.edges, &prefixed(tag, u.0), |k| Ok(UserId(u64_at(k, 9)?)));
                 UnitData::Out { following, blocking: tos(b'b')?, muting: tos(b'm')? }
             }
-            Unit::Followers(u) => UnitData::Followers(
-                Self::keys_under(&self.edges_in, &prefixed(b'f', u.0))?
-                    .iter()
-                    .map(|k| Ok((Millis(i64::try_from(u64_at(k, 9)?).unwrap_or(0)), UserId(u64_at(k, 17)?))))
-                    .collect::<Result<_, StoreError>>()?,
-            ),
-            Unit::BlockedBy(u) => UnitData::BlockedBy(
-                Self::keys_under(&self.edges_in, &prefixed(b'b', u.0))?
-                    .iter()
-                    .map(|k| Ok(UserId(u64_at(k, 9)?)))
-                    .collect::<Result<_, StoreError>>()?,
-            ),
-            Unit::Outbox(u) => UnitData::Outbox(
-                Self::keys_under(&self.outbox, &u.0.to_be_bytes())?
-                    .iter()
-                    .map(|k| u64_at(k, 8))
-                    .collect::<Result<_, StoreError>>()?,
-            ),
+            Unit::Followers(u) => UnitData::Followers(Self::decode_under(&self.edges_in, &prefixed(b'f', u.0), |k| {
+                Ok((Millis(i64::try_from(u64_at(k, 9)?).unwrap_or(0)), UserId(u64_at(k, 17)?)))
+            })?),
+            Unit::BlockedBy(u) => UnitData::BlockedBy(Self::decode_under(&self.edges_in, &prefixed(b'b', u.0), |k| {
+                Ok(UserId(u64_at(k, 9)?))
+            })?),
+            Unit::Outbox(u) => {
+                UnitData::Outbox(Self::decode_under(&self.outbox, &u.0.to_be_bytes(), |k| u64_at(k, 8))?)
+            }
             Unit::Inserts(u) => {
                 let mut list = Vec::new();
                 for g in self.user_inserts.prefix(u.0.to_be_bytes()) {
@@ -534,20 +525,18 @@ impl FjallJournal {
             }
             Unit::Item(i) => {
                 let prefix = i.0.to_be_bytes();
-                let reposts = Self::keys_under(&self.reposts, &prefix)?
-                    .iter()
-                    .map(|k| Ok((UserId(u64_at(k, 8)?), ItemId(u64_at(k, 16)?))))
-                    .collect::<Result<_, StoreError>>()?;
+                let reposts = Self::decode_under(&self.reposts, &prefix, |k| {
+                    Ok((UserId(u64_at(k, 8)?), ItemId(u64_at(k, 16)?)))
+                })?;
                 let replies = self.replies.prefix(prefix).count() as u64;
-                let mut reactions = Vec::new();
-                for k in Self::keys_under(&self.reactions, &prefix)? {
+                let reactions = Self::decode_under(&self.reactions, &prefix, |k| {
                     let kind = match k.get(16..) {
                         Some(rest) if !rest.is_empty() => std::str::from_utf8(rest)
                             .map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?,
                         _ => return Err(StoreError::Corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
                     };
-                    reactions.push((UserId(u64_at(&k, 8)?), kind.to_owned()));
-                }
+                    Ok((UserId(u64_at(k, 8)?), kind.to_owned()))
+                })?;
                 UnitData::Item { reposts, replies, reactions }
             }
         })
@@ -1301,6 +1290,25 @@ mod tests {
             assert_eq!(s.journal().idempotent(UserId(1), "k1").expect("read"), Some(ItemId(100)));
             assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 1);
         }
+    }
+
+    /// Fan-out progress is made durable at most every 50 ms (a crash only
+    /// repeats deliveries), and all of it when the store closes.
+    #[tokio::test]
+    async fn fan_out_progress_written_between_syncs_is_durable_at_close() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+            s.create_item(post(100, 1), true, Millis(1)).await.expect("post");
+            for f in 2..=5u64 {
+                let got = s.advance(7, &[JobProgress::Checkpoint(100, (Millis(1), UserId(f)))]).await.expect("advance");
+                assert_eq!(got, vec![true]);
+            }
+            assert!(s.journal().durable() < 5, "the later checkpoints did not wait for the disk");
+        }
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+        let jobs = s.pending_jobs(10).await.expect("jobs");
+        assert_eq!(jobs.iter().map(|j| j.cursor).collect::<Vec<_>>(), vec![Some((Millis(1), UserId(5)))]);
     }
 
     /// An import is cut before `finish` (which writes the counters): the

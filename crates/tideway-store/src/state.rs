@@ -422,10 +422,15 @@ impl State {
         let s = self.users.entry(u).or_default();
         s.loaded |= bit;
         match data {
-            UnitData::Head(head) => {
-                s.known = head.is_some();
-                s.head = head.unwrap_or_default();
+            UnitData::Head(Some(head)) => {
+                s.known = true;
+                s.head = head;
             }
+            // A user never named has nothing stored, and nothing written
+            // since: every change touching a user's units loads their head
+            // first, and it was not loaded. All their units are empty, so a
+            // new user costs one load, not one per unit.
+            UnitData::Head(None) => s.loaded = ALL,
             UnitData::Out { following, blocking, muting } => {
                 let mut by_time: Vec<(Millis, UserId)> = following.iter().map(|&(t, since)| (since, t)).collect();
                 by_time.sort_unstable();
@@ -771,9 +776,9 @@ mod tests {
 
     #[test]
     fn a_lazy_index_skips_what_is_not_loaded_and_notes_it() {
-        let mut s = State::lazy(Counters::default(), vec![], vec![]);
+        let mut s = State::lazy(Counters { users: 2, ..Counters::default() }, vec![], vec![]);
         for u in [1, 3] {
-            s.install(Unit::Head(UserId(u)), UnitData::Head(None));
+            s.install(Unit::Head(UserId(u)), UnitData::Head(Some(Head::default())));
         }
         s.install(Unit::Out(UserId(3)), UnitData::Out { following: vec![], blocking: vec![], muting: vec![] });
         let follow = Change::PutEdge { kind: EdgeKind::Follow, from: UserId(3), to: UserId(1), since: Millis(5) };
@@ -783,7 +788,7 @@ mod tests {
         let ap = apply(&mut s, follow);
         assert_eq!(ap.skipped, vec![Unit::Followers(UserId(1))], "the followee's followers are not loaded");
         assert_eq!(s.users[&UserId(1)].head.followers, 1, "its counters are");
-        assert_eq!(s.counters.users, 2);
+        assert_eq!(s.counters.users, 2, "both were known");
         let derived = s.derived(&ap);
         assert!(derived.contains(&Change::PutHead(UserId(1), Head { following: 0, followers: 1, items: 0 })));
         assert!(derived.contains(&Change::PutCounters(s.counters)));
@@ -795,6 +800,22 @@ mod tests {
         let mut need = Vec::new();
         assert!(s.user_or_need(Unit::Followers(UserId(1)), &mut need).is_none());
         assert_eq!(need, vec![Unit::Followers(UserId(1))]);
+    }
+
+    #[test]
+    fn a_user_never_named_has_every_unit_loaded_with_their_head() {
+        let mut s = State::lazy(Counters::default(), vec![], vec![]);
+        s.install(Unit::Head(UserId(9)), UnitData::Head(None));
+        for unit in
+            [Unit::Out(UserId(9)), Unit::Followers(UserId(9)), Unit::Outbox(UserId(9)), Unit::Inserts(UserId(9))]
+        {
+            assert!(s.loaded(unit), "{unit:?}");
+        }
+        assert!(!s.users[&UserId(9)].known, "not counted until a change names them");
+        let ap =
+            apply(&mut s, Change::PutEdge { kind: EdgeKind::Mute, from: UserId(9), to: UserId(9), since: Millis(1) });
+        assert!(ap.skipped.is_empty());
+        assert_eq!(s.counters.users, 1);
     }
 
     #[test]

@@ -168,7 +168,7 @@ impl Journal for NoJournal {
 }
 
 /// A backend: index + journal + inboxes.
-pub struct Store<J> {
+pub struct Store<J: Journal> {
     /// Trait calls made (tests assert that a page costs a constant number).
     calls: AtomicU64,
     /// One lock for the index: reads are short and parallel; writes are short
@@ -193,6 +193,35 @@ pub struct Store<J> {
     /// because a write skipped their unit meanwhile.
     loads: AtomicU64,
     load_retries: AtomicU64,
+    /// The last ticket written, and when fan-out progress was last made
+    /// durable (see [`PROGRESS_SYNC`]).
+    last_ticket: AtomicU64,
+    progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
+}
+
+/// How often fan-out progress is made durable. Progress only saves work: a
+/// crash loses every inbox of this process anyway, and a chunk delivered
+/// again is ignored by the inboxes that hold it; so a worker step waits for
+/// the disk at most this often, and a crash repeats at most this much
+/// delivery. (A write that must be durable syncs everything before it.)
+pub const PROGRESS_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What a decided write did: nothing, or a batch written at a ticket.
+enum Committed<T> {
+    Nothing(T),
+    Written { out: T, ticket: Ticket, written: Vec<Arc<Item>> },
+}
+
+impl<J: Journal> Drop for Store<J> {
+    fn drop(&mut self) {
+        // Progress written without waiting for the disk (fan-out
+        // checkpoints) is made durable when the store closes.
+        if !self.failed.load(Ordering::Acquire)
+            && let Err(e) = self.journal.sync(self.last_ticket.load(Ordering::Acquire))
+        {
+            tracing::warn!(error = %e, "fan-out progress could not be made durable at close; it will be repeated");
+        }
+    }
 }
 
 impl Store<NoJournal> {
@@ -229,6 +258,8 @@ impl<J: Journal> Store<J> {
             caches: None,
             loads: AtomicU64::new(0),
             load_retries: AtomicU64::new(0),
+            last_ticket: AtomicU64::new(0),
+            progress_synced: parking_lot::Mutex::new(None),
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
@@ -453,6 +484,36 @@ impl<J: Journal> Store<J> {
         .await
     }
 
+    /// Loads, in one batch, the followers of the authors of claimed jobs
+    /// (their chunks are read next) where they are not loaded and not too
+    /// many to load whole; their counters first, to know.
+    async fn prefetch_followers(&self, jobs: &[Job]) -> Result<()> {
+        let missing = |st: &State, unit: fn(UserId) -> Unit| -> Vec<Unit> {
+            jobs.iter().map(|j| unit(j.author)).filter(|u| !st.loaded(*u)).collect()
+        };
+        let heads = missing(&self.state.read(), Unit::Head);
+        if !heads.is_empty() {
+            self.load(heads).await?;
+        }
+        let small: Vec<Unit> = {
+            let st = self.state.read();
+            missing(&st, Unit::Followers)
+                .into_iter()
+                .filter(|u| {
+                    let Unit::Followers(a) = u else { return false };
+                    st.user_for(Unit::Head(*a))
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| s.head.followers <= FOLLOWERS_LOADED_WHOLE)
+                })
+                .collect()
+        };
+        if !small.is_empty() {
+            self.load(small).await?;
+        }
+        Ok(())
+    }
+
     /// Decides the changes of a write under the index lock, applies and
     /// journals them, releases the lock, then waits until they are durable.
     /// `decide` notes the units it found missing; they, and the counters the
@@ -461,8 +522,24 @@ impl<J: Journal> Store<J> {
         &self,
         decide: impl Fn(&State, &mut Vec<Unit>) -> Result<(T, Vec<Change>)> + Send + Sync,
     ) -> Result<T> {
+        match self.write(decide).await? {
+            Committed::Nothing(out) => Ok(out),
+            Committed::Written { out, ticket, written } => {
+                self.sync(ticket).await?;
+                self.settle(&written);
+                Ok(out)
+            }
+        }
+    }
+
+    /// The first half of [`Store::commit`]: decided, applied and journaled,
+    /// not yet waited for.
+    async fn write<T: Send>(
+        &self,
+        decide: impl Fn(&State, &mut Vec<Unit>) -> Result<(T, Vec<Change>)> + Send + Sync,
+    ) -> Result<Committed<T>> {
         self.check_failed()?;
-        let (out, ticket, written) = loop {
+        loop {
             let need = {
                 let mut st = self.state.write();
                 let mut need = Vec::new();
@@ -470,7 +547,7 @@ impl<J: Journal> Store<J> {
                 if need.is_empty() {
                     let (out, changes) = decided?;
                     if changes.is_empty() {
-                        return Ok(out);
+                        return Ok(Committed::Nothing(out));
                     }
                     st.required(&changes, &mut need);
                     if need.is_empty() {
@@ -484,17 +561,15 @@ impl<J: Journal> Store<J> {
                         // The index already has the batch: a journal that
                         // cannot take it leaves the store failed.
                         let ticket = self.journal.write(&all).inspect_err(|e| self.fail(e))?;
+                        self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
                         st.note_skips(&ap.skipped, ticket, self.journal.durable());
-                        break (out, ticket, written);
+                        return Ok(Committed::Written { out, ticket, written });
                     }
                 }
                 need
             };
             self.load(need).await?;
-        };
-        self.sync(ticket).await?;
-        self.settle(&written);
-        Ok(out)
+        }
     }
 }
 
@@ -943,15 +1018,19 @@ impl<J: Journal> Jobs for Store<J> {
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
         self.tick();
-        let st = self.state.read();
-        let until = Millis(now.0.saturating_add(lease_ms));
-        Ok(st.jobs.values().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect())
+        let jobs: Vec<Job> = {
+            let st = self.state.read();
+            let until = Millis(now.0.saturating_add(lease_ms));
+            st.jobs.values().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect()
+        };
+        self.prefetch_followers(&jobs).await?;
+        Ok(jobs)
     }
 
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
         self.tick();
-        let recorded = self
-            .commit(|st, _| {
+        let committed = self
+            .write(|st, _| {
                 let mut recorded = Vec::with_capacity(progress.len());
                 let mut changes = Vec::new();
                 for p in progress {
@@ -973,6 +1052,18 @@ impl<J: Journal> Jobs for Store<J> {
                 Ok((recorded, changes))
             })
             .await?;
+        let recorded = match committed {
+            Committed::Nothing(r) => r,
+            Committed::Written { out, ticket, .. } => {
+                // Durable at most every PROGRESS_SYNC (see there).
+                let due = self.progress_synced.lock().is_none_or(|t| t.elapsed() >= PROGRESS_SYNC);
+                if due {
+                    self.sync(ticket).await?;
+                    *self.progress_synced.lock() = Some(std::time::Instant::now());
+                }
+                out
+            }
+        };
         for p in progress {
             if let JobProgress::Complete(k) = p {
                 self.leases.release(*k);

@@ -218,9 +218,11 @@ pub trait Jobs: Send + Sync {
     async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
     /// Claims jobs for `worker` (see the trait's contract).
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>>;
-    /// Records the progress of many jobs in one durable write; for each,
-    /// whether it was recorded (false: the job is held by another worker,
-    /// gone, or the checkpoint would move back).
+    /// Records the progress of many jobs in one write; for each, whether it
+    /// was recorded (false: the job is held by another worker, gone, or the
+    /// checkpoint would move back). Progress only saves repeating
+    /// deliveries (inboxes ignore keys they hold), so a backend may make it
+    /// durable a little later (the embedded store: within 50 ms).
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>>;
 }
 

@@ -61,6 +61,9 @@ struct Args {
     /// Readers sampled (users who follow someone).
     #[arg(long, default_value_t = 2000)]
     readers: usize,
+    /// Posts of each fan-out phase (0: none).
+    #[arg(long, default_value_t = 20_000)]
+    fanout_posts: usize,
     /// Also load everything into the in-memory backend and read it there.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     memory_baseline: bool,
@@ -238,7 +241,7 @@ async fn main() -> Result<(), String> {
             FeedService::new(mem.clone(), opts.clone(), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
         let (first, _) = first_pages(&msvc, &readers).await?;
         let (warm, _) = first_pages(&msvc, &readers).await?;
-        Some((load_s, first, warm))
+        Some((load_s, first, warm, Arc::new(msvc)))
     } else {
         None
     };
@@ -256,7 +259,7 @@ async fn main() -> Result<(), String> {
     let (c50, c99) = pct(&cold);
     let (w50, w99) = pct(&warm);
     let (mem_first, mem_warm) = match &memory {
-        Some((_, f, w)) => (Some(pct(f)), Some(pct(w))),
+        Some((_, f, w, _)) => (Some(pct(f)), Some(pct(w))),
         None => (None, None),
     };
     let vs = |m: Option<(f64, f64)>, ours: (f64, f64)| {
@@ -282,6 +285,75 @@ async fn main() -> Result<(), String> {
         format!("p50 {w50:.1} µs, p99 {w99:.1} µs"),
         vs(mem_warm, (w50, w99)),
     );
+
+    // ------------------------------------------------------------ fan-out
+    // Every reader has an inbox now. Posts by authors drawn by followers,
+    // delivered by one worker: first with the authors' followers not yet
+    // loaded (as after a start), then again with them loaded.
+    let all_readers: Vec<UserId> = {
+        let mut v: Vec<u64> = edges.iter().map(|e| e.0).collect();
+        v.dedup();
+        v.into_iter().map(UserId).collect()
+    };
+    let activate = async |svc: &FeedService| -> Result<f64, String> {
+        let t = Instant::now();
+        for &u in &all_readers {
+            svc.home(u, &PageRequest { limit: 1, ..Default::default() }).await.map_err(|e| e.to_string())?;
+        }
+        Ok(t.elapsed().as_secs_f64())
+    };
+    let act_s = activate(&svc).await?;
+    if let Some(m) = &memory {
+        activate(&m.3).await?;
+    }
+    eprintln!("{} readers activated (an inbox each) in {act_s:.1} s", all_readers.len());
+    let fanout = |svc: Arc<FeedService>, n: usize, seed: u64| {
+        let users = &users;
+        let dist = &dist;
+        async move {
+            let mut rng = StdRng::seed_from_u64(seed);
+            let t = Instant::now();
+            for _ in 0..n {
+                let a = UserId(users[dist.sample(&mut rng)]);
+                svc.create_item(tideway_core::NewItem::new(a, ItemKind::Post)).await.map_err(|e| e.to_string())?;
+            }
+            let posts_per_s = n as f64 / t.elapsed().as_secs_f64();
+            let worker = tideway_service::FanoutWorker::new(svc);
+            let t = Instant::now();
+            let delivered = worker.drain().await.map_err(|e| e.to_string())?;
+            Ok::<(usize, f64, f64), String>((delivered, t.elapsed().as_secs_f64(), posts_per_s))
+        }
+    };
+    let svc = Arc::new(svc);
+    let posts = args.fanout_posts;
+    let (cold_n, cold_s, cold_posts) = fanout(svc.clone(), posts, args.seed + 1).await?;
+    let (warm_n, warm_s, warm_posts) = fanout(svc.clone(), posts, args.seed + 2).await?;
+    row(
+        "durable posts, one writer (fsync each)",
+        format!("authors' counters not loaded yet: {cold_posts:.0} posts/s; loaded: {warm_posts:.0} posts/s"),
+        String::new(),
+    );
+    let mem_fan = match &memory {
+        Some(m) => {
+            let (n, s, _) = fanout(m.3.clone(), posts, args.seed + 2).await?;
+            format!(
+                "{:.0} deliveries/s ({n} in {s:.2} s) → ours warm ×{:.2}",
+                n as f64 / s,
+                (warm_n as f64 / warm_s) / (n as f64 / s)
+            )
+        }
+        None => String::new(),
+    };
+    row(
+        &format!("fan-out, one worker ({posts} posts by authors drawn by followers)"),
+        format!(
+            "followers not loaded yet: {:.0} deliveries/s ({cold_n} in {cold_s:.2} s); loaded: {:.0} deliveries/s ({warm_n} in {warm_s:.2} s)",
+            cold_n as f64 / cold_s,
+            warm_n as f64 / warm_s
+        ),
+        mem_fan,
+    );
+    let svc = Arc::try_unwrap(svc).map_err(|_| "the service is still shared".to_owned())?;
 
     // ------------------------------------------------------------ clean restart
     let snap = dir.path().join("inboxes.snapshot");
