@@ -222,6 +222,18 @@ fn edge_in_key(kind: EdgeKind, from: UserId, to: UserId, since: Millis) -> Optio
     }
 }
 
+/// Run lengths of a sorted sequence: each distinct value and how many times.
+fn runs(sorted: impl Iterator<Item = UserId>) -> Vec<(UserId, u64)> {
+    let mut out: Vec<(UserId, u64)> = Vec::new();
+    for u in sorted {
+        match out.last_mut() {
+            Some((last, n)) if *last == u => *n += 1,
+            _ => out.push((u, 1)),
+        }
+    }
+    out
+}
+
 fn prefixed(tag: u8, id: u64) -> Vec<u8> {
     let mut k = vec![tag];
     k.extend_from_slice(&id.to_be_bytes());
@@ -808,10 +820,12 @@ pub struct Importer {
     counters: Counters,
     /// The counters of the users written so far (read from disk first);
     /// they and the store's are written by [`Importer::finish`].
-    heads: HashMap<UserId, Option<Head>>,
+    heads: rustc_hash::FxHashMap<UserId, Option<Head>>,
     /// The `rebuild` mark is written: until `finish` removes it, an open
     /// of the directory rebuilds the derived indexes (the import was cut).
     marked: bool,
+    /// The directory held no user when opened.
+    was_empty: bool,
 }
 
 impl Importer {
@@ -819,7 +833,8 @@ impl Importer {
     /// data respects the graph already there.
     pub fn open(dir: &Path) -> Result<Self, StoreError> {
         let (journal, state) = FjallJournal::open(dir, SyncMode::Buffer, 32 << 20)?;
-        Ok(Self { journal, counters: state.counters, heads: HashMap::new(), marked: false })
+        let was_empty = state.counters.users == 0;
+        Ok(Self { journal, counters: state.counters, heads: Default::default(), marked: false, was_empty })
     }
 
     /// Writes the `rebuild` mark (durably) before the first write.
@@ -854,9 +869,13 @@ impl Importer {
     /// The counters of `user` as written so far (the user is then known).
     fn head(&mut self, user: UserId) -> Result<&mut Head, StoreError> {
         if !self.heads.contains_key(&user) {
-            let head = match self.journal.load_unit(Unit::Head(user))? {
-                UnitData::Head(h) => h,
-                _ => None,
+            // Into an empty directory, nobody has counters yet.
+            let head = match (self.was_empty, self.journal.load_unit(Unit::Head(user))) {
+                (true, _) => None,
+                (false, r) => match r? {
+                    UnitData::Head(h) => h,
+                    _ => None,
+                },
             };
             if head.is_none() {
                 self.counters.users += 1;
@@ -884,28 +903,44 @@ impl Importer {
             return Ok(());
         }
         self.mark()?;
+        // The two ingestions (by follower, and the reverse entries by
+        // followee) are independent: one on its own thread, beside the other.
         let since_bytes = millis_u64(since).to_be_bytes();
-        let mut ingestion = self.journal.edges.start_ingestion().map_err(io)?;
-        for (i, &(from, to)) in follows.iter().enumerate() {
-            ingestion.write(edge_key(EdgeKind::Follow, from, to), since_bytes.to_vec()).map_err(io)?;
-            if i % 65_536 == 65_535 {
-                progress(i + 1);
-            }
-        }
-        ingestion.finish().map_err(io)?;
-        // The reverse entries, sorted by followee (the time is the same).
-        let mut reverse: Vec<(UserId, UserId)> = follows.iter().map(|&(a, b)| (b, a)).collect();
-        reverse.sort_unstable();
-        let mut ingestion = self.journal.edges_in.start_ingestion().map_err(io)?;
-        for &(to, from) in &reverse {
-            let k = edge_in_key(EdgeKind::Follow, from, to, since).unwrap_or_default();
-            ingestion.write(k, Vec::new()).map_err(io)?;
-        }
-        ingestion.finish().map_err(io)?;
+        let journal = &self.journal;
+        let reverse = std::thread::scope(|scope| {
+            let reverse = scope.spawn(|| -> Result<Vec<(UserId, u64)>, StoreError> {
+                let mut reverse: Vec<(UserId, UserId)> = follows.iter().map(|&(a, b)| (b, a)).collect();
+                reverse.sort_unstable();
+                let mut ingestion = journal.edges_in.start_ingestion().map_err(io)?;
+                for &(to, from) in &reverse {
+                    let k = edge_in_key(EdgeKind::Follow, from, to, since).unwrap_or_default();
+                    ingestion.write(k, Vec::new()).map_err(io)?;
+                }
+                ingestion.finish().map_err(io)?;
+                Ok(runs(reverse.iter().map(|e| e.0)))
+            });
+            let forward = (|| -> Result<(), StoreError> {
+                let mut ingestion = journal.edges.start_ingestion().map_err(io)?;
+                for (i, &(from, to)) in follows.iter().enumerate() {
+                    ingestion.write(edge_key(EdgeKind::Follow, from, to), since_bytes.to_vec()).map_err(io)?;
+                    if i % 65_536 == 65_535 {
+                        progress(i + 1);
+                    }
+                }
+                ingestion.finish().map_err(io)
+            })();
+            let reverse =
+                reverse.join().unwrap_or_else(|_| Err(StoreError::Io("the reverse ingestion panicked".into())));
+            forward.and(reverse)
+        });
+        let followers = reverse?;
         progress(follows.len());
-        for &(from, to) in follows {
-            self.head(from)?.following += 1;
-            self.head(to)?.followers += 1;
+        // Counted by runs of the sorted lists: one update a user, not a follow.
+        for (u, n) in runs(follows.iter().map(|e| e.0)) {
+            self.head(u)?.following += n;
+        }
+        for (u, n) in followers {
+            self.head(u)?.followers += n;
         }
         self.counters.follows += follows.len() as u64;
         Ok(())
@@ -952,17 +987,26 @@ impl Importer {
     /// mark; then writes the memtables out as tables, so the next start does
     /// not recover the import from the journal into memory.
     pub fn finish(self) -> Result<(), StoreError> {
-        let mut ops: Vec<Op> = self
-            .heads
-            .iter()
-            .filter_map(|(u, h)| h.as_ref().map(|h| Op::Put(Space::Users, key_of(&[u.0]), head_value(h))))
-            .collect();
-        ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(&self.counters)));
-        let mut out = Batches { j: &self.journal, ops: Vec::new() };
-        for op in ops {
-            out.push(op)?;
+        let mut heads: Vec<(UserId, Head)> = self.heads.iter().filter_map(|(u, h)| h.map(|h| (*u, h))).collect();
+        if self.was_empty {
+            // Nobody had counters: one sorted ingestion, as for the follows.
+            heads.sort_unstable_by_key(|h| h.0);
+            let mut ingestion = self.journal.users.start_ingestion().map_err(io)?;
+            for (u, h) in &heads {
+                ingestion.write(key_of(&[u.0]), head_value(h)).map_err(io)?;
+            }
+            ingestion.finish().map_err(io)?;
+        } else {
+            let mut out = Batches { j: &self.journal, ops: Vec::new() };
+            for (u, h) in &heads {
+                out.push(Op::Put(Space::Users, key_of(&[u.0]), head_value(h)))?;
+            }
+            out.finish()?;
         }
-        out.finish()?;
+        self.journal.flush(
+            vec![Op::Put(Space::Meta, b"counters".to_vec(), counters_value(&self.counters))],
+            PersistMode::SyncAll,
+        )?;
         if self.marked {
             self.journal.meta.remove("rebuild").map_err(io)?;
         }
