@@ -27,6 +27,9 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("bodies", |b| Box::pin(bodies(b))),
     ("graph_counts", |b| Box::pin(graph_counts(b))),
     ("hub", |b| Box::pin(hub(b))),
+    ("reactions", |b| Box::pin(reactions(b))),
+    ("graph_lists", |b| Box::pin(graph_lists(b))),
+    ("items_feeds", |b| Box::pin(items_feeds(b))),
 ];
 
 /// The inbox cap the harness gives every backend (`timeline.max_len`).
@@ -312,4 +315,206 @@ pub async fn hub(b: &dyn Backend) {
     let mut fresh = b.subscribe().await.expect("subscribe");
     b.publish(&[Signal::Work]).await.expect("publish");
     assert_eq!(next(&mut fresh).await, Received::Signal(Signal::Work), "the hub goes on");
+}
+
+/// An item of `author` that reposts or replies to `target`.
+async fn linked(
+    b: &dyn Backend,
+    id: Key,
+    author: u64,
+    repost_of: Option<u64>,
+    reply_to: Option<(u64, u64)>,
+) -> CreateOutcome {
+    let mut item =
+        Item::new(ItemId(id), UserId(author), if repost_of.is_some() { ItemKind::Repost } else { ItemKind::Reply });
+    item.repost_of = repost_of.map(ItemId);
+    item.reply_to = reply_to.map(|(i, _)| ItemId(i));
+    item.reply_to_author = reply_to.map(|(_, a)| UserId(a));
+    b.create_item(item, false, Millis(id as i64)).await.expect("create_item")
+}
+
+/// `Items::set_reaction` and `Items::hydration`: reactions are idempotent
+/// per (item, user, kind); a page's counts per kind (sorted, positive only),
+/// replies and live reposts, and the viewer's own marks, in one call; one
+/// live repost per user and original.
+pub async fn reactions(b: &dyn Backend) {
+    use tideway_store::{ItemCounts, ViewerMarks};
+    let u = UserId;
+    created(b, 6000, 1, false).await;
+    assert!(b.set_reaction(ItemId(6000), u(2), "like", true).await.expect("react"));
+    assert!(!b.set_reaction(ItemId(6000), u(2), "like", true).await.expect("react again"), "idempotent");
+    assert!(b.set_reaction(ItemId(6000), u(3), "like", true).await.expect("react"));
+    assert!(b.set_reaction(ItemId(6000), u(3), "x_wow", true).await.expect("react"));
+    assert!(b.set_reaction(ItemId(6000), u(2), "like", false).await.expect("take back"));
+    assert!(!b.set_reaction(ItemId(6000), u(2), "like", false).await.expect("take back again"), "idempotent");
+    let first = match linked(b, 6002, 4, Some(6000), None).await {
+        CreateOutcome::Created(i) => i,
+        other => panic!("the first repost: {other:?}"),
+    };
+    assert_eq!(linked(b, 6003, 4, Some(6000), None).await, CreateOutcome::AlreadyReposted(first), "one repost a user");
+    assert!(matches!(linked(b, 6004, 5, None, Some((6000, 1))).await, CreateOutcome::Created(_)));
+    let h = b.hydration(&[ItemId(6000), ItemId(6999)], Some(u(3))).await.expect("hydration");
+    assert_eq!(
+        h[0],
+        (
+            ItemCounts { replies: 1, reposts: 1, reactions: vec![("like".into(), 1), ("x_wow".into(), 1)] },
+            Some(ViewerMarks { reposted: false, reactions: vec!["like".into(), "x_wow".into()] })
+        )
+    );
+    assert_eq!(h[1], (ItemCounts::default(), Some(ViewerMarks::default())), "an unknown item counts nothing");
+    let h = b.hydration(&[ItemId(6000)], Some(u(4))).await.expect("hydration");
+    assert_eq!(h[0].1, Some(ViewerMarks { reposted: true, reactions: vec![] }));
+    assert_eq!(b.hydration(&[ItemId(6000)], None).await.expect("hydration")[0].1, None, "no viewer, no marks");
+    b.update_item(ItemId(6002), &ItemChange::Delete).await.expect("delete").expect("existed");
+    b.update_item(ItemId(6004), &ItemChange::Delete).await.expect("delete").expect("existed");
+    let h = b.hydration(&[ItemId(6000)], Some(u(4))).await.expect("hydration");
+    assert_eq!((h[0].0.replies, h[0].0.reposts, h[0].1.as_ref().map(|m| m.reposted)), (0, 0, Some(false)));
+    assert!(matches!(linked(b, 6005, 4, Some(6000), None).await, CreateOutcome::Created(_)), "may repost again");
+    assert!(b.set_reaction(ItemId(6000), u(3), "like", false).await.expect("take back"));
+    let h = b.hydration(&[ItemId(6000)], Some(u(3))).await.expect("hydration");
+    assert_eq!(
+        (h[0].0.reactions.clone(), h[0].0.reposts),
+        (vec![("x_wow".into(), 1)], 1),
+        "a count at zero is left out"
+    );
+}
+
+/// `Graph` lists and relations: followers and following newest first,
+/// paged by `(since, id)`; fan-out chunks oldest first, resumed after a
+/// position; relations both ways; a block removes follows both ways and
+/// refuses new ones until lifted; mutes.
+pub async fn graph_lists(b: &dyn Backend) {
+    use tideway_store::{FollowStatus, ListKind};
+    let u = UserId;
+    let at = |ms: i64, id: u64| (u(id), Millis(ms));
+    b.follow_many(u(10), &[u(1), u(2), u(3)], Millis(100), 10).await.expect("follow");
+    b.follow_many(u(11), &[u(1)], Millis(101), 10).await.expect("follow");
+    b.follow_many(u(12), &[u(1)], Millis(102), 10).await.expect("follow");
+    let list = async |user: u64, which, after, limit| b.list(u(user), which, after, limit).await.expect("list");
+    assert_eq!(list(1, ListKind::Followers, None, 10).await, vec![at(102, 12), at(101, 11), at(100, 10)]);
+    assert_eq!(
+        list(1, ListKind::Followers, Some((Millis(101), u(11))), 10).await,
+        vec![at(100, 10)],
+        "after a position"
+    );
+    assert_eq!(list(1, ListKind::Followers, None, 1).await, vec![at(102, 12)], "a limit");
+    assert_eq!(list(10, ListKind::Following, None, 2).await, vec![at(100, 3), at(100, 2)], "ties by id, newest first");
+    assert_eq!(list(99, ListKind::Followers, None, 10).await, vec![], "an unknown user");
+    let chunk = async |after, limit| b.followers_chunk(u(1), after, limit).await.expect("chunk");
+    assert_eq!(chunk(None, 2).await, vec![(Millis(100), u(10)), (Millis(101), u(11))], "oldest first");
+    assert_eq!(chunk(Some((Millis(101), u(11))), 10).await, vec![(Millis(102), u(12))], "resumed after a position");
+    let mut followees = b.followees(u(10)).await.expect("followees");
+    followees.sort_unstable();
+    assert_eq!(followees, vec![u(1), u(2), u(3)]);
+
+    b.follow_many(u(1), &[u(10)], Millis(103), 10).await.expect("follow back");
+    let r = b.relations(u(10), &[u(1), u(11), u(99)]).await.expect("relations");
+    assert!(r[0].following && r[0].followed_by && !r[0].blocking && !r[0].blocked_by && !r[0].muting);
+    assert!(!r[1].following && !r[1].followed_by, "no relation to 11");
+    assert_eq!(r[2], tideway_core::Relation::default(), "nor to an unknown user");
+
+    b.set_block(u(1), u(10), true, Millis(104)).await.expect("block");
+    assert!(b.relations(u(1), &[u(10)]).await.expect("relations")[0].blocking);
+    let r = b.relations(u(10), &[u(1)]).await.expect("relations")[0];
+    assert!(r.blocked_by && !r.following && !r.followed_by, "the block removed both follows: {r:?}");
+    assert_eq!(list(1, ListKind::Followers, None, 10).await, vec![at(102, 12), at(101, 11)]);
+    assert_eq!(b.follow_many(u(10), &[u(1)], Millis(105), 10).await.expect("follow"), vec![FollowStatus::Blocked]);
+    b.set_block(u(1), u(10), false, Millis(106)).await.expect("unblock");
+    assert!(!b.relations(u(10), &[u(1)]).await.expect("relations")[0].blocked_by);
+    assert_eq!(
+        b.follow_many(u(10), &[u(1)], Millis(107), 10).await.expect("follow"),
+        vec![FollowStatus::Followed(Millis(107))]
+    );
+    assert_eq!(list(1, ListKind::Followers, None, 1).await, vec![at(107, 10)], "a new follow, at its time");
+
+    b.set_mute(u(10), u(2), true, Millis(108)).await.expect("mute");
+    assert!(b.relations(u(10), &[u(2)]).await.expect("relations")[0].muting);
+    assert!(!b.relations(u(2), &[u(10)]).await.expect("relations")[0].muting, "a mute is one way");
+    b.set_mute(u(10), u(2), false, Millis(109)).await.expect("unmute");
+    assert!(!b.relations(u(10), &[u(2)]).await.expect("relations")[0].muting);
+    assert!(b.unfollow(u(10), u(2)).await.expect("unfollow"));
+    assert_eq!(list(2, ListKind::Followers, None, 10).await, vec![]);
+}
+
+/// The reads feeds are made of: outboxes merged in either direction within
+/// an open range and a limit (tombstones keep their place), reposts by a set
+/// of users, insertions into a home (records of their own, the earliest per
+/// item), promotions while they run, idempotency keys per author, ids taken.
+pub async fn items_feeds(b: &dyn Backend) {
+    use tideway_store::{Promotion, Record};
+    for (id, author) in [(7001, 21), (7002, 22), (7003, 21), (7004, 22), (7005, 21)] {
+        created(b, id, author, false).await;
+    }
+    b.update_item(ItemId(7003), &ItemChange::Delete).await.expect("delete").expect("existed");
+    let merge = async |range, dir, limit| {
+        b.outbox_merge(&[UserId(21), UserId(22), UserId(99)], range, dir, limit).await.expect("outbox_merge")
+    };
+    assert_eq!(merge(KeyRange::ALL, Direction::Older, 3).await, vec![7005, 7004, 7003], "newest first, tombstone kept");
+    assert_eq!(merge(KeyRange::ALL, Direction::Newer, 2).await, vec![7001, 7002], "oldest first");
+    let r = KeyRange { above: Some(7001), below: Some(7005) };
+    assert_eq!(merge(r, Direction::Older, 10).await, vec![7004, 7003, 7002], "bounds are exclusive");
+    assert_eq!(
+        b.outbox_merge(&[UserId(22)], KeyRange::ALL, Direction::Older, 10).await.expect("merge"),
+        vec![7004, 7002]
+    );
+
+    for (id, author) in [(7010, 31), (7011, 32), (7012, 33)] {
+        assert!(matches!(linked(b, id, author, Some(7001), None).await, CreateOutcome::Created(_)));
+    }
+    b.update_item(ItemId(7012), &ItemChange::Delete).await.expect("delete").expect("existed");
+    let mut by =
+        b.reposts_by(&[ItemId(7001), ItemId(7002)], &[UserId(31), UserId(33), UserId(40)]).await.expect("reposts_by");
+    by[0].sort_unstable();
+    assert_eq!(by, vec![vec![(UserId(31), ItemId(7010))], vec![]], "live reposts by those users only");
+
+    b.insert_home(UserId(50), ItemId(7002), 7020).await.expect("insert");
+    b.insert_home(UserId(50), ItemId(7002), 7021).await.expect("insert again");
+    b.insert_home(UserId(50), ItemId(7004), 7022).await.expect("insert");
+    b.insert_home(UserId(51), ItemId(7004), 7023).await.expect("insert elsewhere");
+    assert_eq!(
+        b.inserts(UserId(50), KeyRange::ALL, Direction::Older, 10).await.expect("inserts"),
+        vec![7022, 7021, 7020]
+    );
+    assert_eq!(
+        b.inserts(UserId(50), KeyRange { above: Some(7020), below: None }, Direction::Newer, 1).await.expect("inserts"),
+        vec![7021]
+    );
+    assert_eq!(
+        b.inserted_keys(UserId(50), &[ItemId(7002), ItemId(7004), ItemId(7001)]).await.expect("inserted"),
+        vec![Some(7020), Some(7022), None],
+        "the earliest insertion of each item"
+    );
+    match b.records(&[7021]).await.expect("records").pop().flatten() {
+        Some(Record::Insert { key, user, item }) => assert_eq!((key, user, item), (7021, UserId(50), ItemId(7002))),
+        other => panic!("an insertion's record: {other:?}"),
+    }
+
+    let p = Promotion { id: 7030, item: ItemId(7001), every: 3, starts_at: Millis(100), ends_at: Millis(200) };
+    b.create_promotion(p.clone()).await.expect("promotion");
+    assert_eq!(b.active_promotions(Millis(150)).await.expect("active"), vec![p]);
+    assert!(b.active_promotions(Millis(200)).await.expect("active").is_empty(), "the end is exclusive");
+    assert!(b.active_promotions(Millis(99)).await.expect("active").is_empty());
+
+    let keyed = |id: u64, author: u64| Item {
+        idempotency_key: Some("k-1".into()),
+        ..Item::new(ItemId(id), UserId(author), ItemKind::Post)
+    };
+    let first = match b.create_item(keyed(7040, 60), false, Millis(1)).await.expect("create") {
+        CreateOutcome::Created(i) => i,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(b.create_item(keyed(7041, 60), false, Millis(1)).await.expect("again"), CreateOutcome::Existing(first));
+    assert!(matches!(
+        b.create_item(keyed(7042, 61), false, Millis(1)).await.expect("other"),
+        CreateOutcome::Created(_)
+    ));
+    assert!(
+        matches!(
+            b.create_item(Item::new(ItemId(7001), UserId(62), ItemKind::Post), false, Millis(1)).await,
+            Err(tideway_store::StoreError::IdTaken(7001))
+        ),
+        "an id is never reused"
+    );
+    let stats = b.stats().await.expect("stats");
+    assert!(stats.max_key >= 7042, "the largest key is known: {}", stats.max_key);
 }

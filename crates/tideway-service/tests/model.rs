@@ -277,7 +277,9 @@ fn check_hydration(what: &str, m: &Model, viewer: u64, page: &Page) {
 
 enum Kind {
     Memory,
-    Fjall(tempfile::TempDir),
+    /// The embedded store; `true`: every loaded unit is dropped before each
+    /// storage call, so every read loads from disk.
+    Fjall(tempfile::TempDir, bool),
     /// Two nodes on one SQL database and one Redis (a fresh database and key
     /// prefix per run); calls alternate between the nodes.
     Scaled {
@@ -312,8 +314,9 @@ impl Harness {
     async fn node(&self, i: usize) -> (Arc<FeedService>, FanoutWorker) {
         let backend: Arc<dyn Backend> = match &self.kind {
             Kind::Memory => Arc::new(Store::in_memory(self.opts.max_len)),
-            Kind::Fjall(dir) => {
-                Arc::new(tideway_store_fjall::open(dir.path(), SyncMode::Buffer, self.opts.max_len).expect("open"))
+            Kind::Fjall(dir, cold) => {
+                let store = tideway_store_fjall::open(dir.path(), SyncMode::Buffer, self.opts.max_len).expect("open");
+                Arc::new(if *cold { store.cold_between_calls() } else { store })
             }
             Kind::Scaled { db, redis, prefix } => {
                 let sql = tideway_store_sql::SqlStore::connect(db).await.expect("sql");
@@ -348,7 +351,7 @@ impl Harness {
             return;
         }
         let snap = match &self.kind {
-            Kind::Fjall(dir) => dir.path().join("inboxes.snapshot"),
+            Kind::Fjall(dir, _) => dir.path().join("inboxes.snapshot"),
             _ => return,
         };
         if clean {
@@ -455,7 +458,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         active_window_ms,
         ..ServiceOptions::default()
     };
-    let restartable = matches!(kind, Kind::Fjall(_) | Kind::Scaled { .. });
+    let restartable = matches!(kind, Kind::Fjall(..) | Kind::Scaled { .. });
     let mut h = Harness::new(kind, opts).await;
     let mut m = Model { max_following: 4, ..Model::default() };
     for step in 0..ops {
@@ -778,7 +781,16 @@ async fn pushed_pages_equal_the_pull_definition_in_memory() {
 #[tokio::test]
 async fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
     for seed in 1000..1020 {
-        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir")), 200).await;
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), false), 200).await;
+    }
+}
+
+/// The embedded store, every storage call loading what it reads from disk
+/// (the lazy index's loads, everywhere, against the model).
+#[tokio::test]
+async fn pushed_pages_equal_the_pull_definition_embedded_loading_every_call() {
+    for seed in 1100..1108 {
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), true), 200).await;
     }
 }
 

@@ -462,6 +462,24 @@ impl State {
         }
     }
 
+    /// Drops every loaded unit (lazy only; the caller made every write
+    /// durable first, so the disk has all of them): the next reads load
+    /// them again. Kept: the counters, jobs, promotions and the records and
+    /// idempotency keys of writes not yet settled.
+    pub fn evict_all(&mut self) {
+        if !self.lazy {
+            return;
+        }
+        self.users.clear();
+        self.reposts.clear();
+        self.repost_by.clear();
+        self.replies.clear();
+        self.items_loaded.clear();
+        self.first_insert.clear();
+        self.records.retain(|_, r| matches!(r, Record::Item(_)));
+        self.reactions = ReactionIndex::default();
+    }
+
     /// The user's state for changing `unit`: `None` (and the unit noted as
     /// skipped) when lazy and it is not loaded.
     fn unit_mut(&mut self, unit: Unit, ap: &mut Applied) -> Option<&mut UserState> {

@@ -197,6 +197,9 @@ pub struct Store<J: Journal> {
     /// durable (see [`PROGRESS_SYNC`]).
     last_ticket: AtomicU64,
     progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// Tests: every loaded unit is dropped before each call, so every read
+    /// loads from disk (see [`Store::cold_between_calls`]).
+    cold: AtomicBool,
 }
 
 /// How often fan-out progress is made durable. Progress only saves work: a
@@ -260,6 +263,7 @@ impl<J: Journal> Store<J> {
             load_retries: AtomicU64::new(0),
             last_ticket: AtomicU64::new(0),
             progress_synced: parking_lot::Mutex::new(None),
+            cold: AtomicBool::new(false),
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
@@ -374,6 +378,29 @@ impl<J: Journal> Store<J> {
 
     fn tick(&self) {
         self.calls.fetch_add(1, Ordering::Relaxed);
+        if self.cold.load(Ordering::Relaxed) {
+            self.evict_all();
+        }
+    }
+
+    /// For tests of a lazy journal: before every storage call, every write
+    /// is made durable and every loaded unit dropped, so each call loads
+    /// what it reads from disk (as the first calls after a start do). Slow,
+    /// and blocking: never for serving.
+    pub fn cold_between_calls(self) -> Self {
+        self.cold.store(true, Ordering::Relaxed);
+        self
+    }
+
+    /// Makes every write durable and drops every loaded unit (a lazy
+    /// journal; see [`Store::cold_between_calls`]).
+    pub fn evict_all(&self) {
+        let mut st = self.state.write();
+        if let Err(e) = self.journal.sync(self.last_ticket.load(Ordering::Acquire)) {
+            tracing::warn!(error = %e, "could not sync before evicting; units stay loaded");
+            return;
+        }
+        st.evict_all();
     }
 
     pub fn journal(&self) -> &J {
@@ -780,6 +807,7 @@ impl<J: Journal> Items for Store<J> {
                     }
                     let ticket =
                         self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
+                    self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
                     st.reactions.set_locked(&mut pair, kind, on);
                     break ticket;
                 }
