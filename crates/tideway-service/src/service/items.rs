@@ -167,7 +167,14 @@ impl FeedService {
                     metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
                 metrics::counter!("tideway_items_created_total").increment(1);
-                Ok((self.hydrate_one(item, Some(author)).await?, true))
+                if tideway_store::is_stripped(&item.body) {
+                    return Ok((self.hydrate_one(item, Some(author)).await?, true));
+                }
+                // A new item has no replies, reposts or reactions yet, and its
+                // author no marks on it: no storage call to say so.
+                let body = item.body.clone();
+                let viewer = Some(tideway_store::ViewerMarks::default());
+                Ok((ItemView { item, body, counts: ItemCounts::default(), viewer }, true))
             }
             CreateOutcome::Existing(item) if item.deleted => Err(ServiceError::Conflict(format!(
                 "idempotency key was used by item {}, which has since been deleted",
