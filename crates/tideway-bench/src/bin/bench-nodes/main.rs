@@ -14,6 +14,14 @@
 //! readers' inboxes), home p50/p99 with warm inboxes, and a returning reader's
 //! first page after every inbox was lost (a Redis flush; for the embedded
 //! store, dropped inboxes).
+//!
+//! Beside them, on the same SQL server and Redis, the seeds' design driven
+//! through the same workload (`seeds`): items and the follow graph (both
+//! ways) in SQL, a fan-out job queue in Redis, and a sorted set per home
+//! timeline capped at 800 (`ZADD` + `ZREMRANGEBYRANK`, pipelined by chunks of
+//! 1,000 followers); a page is `ZREVRANGE` then the items by id; a returning
+//! reader's timeline is regenerated as Mastodon's `populate_home` does (up to
+//! 400 recent items of every followee), here waited for before the page.
 
 use clap::Parser;
 use hdrhistogram::Histogram;
@@ -27,6 +35,8 @@ use tideway_store::{Backend, Split};
 use tideway_store_redis::{RedisOptions, RedisShared};
 use tideway_store_sql::SqlStore;
 use tideway_store_sql::testing::FreshDatabase;
+
+mod seeds;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -346,6 +356,8 @@ async fn main() -> Result<(), String> {
     if args.celebrity > 0 && args.sql.starts_with("postgres") {
         celebrity(&args).await?;
     }
+    eprintln!("the seeds' design on {engine} + Redis");
+    let base = seeds::run(&args).await?;
     eprintln!("embedded store");
     let emb = embedded(&args).await?;
     eprintln!("1 node on {engine} + Redis");
@@ -361,6 +373,7 @@ async fn main() -> Result<(), String> {
     );
     println!("|---|---|---|---|---|");
     for (name, f) in [
+        (format!("seeds: {engine} items + Redis ZSET timelines"), &base),
         ("embedded (fjall, fsync)".to_owned(), &emb),
         (format!("1 node, {engine} + Redis"), &one),
         (format!("2 nodes, {engine} + Redis"), &two),
@@ -376,6 +389,13 @@ async fn main() -> Result<(), String> {
         two.deliveries_per_sec / one.deliveries_per_sec,
         two.warm.1 / one.warm.1,
         two.returning.1 / one.returning.1
+    );
+    println!(
+        "| 1 node / seeds | ×{:.2} | ×{:.2} | ×{:.2} p99 | ×{:.2} p99 |",
+        one.posts_per_sec / base.posts_per_sec,
+        one.deliveries_per_sec / base.deliveries_per_sec,
+        one.warm.1 / base.warm.1,
+        one.returning.1 / base.returning.1
     );
     Ok(())
 }
