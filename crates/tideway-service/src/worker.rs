@@ -19,9 +19,6 @@ use tokio_util::sync::CancellationToken;
 /// Jobs advanced side by side in one step (and recorded in one durable write).
 pub const LANES: usize = 64;
 
-/// Jobs of a step whose chunks are in flight at once.
-pub const JOBS_IN_FLIGHT: usize = 8;
-
 /// What one step did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepOutcome {
@@ -69,10 +66,9 @@ impl FanoutWorker {
             return Ok(StepOutcome::Idle);
         }
         let chunk = self.svc.opts.chunk_size;
-        // Jobs of a step run side by side, up to JOBS_IN_FLIGHT at a time: on
-        // a remote engine each chunk is two round trips (the followers, the
-        // delivery), which would otherwise be waited for one after the other.
-        // `buffered` keeps the jobs' order in the progress.
+        // Jobs of a step run side by side, `chunks_in_flight` at a time (on a
+        // remote engine each chunk is two round trips: the followers, the
+        // delivery). `buffered` keeps the jobs' order in the progress.
         let outcomes: Vec<Result<(usize, JobProgress)>> = futures_util::stream::iter(jobs)
             .map(|job| async move {
                 let followers = b.followers_chunk(job.author, job.cursor, chunk).await?;
@@ -86,7 +82,7 @@ impl FanoutWorker {
                     _ => (delivered, JobProgress::Complete(job.key)),
                 })
             })
-            .buffered(JOBS_IN_FLIGHT)
+            .buffered(self.svc.opts.chunks_in_flight.max(1))
             .collect()
             .await;
         let (mut deliveries, mut completed) = (0, 0);

@@ -456,6 +456,9 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         chunk_size: 2,
         hot_followers,
         active_window_ms,
+        // Some seeds run a worker step's chunks side by side (as on shared
+        // engines), the others one after the other.
+        chunks_in_flight: if seed % 4 < 2 { 1 } else { 4 },
         ..ServiceOptions::default()
     };
     let restartable = matches!(kind, Kind::Fjall(..) | Kind::Scaled { .. });

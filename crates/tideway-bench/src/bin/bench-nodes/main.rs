@@ -174,9 +174,11 @@ where
     Ok(Figures { posts_per_sec, deliveries_per_sec, warm, returning: pct(&h) })
 }
 
-fn opts(node_id: u16) -> ServiceOptions {
-    // Every reader's inbox is pushed to (no hot authors at this size).
-    ServiceOptions { node_id, ..ServiceOptions::default() }
+fn opts(node_id: u16, shared: bool) -> ServiceOptions {
+    // Every reader's inbox is pushed to (no hot authors at this size); the
+    // fan-out settings of `tideway serve` for the backend.
+    let chunks_in_flight = if shared { 8 } else { 1 };
+    ServiceOptions { node_id, chunks_in_flight, ..ServiceOptions::default() }
 }
 
 async fn embedded(args: &Args) -> Result<Figures, String> {
@@ -184,8 +186,9 @@ async fn embedded(args: &Args) -> Result<Figures, String> {
     let store =
         tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Fsync, 800).map_err(|e| e.to_string())?;
     let backend: Arc<dyn Backend> = Arc::new(store);
-    let svc =
-        Arc::new(FeedService::new(backend.clone(), opts(0), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?);
+    let svc = Arc::new(
+        FeedService::new(backend.clone(), opts(0, false), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?,
+    );
     let b = backend.clone();
     let readers: Vec<UserId> = (args.authors + 1..=args.authors + args.users).map(UserId).collect();
     workload(args, &[svc], || {
@@ -213,7 +216,9 @@ async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
         flusher.get_or_insert_with(|| redis.clone());
         let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis));
         nodes.push(Arc::new(
-            FeedService::new(backend, opts(i as u16 + 1), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?,
+            FeedService::new(backend, opts(i as u16 + 1, true), Arc::new(SystemClock))
+                .await
+                .map_err(|e| e.to_string())?,
         ));
     }
     let flusher = flusher.ok_or("no node")?;
@@ -246,7 +251,7 @@ async fn celebrity(args: &Args) -> Result<(), String> {
     ro.prefix = format!("celebrity{}:", std::process::id());
     let redis = Arc::new(RedisShared::connect(ro).await.map_err(|e| e.to_string())?);
     let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis.clone()));
-    let svc = FeedService::new(backend, opts(1), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
+    let svc = FeedService::new(backend, opts(1, true), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
     let reader = UserId(first + n / 2);
     svc.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
     let t = Instant::now();
