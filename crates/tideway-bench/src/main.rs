@@ -87,6 +87,10 @@ struct Args {
     redis_deliveries: usize,
     #[arg(long, default_value_t = 42)]
     seed: u64,
+    /// Fan-out chunks of a worker step in flight at once (`tideway serve`
+    /// uses 1 in one process, 8 on shared engines).
+    #[arg(long, default_value_t = 1)]
+    chunks_in_flight: usize,
     /// PostgreSQL for the SQL pull baseline ("" to skip).
     #[arg(long, default_value = "postgres://postgres@127.0.0.1/test")]
     postgres: String,
@@ -186,7 +190,8 @@ fn main() -> Result<(), String> {
     eprintln!("{} users, {} follows", users.len(), edges.len());
 
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let opts = ServiceOptions { max_following: 5000, ..ServiceOptions::default() };
+    let opts =
+        ServiceOptions { max_following: 5000, chunks_in_flight: args.chunks_in_flight, ..ServiceOptions::default() };
     type GraphBytes = Box<dyn Fn() -> usize>;
     let (backend, graph_bytes): (Arc<dyn Backend>, GraphBytes) = match args.backend.as_str() {
         "memory" => {
