@@ -144,6 +144,13 @@ impl BackendKind {
     pub fn is_shared(self) -> bool {
         matches!(self, BackendKind::Postgres | BackendKind::Mysql)
     }
+
+    /// Fan-out chunks of a worker step in flight at once on this backend: 8
+    /// on shared engines (each chunk is two round trips), 1 in one process
+    /// (its calls hardly wait, so side by side gains nothing).
+    pub fn chunks_in_flight(self) -> usize {
+        if self.is_shared() { 8 } else { 1 }
+    }
 }
 
 /// How hard an acknowledged write is pushed to disk.

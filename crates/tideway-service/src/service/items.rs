@@ -6,7 +6,7 @@ use crate::view::*;
 use std::sync::Arc;
 use tideway_core::limits::MAX_BATCH_IDS;
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
-use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Signal, StoreError};
+use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Signal, StoreError, ViewerMarks};
 
 impl FeedService {
     pub(super) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
@@ -173,7 +173,7 @@ impl FeedService {
                 // A new item has no replies, reposts or reactions yet, and its
                 // author no marks on it: no storage call to say so.
                 let body = item.body.clone();
-                let viewer = Some(tideway_store::ViewerMarks::default());
+                let viewer = Some(ViewerMarks::default());
                 Ok((ItemView { item, body, counts: ItemCounts::default(), viewer }, true))
             }
             CreateOutcome::Existing(item) if item.deleted => Err(ServiceError::Conflict(format!(

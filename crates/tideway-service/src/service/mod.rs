@@ -40,9 +40,8 @@ pub struct ServiceOptions {
     pub max_clock_skew_ms: i64,
     /// How long a fan-out worker holds a job it claimed without progress.
     pub lease_ms: i64,
-    /// Chunks of a worker step in flight at once: 1 on a backend in this
-    /// process (its calls hardly wait, so side by side gains nothing), 8 on
-    /// shared engines (each chunk is two round trips).
+    /// Chunks of a worker step in flight at once (the backend's
+    /// [`BackendKind::chunks_in_flight`](crate::config::BackendKind::chunks_in_flight)).
     pub chunks_in_flight: usize,
 }
 
@@ -57,7 +56,7 @@ impl ServiceOptions {
             node_id: c.server.node_id,
             max_clock_skew_ms: i64::try_from(c.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX),
             lease_ms: i64::try_from(c.fanout.lease.0.as_millis()).unwrap_or(i64::MAX),
-            chunks_in_flight: if c.storage.backend.is_shared() { 8 } else { 1 },
+            chunks_in_flight: c.storage.backend.chunks_in_flight(),
         }
     }
 }

@@ -30,6 +30,7 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tideway_core::{ItemKind, NewItem, UserId};
+use tideway_service::config::BackendKind;
 use tideway_service::{FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
 use tideway_store::{Backend, Split};
 use tideway_store_redis::{RedisOptions, RedisShared};
@@ -174,11 +175,10 @@ where
     Ok(Figures { posts_per_sec, deliveries_per_sec, warm, returning: pct(&h) })
 }
 
-fn opts(node_id: u16, shared: bool) -> ServiceOptions {
+fn opts(node_id: u16, backend: BackendKind) -> ServiceOptions {
     // Every reader's inbox is pushed to (no hot authors at this size); the
     // fan-out settings of `tideway serve` for the backend.
-    let chunks_in_flight = if shared { 8 } else { 1 };
-    ServiceOptions { node_id, chunks_in_flight, ..ServiceOptions::default() }
+    ServiceOptions { node_id, chunks_in_flight: backend.chunks_in_flight(), ..ServiceOptions::default() }
 }
 
 async fn embedded(args: &Args) -> Result<Figures, String> {
@@ -187,7 +187,9 @@ async fn embedded(args: &Args) -> Result<Figures, String> {
         tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Fsync, 800).map_err(|e| e.to_string())?;
     let backend: Arc<dyn Backend> = Arc::new(store);
     let svc = Arc::new(
-        FeedService::new(backend.clone(), opts(0, false), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?,
+        FeedService::new(backend.clone(), opts(0, BackendKind::Embedded), Arc::new(SystemClock))
+            .await
+            .map_err(|e| e.to_string())?,
     );
     let b = backend.clone();
     let readers: Vec<UserId> = (args.authors + 1..=args.authors + args.users).map(UserId).collect();
@@ -204,6 +206,7 @@ async fn embedded(args: &Args) -> Result<Figures, String> {
 }
 
 async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
+    let kind = if args.sql.starts_with("postgres") { BackendKind::Postgres } else { BackendKind::Mysql };
     let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
     let prefix = format!("benchnodes{}x{n}:", std::process::id());
     let mut nodes = Vec::new();
@@ -216,7 +219,7 @@ async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
         flusher.get_or_insert_with(|| redis.clone());
         let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis));
         nodes.push(Arc::new(
-            FeedService::new(backend, opts(i as u16 + 1, true), Arc::new(SystemClock))
+            FeedService::new(backend, opts(i as u16 + 1, kind), Arc::new(SystemClock))
                 .await
                 .map_err(|e| e.to_string())?,
         ));
@@ -251,7 +254,9 @@ async fn celebrity(args: &Args) -> Result<(), String> {
     ro.prefix = format!("celebrity{}:", std::process::id());
     let redis = Arc::new(RedisShared::connect(ro).await.map_err(|e| e.to_string())?);
     let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis.clone()));
-    let svc = FeedService::new(backend, opts(1, true), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
+    let svc = FeedService::new(backend, opts(1, BackendKind::Postgres), Arc::new(SystemClock))
+        .await
+        .map_err(|e| e.to_string())?;
     let reader = UserId(first + n / 2);
     svc.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
     let t = Instant::now();
@@ -388,19 +393,16 @@ async fn main() -> Result<(), String> {
             f.posts_per_sec, f.deliveries_per_sec, f.warm.0, f.warm.1, f.returning.0, f.returning.1
         );
     }
-    println!(
-        "| 2 nodes / 1 node | ×{:.2} | ×{:.2} | ×{:.2} p99 | ×{:.2} p99 |",
-        two.posts_per_sec / one.posts_per_sec,
-        two.deliveries_per_sec / one.deliveries_per_sec,
-        two.warm.1 / one.warm.1,
-        two.returning.1 / one.returning.1
-    );
-    println!(
-        "| 1 node / seeds | ×{:.2} | ×{:.2} | ×{:.2} p99 | ×{:.2} p99 |",
-        one.posts_per_sec / base.posts_per_sec,
-        one.deliveries_per_sec / base.deliveries_per_sec,
-        one.warm.1 / base.warm.1,
-        one.returning.1 / base.returning.1
-    );
+    let ratio = |name: &str, a: &Figures, b: &Figures| {
+        println!(
+            "| {name} | ×{:.2} | ×{:.2} | ×{:.2} p99 | ×{:.2} p99 |",
+            a.posts_per_sec / b.posts_per_sec,
+            a.deliveries_per_sec / b.deliveries_per_sec,
+            a.warm.1 / b.warm.1,
+            a.returning.1 / b.returning.1
+        );
+    };
+    ratio("2 nodes / 1 node", &two, &one);
+    ratio("1 node / seeds", &one, &base);
     Ok(())
 }
