@@ -21,7 +21,11 @@ use std::sync::Arc;
 use tideway_core::entry::{home_entry, profile_entry};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Entry, Item, ItemId, Key, Relation, UserId};
-use tideway_store::{Backend, Record};
+use tideway_store::{Backend, InboxRead, ItemCounts, Record, ViewerMarks};
+
+/// What a page shows of an item beside the item itself: its counts and the
+/// viewer's marks.
+pub type Hydrated = (ItemCounts, Option<ViewerMarks>);
 
 /// Candidate keys of a feed in walk order.
 #[async_trait]
@@ -31,27 +35,48 @@ pub trait KeySource: Send {
 }
 
 /// Turns a batch of keys into entries: the entry rule of one feed.
+///
+/// With `read_ahead`, an evaluator also reads the counts and marks of the
+/// items it will likely show, beside the reads of the entry rule (on remote
+/// engines a call in parallel costs nothing, one in sequence a round trip);
+/// without, the page reads them once it knows its entries.
 pub enum Evaluator<'a> {
     /// Home of `user`, whose `F(user)` is `f_list` (and `f_set`).
-    Home { backend: &'a dyn Backend, user: UserId, f_list: &'a [UserId], f_set: &'a HashSet<UserId> },
+    Home { backend: &'a dyn Backend, user: UserId, f_list: &'a [UserId], f_set: &'a HashSet<UserId>, read_ahead: bool },
     /// Profile of `author` seen by `viewer`.
-    Profile { backend: &'a dyn Backend, author: UserId, viewer: Option<UserId> },
+    Profile { backend: &'a dyn Backend, author: UserId, viewer: Option<UserId>, read_ahead: bool },
 }
 
 impl Evaluator<'_> {
-    pub async fn evaluate(&self, keys: &[Key]) -> Result<Vec<Found>> {
+    /// The entries of `keys`; `want` is how many more the page needs (the
+    /// items read ahead are those of the first `want` candidates).
+    pub async fn evaluate(&self, keys: &[Key], want: usize) -> Result<Vec<Found>> {
         match *self {
-            Evaluator::Home { backend, user, f_list, f_set } => evaluate_home(backend, user, f_list, f_set, keys).await,
-            Evaluator::Profile { backend, author, viewer } => evaluate_profile(backend, author, viewer, keys).await,
+            Evaluator::Home { backend, user, f_list, f_set, read_ahead } => {
+                let ahead = if read_ahead { want } else { 0 };
+                evaluate_home(backend, user, f_list, f_set, keys, ahead).await
+            }
+            Evaluator::Profile { backend, author, viewer, read_ahead } => {
+                let ahead = if read_ahead { want } else { 0 };
+                evaluate_profile(backend, author, viewer, keys, ahead).await
+            }
         }
     }
 }
 
-/// An entry together with the original item it shows.
+/// An entry together with the original item it shows, and that item's
+/// counts and marks when they were read ahead.
 #[derive(Debug, Clone)]
 pub struct Found {
     pub entry: Entry,
     pub item: Arc<Item>,
+    pub hydrated: Option<Hydrated>,
+}
+
+/// Keys asked of a source when `need` more entries are wanted: a little more
+/// than needed, as some keys will be filtered.
+pub fn batch_size(need: usize) -> usize {
+    need * 2 + 8
 }
 
 /// Walks `source`, collecting up to `limit + 1` entries in walk order.
@@ -59,13 +84,12 @@ pub struct Found {
 pub async fn walk(source: &mut dyn KeySource, evaluator: &Evaluator<'_>, limit: usize) -> Result<(Vec<Found>, bool)> {
     let mut out: Vec<Found> = Vec::with_capacity(limit + 1);
     while out.len() <= limit {
-        // Ask for a little more than needed: some keys will be filtered.
-        let want = (limit + 1 - out.len()) * 2 + 8;
-        let keys = source.next_batch(want).await?;
+        let need = limit + 1 - out.len();
+        let keys = source.next_batch(batch_size(need)).await?;
         if keys.is_empty() {
             break;
         }
-        out.extend(evaluator.evaluate(&keys).await?);
+        out.extend(evaluator.evaluate(&keys, need).await?);
     }
     let more = out.len() > limit;
     out.truncate(limit);
@@ -142,6 +166,9 @@ pub struct HomeSource<'a> {
     pub bound: Option<Key>,
     /// The inbox is absent or done with: only the outboxes remain.
     pull_only: bool,
+    /// An inbox read made ahead (beside the page's earlier reads): the range
+    /// and size it was made for, and what it returned.
+    ahead: Option<(KeyRange, usize, tideway_store::Result<Option<InboxRead>>)>,
 }
 
 impl<'a> HomeSource<'a> {
@@ -153,7 +180,19 @@ impl<'a> HomeSource<'a> {
         dir: Direction,
         bound: Option<Key>,
     ) -> Self {
-        Self { backend, user, authors, pulled, dir, bound, pull_only: false }
+        Self { backend, user, authors, pulled, dir, bound, pull_only: false, ahead: None }
+    }
+
+    /// The inbox read of the first batch toward older keys, made ahead:
+    /// used by the first batch if it asks for exactly that.
+    pub fn read_ahead(mut self, n: usize, read: tideway_store::Result<Option<InboxRead>>) -> Self {
+        self.ahead = Some((KeyRange { above: None, below: self.bound }, n, read));
+        self
+    }
+
+    /// The range and size of the first batch's inbox read toward older keys.
+    pub fn first_read(bound: Option<Key>, n: usize) -> (KeyRange, usize) {
+        (KeyRange { above: None, below: bound }, n)
     }
 
     /// A source that reads no inbox: every key from the outboxes (and the
@@ -165,7 +204,7 @@ impl<'a> HomeSource<'a> {
         dir: Direction,
         bound: Option<Key>,
     ) -> Self {
-        Self { backend, user, authors, pulled: &[], dir, bound, pull_only: true }
+        Self { backend, user, authors, pulled: &[], dir, bound, pull_only: true, ahead: None }
     }
 
     /// Keys of the pulled authors in `range` above `floor`.
@@ -202,7 +241,11 @@ impl KeySource for HomeSource<'_> {
                         return self.pull(None, n).await;
                     }
                     let range = KeyRange { above: None, below: self.bound };
-                    let read = match self.backend.read_inbox(self.user, range, Direction::Older, n).await {
+                    let read = match self.ahead.take() {
+                        Some((r, m, read)) if r == range && m == n => read,
+                        _ => self.backend.read_inbox(self.user, range, Direction::Older, n).await,
+                    };
+                    let read = match read {
                         Ok(read) => read,
                         // The inbox became unreachable mid-page: the outboxes
                         // below the bound hold every key it would have had.
@@ -309,6 +352,34 @@ async fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<Us
     Ok(Batch { originals_of, originals, items })
 }
 
+impl Batch {
+    /// The known originals of the first `n` keys, in order: the items a page
+    /// will most likely show.
+    fn early(&self, n: usize) -> Vec<ItemId> {
+        let mut seen: HashSet<ItemId> = HashSet::new();
+        self.originals_of
+            .iter()
+            .take(n)
+            .flatten()
+            .filter(|o| self.items.contains_key(o) && seen.insert(**o))
+            .copied()
+            .collect()
+    }
+}
+
+/// Counts and marks of `ids` read ahead (nothing when `ids` is empty).
+async fn hydrate_ahead(
+    backend: &dyn Backend,
+    ids: &[ItemId],
+    viewer: Option<UserId>,
+) -> Result<HashMap<ItemId, Hydrated>> {
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let h = backend.hydration(ids, viewer).await?;
+    Ok(ids.iter().copied().zip(h).collect())
+}
+
 async fn relations_of(
     backend: &dyn Backend,
     viewer: UserId,
@@ -326,17 +397,20 @@ pub async fn evaluate_home(
     f_list: &[UserId],
     f_set: &HashSet<UserId>,
     keys: &[Key],
+    ahead: usize,
 ) -> Result<Vec<Found>> {
     let b = load_batch(backend, keys, Some(user)).await?;
+    let early = b.early(ahead);
     // The authors' relations are read beside the reposts; only reposters
     // not among the authors need a second read (on remote engines every
     // sequential call is a round trip).
     let mut authors: HashSet<UserId> = b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).collect();
     authors.remove(&user);
-    let (reposts, inserted, mut rels) = tokio::try_join!(
+    let (reposts, inserted, mut rels, hydrated) = tokio::try_join!(
         async { Ok(backend.reposts_by(&b.originals, f_list).await?) },
         async { Ok(backend.inserted_keys(user, &b.originals).await?) },
         relations_of(backend, user, authors.clone()),
+        hydrate_ahead(backend, &early, Some(user)),
     )?;
     let reposters: HashSet<UserId> =
         reposts.iter().flatten().map(|(u, _)| *u).filter(|u| *u != user && !authors.contains(u)).collect();
@@ -353,7 +427,7 @@ pub async fn evaluate_home(
         if let Some(e) = home_entry(item, user, &in_f, &rel, &reposts[idx], inserted[idx])
             && e.key == *key
         {
-            out.push(Found { entry: e, item: item.clone() });
+            out.push(Found { entry: e, item: item.clone(), hydrated: hydrated.get(o).cloned() });
         }
     }
     Ok(out)
@@ -365,17 +439,29 @@ pub async fn evaluate_profile(
     author: UserId,
     viewer: Option<UserId>,
     keys: &[Key],
+    ahead: usize,
 ) -> Result<Vec<Found>> {
     let b = load_batch(backend, keys, None).await?;
-    let reposts = backend.reposts_by(&b.originals, &[author]).await?;
-    let rels = match viewer {
-        Some(v) => {
-            let people: HashSet<UserId> =
-                b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).filter(|a| *a != v).collect();
-            relations_of(backend, v, people).await?
-        }
-        None => HashMap::new(),
-    };
+    let early = b.early(ahead);
+    let (reposts, rels, hydrated) = tokio::try_join!(
+        async { Ok(backend.reposts_by(&b.originals, &[author]).await?) },
+        async {
+            match viewer {
+                Some(v) => {
+                    let people: HashSet<UserId> = b
+                        .originals
+                        .iter()
+                        .filter_map(|o| b.items.get(o))
+                        .map(|i| i.author)
+                        .filter(|a| *a != v)
+                        .collect();
+                    relations_of(backend, v, people).await
+                }
+                None => Ok(HashMap::new()),
+            }
+        },
+        hydrate_ahead(backend, &early, viewer),
+    )?;
     let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
     let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
     let mut out = Vec::new();
@@ -385,7 +471,7 @@ pub async fn evaluate_profile(
         if let Some(e) = profile_entry(item, author, viewer, &rel, &reposts[idx])
             && e.key == *key
         {
-            out.push(Found { entry: e, item: item.clone() });
+            out.push(Found { entry: e, item: item.clone(), hydrated: hydrated.get(o).cloned() });
         }
     }
     Ok(out)

@@ -105,3 +105,45 @@ async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
             .await;
     assert_eq!(one, hundred, "batch get calls vary with the number of ids");
 }
+
+/// Reading counts and marks ahead (as on shared engines) changes how many
+/// calls run in sequence, never what a page shows: two services on one store,
+/// one reading ahead, serve the same pages, promotions included, and the one
+/// reading ahead still makes a constant number of calls per page.
+#[tokio::test]
+async fn pages_read_ahead_are_the_same_pages() {
+    let (store, plain) = setup().await;
+    let backend: Arc<dyn Backend> = store.clone();
+    let clock = Arc::new(ManualClock::new(Millis(1_700_000_100_000)));
+    let opts = ServiceOptions { read_ahead: true, ..ServiceOptions::default() };
+    let ahead = FeedService::new(backend, opts, clock).await.expect("service");
+    let promoted = plain.create_item(NewItem::new(UserId(7), ItemKind::Post)).await.expect("post").0.item.id;
+    plain.react(promoted, UserId(1), "like", true).await.expect("like");
+    plain.create_promotion(promoted, 3, Millis(0), Millis(i64::MAX)).await.expect("promotion");
+    let mut calls = Vec::new();
+    for limit in [5, 20, 100] {
+        let req = PageRequest { limit, ..Default::default() };
+        let want = plain.home(UserId(1), &req).await.expect("home");
+        let mut got = None;
+        calls.push(calls_of(&store, async || got = Some(ahead.home(UserId(1), &req).await.expect("home"))).await);
+        let got = got.expect("page");
+        assert_eq!(got, want, "home, limit {limit}");
+        assert!(got.entries.iter().any(|e| e.item.item.id == promoted && e.item.viewer.is_some()));
+        // The next page (older-ward) and the newer-ward one agree too.
+        let older = PageRequest { limit, before: want.next_cursor.clone(), after: None };
+        let newer = PageRequest { limit, before: None, after: want.entries.last().map(|e| e.cursor.clone()) };
+        for req in [older, newer] {
+            let want = plain.home(UserId(1), &req).await.expect("home");
+            assert!(!want.entries.is_empty() || limit == 100, "limit {limit}: {req:?} is empty");
+            assert_eq!(ahead.home(UserId(1), &req).await.expect("home"), want, "home {req:?}");
+        }
+        let p = PageRequest { limit: limit.min(8), ..Default::default() };
+        assert_eq!(
+            ahead.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
+            plain.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
+            "profile, limit {}",
+            p.limit
+        );
+    }
+    assert!(calls.iter().all(|&c| c == calls[0]), "home calls vary with page size: {calls:?}");
+}

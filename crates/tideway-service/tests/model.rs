@@ -326,7 +326,10 @@ impl Harness {
                 Arc::new(tideway_store::Split::new(Arc::new(sql), Arc::new(shared)))
             }
         };
-        let opts = ServiceOptions { node_id: i as u16 + 1, ..self.opts.clone() };
+        // Nodes on shared engines wake the workers in the background, as
+        // in production.
+        let background_signals = matches!(self.kind, Kind::Scaled { .. });
+        let opts = ServiceOptions { node_id: i as u16 + 1, background_signals, ..self.opts.clone() };
         let svc = Arc::new(FeedService::new(backend, opts, self.clock.clone()).await.expect("service"));
         let worker = FanoutWorker::new(svc.clone());
         (svc, worker)
@@ -459,6 +462,8 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         // Some seeds run a worker step's chunks side by side (as on shared
         // engines), the others one after the other.
         chunks_in_flight: if seed % 4 < 2 { 1 } else { 4 },
+        // Pages read counts ahead on half the seeds (both hot and cold ones).
+        read_ahead: matches!(seed % 4, 1 | 2),
         ..ServiceOptions::default()
     };
     let restartable = matches!(kind, Kind::Fjall(..) | Kind::Scaled { .. });

@@ -322,7 +322,44 @@ impl SqlStore {
         Ok(None)
     }
 
+    /// A new item with nothing to resolve first (no idempotency key, not a
+    /// repost) on PostgreSQL: the item, its author's row and counter and its
+    /// fan-out job in one statement — one round trip, atomic as a whole.
+    async fn create_plain_pg(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<(), Failed> {
+        let (record, body) = Self::record_json(item).map_err(Failed::Store)?;
+        let head = "WITH i AS (INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
+                    VALUES (?, ?, ?, NULL, ?, NULL, ?, ?) RETURNING author), \
+                    u AS (INSERT INTO tw_users (id, items) SELECT author, ? FROM i \
+                    ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items) ";
+        let tail = if fan_out {
+            "INSERT INTO tw_jobs (k, author, created) SELECT ?, author, ? FROM i"
+        } else {
+            "SELECT COUNT(*) FROM i"
+        };
+        let sql = self.q(&format!("{head}{tail}"));
+        let mut q = sqlx::query(&sql)
+            .bind(k(item.id.0))
+            .bind(k(item.author.0))
+            .bind(i16::from(!item.deleted))
+            .bind(item.reply_to.map(|p| k(p.0)))
+            .bind(record)
+            .bind(body)
+            .bind(i64::from(!item.deleted));
+        if fan_out {
+            q = q.bind(k(item.id.0)).bind(now.0);
+        }
+        match q.execute(&self.pool).await {
+            Err(e) if is_unique_violation(&e) => Err(Failed::Duplicate),
+            Err(e) => Err(Failed::Store(self.err()(e))),
+            Ok(_) => Ok(()),
+        }
+    }
+
     async fn try_create(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<CreateOutcome, Failed> {
+        if self.dialect == Dialect::Postgres && item.idempotency_key.is_none() && item.repost_of.is_none() {
+            self.create_plain_pg(item, fan_out, now).await?;
+            return Ok(CreateOutcome::Created(Arc::new(item.clone())));
+        }
         let mut tx = self.pool.begin().await.map_err(|e| Failed::Store(self.err()(e)))?;
         if let Some(found) = self.existing(&mut tx, item).await.map_err(Failed::Store)? {
             return Ok(found);

@@ -3,14 +3,18 @@
 
 use super::{FeedService, PageSpec, page_spec};
 use crate::error::{Result, ServiceError};
-use crate::feed::{Evaluator, Found, HomeSource, PullSource, walk};
+use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PullSource, batch_size, walk};
 use crate::view::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Item, ItemId, Key, Relation, UserId};
-use tideway_store::Promotion;
+use tideway_store::{InboxRead, Promotion};
+
+/// A running promotion the viewer may see, its item, and the item's counts
+/// and marks when they were read ahead.
+pub(super) type Promoted = (Promotion, Arc<Item>, Option<Hydrated>);
 
 impl FeedService {
     /// Turns walked entries into a page: positions, cursors, promotions (home
@@ -21,7 +25,7 @@ impl FeedService {
         (mut found, more): (Vec<Found>, bool),
         scope: &FeedScope<'_>,
         viewer: Option<UserId>,
-        promos: &[(Promotion, Arc<Item>)],
+        promos: &[Promoted],
     ) -> Result<Page> {
         let enc = |k: Key, index: i64| Cursor { key: k, aux: index as u64 }.encode(scope);
         if spec.dir == Direction::Newer {
@@ -40,7 +44,7 @@ impl FeedService {
         for (p, f) in found.into_iter().enumerate() {
             let k = index_at(p);
             rows.push((Some(f), p, k));
-            for (i, (promo, _)) in promos.iter().enumerate() {
+            for (i, (promo, ..)) in promos.iter().enumerate() {
                 if !used[i] && k > 0 && k % i64::from(promo.every.max(1)) == 0 {
                     used[i] = true;
                     rows.push((None, i, k));
@@ -83,15 +87,16 @@ impl FeedService {
                 (next, prev)
             }
         };
-        // One hydration call for the organic items and the promoted ones.
-        let items: Vec<Arc<Item>> = rows
+        // One hydration call for the organic items and the promoted ones
+        // (none when every one was read ahead).
+        let (items, known): (Vec<Arc<Item>>, Vec<Option<Hydrated>>) = rows
             .iter()
             .map(|(f, i, _)| match f {
-                Some(f) => f.item.clone(),
-                None => promos[*i].1.clone(),
+                Some(f) => (f.item.clone(), f.hydrated.clone()),
+                None => (promos[*i].1.clone(), promos[*i].2.clone()),
             })
-            .collect();
-        let views = self.hydrate(items, viewer).await?;
+            .unzip();
+        let views = self.hydrate_known(items, known, viewer).await?;
         let mut last_cursor = spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default();
         let entries = rows
             .into_iter()
@@ -112,8 +117,9 @@ impl FeedService {
         Ok(Page { entries, next_cursor: next, prev_cursor: prev })
     }
 
-    /// The running promotions whose items `user` may see in home.
-    pub(super) async fn promotions_for(&self, user: UserId) -> Result<Vec<(Promotion, Arc<Item>)>> {
+    /// The running promotions whose items `user` may see in home (with their
+    /// counts and marks when the service reads ahead).
+    pub(super) async fn promotions_for(&self, user: UserId) -> Result<Vec<Promoted>> {
         let promos = self.backend.active_promotions(self.clock.now()).await?;
         if promos.is_empty() {
             return Ok(vec![]);
@@ -123,7 +129,7 @@ impl FeedService {
         let authors: Vec<UserId> = items.iter().flatten().map(|i| i.author).collect();
         let rels: HashMap<UserId, Relation> =
             authors.iter().copied().zip(self.backend.relations(user, &authors).await?).collect();
-        Ok(promos
+        let shown: Vec<(Promotion, Arc<Item>)> = promos
             .into_iter()
             .zip(items)
             .filter_map(|(p, i)| i.map(|i| (p, i)))
@@ -135,7 +141,14 @@ impl FeedService {
                 };
                 i.visible_to(Some(user), r.following) && !r.hidden(true)
             })
-            .collect())
+            .collect();
+        let hydrated = if self.opts.read_ahead && !shown.is_empty() {
+            let ids: Vec<ItemId> = shown.iter().map(|(_, i)| i.id).collect();
+            self.backend.hydration(&ids, Some(user)).await?.into_iter().map(Some).collect()
+        } else {
+            vec![None; shown.len()]
+        };
+        Ok(shown.into_iter().zip(hydrated).map(|((p, i), h)| (p, i, h)).collect())
     }
 
     /// `F(u)`: the users `u` follows, and `u`.
@@ -170,19 +183,32 @@ impl FeedService {
     /// Makes sure `user`'s inbox exists (its floor read with `floor`, run
     /// beside the other first reads of the page) and returns the followed
     /// authors whose unpushed items are above its floor.
+    /// With `first` (the range and size of the page's first inbox read
+    /// toward older keys) and an inbox already present, that read is made
+    /// beside the marks' and returned with them.
     async fn prepare_inbox(
         &self,
         user: UserId,
         f_list: &[UserId],
         touched: tideway_store::Result<()>,
         floor: tideway_store::Result<Option<Key>>,
-    ) -> Result<Vec<UserId>> {
+        first: Option<(KeyRange, usize)>,
+    ) -> Result<(Vec<UserId>, Option<tideway_store::Result<Option<InboxRead>>>)> {
         touched?;
-        let floor = match floor? {
-            Some(f) => f,
-            None => self.ensure_inbox(user, f_list).await?,
+        let (floor, first) = match floor? {
+            Some(f) => (f, first),
+            None => (self.ensure_inbox(user, f_list).await?, None),
         };
-        Ok(self.backend.unpushed_above(f_list, floor).await?)
+        match first {
+            Some((range, n)) => {
+                let (pulled, read) = tokio::join!(
+                    self.backend.unpushed_above(f_list, floor),
+                    self.backend.read_inbox(user, range, Direction::Older, n)
+                );
+                Ok((pulled?, Some(read)))
+            }
+            None => Ok((self.backend.unpushed_above(f_list, floor).await?, None)),
+        }
     }
 
     /// A page of `home(user).await`. Reading marks the user active.
@@ -201,7 +227,10 @@ impl FeedService {
         // Inboxes, activity and hot-author marks are shared state that may
         // be unreachable (a Redis outage): the page is then pulled from the
         // outboxes, exactly as defined, only slower.
-        let pulled = match self.prepare_inbox(user, &f_list, touched, floor).await {
+        // The first inbox read of an older-ward page goes beside the marks'.
+        let first_n = batch_size(spec.limit + 1);
+        let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
+        let pulled = match self.prepare_inbox(user, &f_list, touched, floor, first).await {
             Ok(pulled) => Some(pulled),
             Err(e) => {
                 tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");
@@ -210,11 +239,18 @@ impl FeedService {
             }
         };
         let backend = self.backend.as_ref();
-        let mut source = match &pulled {
-            Some(pulled) => HomeSource::new(backend, user, &f_list, pulled, spec.dir, spec.cursor),
+        let mut source = match pulled {
+            Some((ref pulled, ahead)) => {
+                let source = HomeSource::new(backend, user, &f_list, pulled, spec.dir, spec.cursor);
+                match ahead {
+                    Some(read) => source.read_ahead(first_n, read),
+                    None => source,
+                }
+            }
             None => HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor),
         };
-        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set };
+        let read_ahead = self.opts.read_ahead;
+        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set, read_ahead };
         let (walked, promos) = tokio::join!(walk(&mut source, &eval, spec.limit), self.promotions_for(user));
         self.finish_page(&spec, walked?, &scope, Some(user), &promos?).await
     }
@@ -232,7 +268,7 @@ impl FeedService {
         let authors = [author];
         let mut source =
             PullSource { backend, authors: &authors, inserts_of: None, dir: spec.dir, bound: spec.cursor, stop: None };
-        let eval = Evaluator::Profile { backend, author, viewer };
+        let eval = Evaluator::Profile { backend, author, viewer, read_ahead: self.opts.read_ahead };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, viewer, &[]).await
     }

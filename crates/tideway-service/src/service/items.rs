@@ -102,9 +102,10 @@ impl FeedService {
                 new.created_at = None;
             }
         }
-        // Hot authors are not pushed: their followers pull them on read.
-        let hot = !new.kind.is_card() && self.backend.counts(author).await?.followers >= self.opts.hot_followers;
-        let fan_out = !new.kind.is_card() && !hot;
+        // Every item but a card goes into its author's own inbox; hot
+        // authors' items go nowhere else (their followers pull them on read).
+        let card = new.kind.is_card();
+        let mut hot_known: Option<bool> = None;
         let mut attempt = 0;
         let outcome = loop {
             let id = match new.created_at {
@@ -130,10 +131,24 @@ impl FeedService {
             // mark), so that an unreachable Redis refuses the post before
             // anything durable is written. Both are safe ahead of the item:
             // a page skips an inbox key without a record, and a mark only
-            // makes readers pull an outbox that has nothing new yet.
-            if fan_out || hot {
-                self.backend.deliver(id, &[author]).await?;
-            }
+            // makes readers pull an outbox that has nothing new yet. The
+            // own-inbox delivery goes beside the read of the author's
+            // follower count (on remote engines each is a round trip).
+            let own_inbox = async { if card { Ok(0) } else { self.backend.deliver(id, &[author]).await } };
+            let hot = match hot_known {
+                Some(hot) => {
+                    own_inbox.await?;
+                    hot
+                }
+                None => {
+                    let (counts, delivered) = tokio::join!(self.backend.counts(author), own_inbox);
+                    let hot = !card && counts?.followers >= self.opts.hot_followers;
+                    delivered?;
+                    hot_known = Some(hot);
+                    hot
+                }
+            };
+            let fan_out = !card && !hot;
             if hot {
                 self.backend.mark_unpushed(author, id).await?;
             }
@@ -160,8 +175,9 @@ impl FeedService {
                 // Wake the workers of every node (the hub is shared). A lost
                 // signal only waits for a worker's next poll: the write,
                 // already durable, does not fail with it.
-                if fan_out && let Err(e) = self.backend.publish(&[Signal::Work]).await {
-                    tracing::debug!(error = %e, "could not wake the fan-out workers; they poll");
+                let hot = hot_known == Some(true);
+                if !card && !hot {
+                    self.wake_workers().await;
                 }
                 if hot {
                     metrics::counter!("tideway_items_pulled_total").increment(1);
@@ -183,6 +199,23 @@ impl FeedService {
             CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
                 Ok((self.hydrate_one(item, Some(author)).await?, false))
             }
+        }
+    }
+
+    /// Wakes the fan-out workers of every node (the hub is shared). With
+    /// `background_signals` the signal goes out on its own task (on a remote
+    /// hub it is a round trip the answer need not wait for).
+    async fn wake_workers(&self) {
+        async fn publish(backend: &dyn tideway_store::Backend) {
+            if let Err(e) = backend.publish(&[Signal::Work]).await {
+                tracing::debug!(error = %e, "could not wake the fan-out workers; they poll");
+            }
+        }
+        if self.opts.background_signals {
+            let backend = self.backend.clone();
+            tokio::spawn(async move { publish(backend.as_ref()).await });
+        } else {
+            publish(self.backend.as_ref()).await;
         }
     }
 
@@ -284,8 +317,29 @@ impl FeedService {
 
     /// Counts and viewer marks for many items in one storage call.
     pub(super) async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
-        let ids: Vec<ItemId> = items.iter().map(|i| i.id).collect();
-        let hydration = self.backend.hydration(&ids, viewer).await?;
+        let known = vec![None; items.len()];
+        self.hydrate_known(items, known, viewer).await
+    }
+
+    /// [`Self::hydrate`], given the counts and marks already read of some
+    /// items (`known`, in order): one storage call for the others, none if
+    /// there are none.
+    pub(super) async fn hydrate_known(
+        &self,
+        items: Vec<Arc<Item>>,
+        mut known: Vec<Option<crate::feed::Hydrated>>,
+        viewer: Option<UserId>,
+    ) -> Result<Vec<ItemView>> {
+        let ids: Vec<ItemId> = items.iter().zip(&known).filter(|(_, k)| k.is_none()).map(|(i, _)| i.id).collect();
+        if !ids.is_empty() {
+            let read = self.backend.hydration(&ids, viewer).await?;
+            debug_assert_eq!(read.len(), ids.len(), "one hydration per item");
+            let mut read = read.into_iter();
+            for k in known.iter_mut().filter(|k| k.is_none()) {
+                *k = read.next();
+            }
+        }
+        let hydration = known.into_iter().map(|k| k.unwrap_or_default());
         // Bodies a backend left out of the records (the embedded store keeps
         // them on disk): one call for the page; none when every record came
         // whole (the SQL store reads them in the same query).

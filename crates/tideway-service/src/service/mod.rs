@@ -43,6 +43,16 @@ pub struct ServiceOptions {
     /// Chunks of a worker step in flight at once (the backend's
     /// [`BackendKind::chunks_in_flight`](crate::config::BackendKind::chunks_in_flight)).
     pub chunks_in_flight: usize,
+    /// Whether pages read ahead: the counts and marks of the items they will
+    /// likely show beside the reads that filter them (the backend's
+    /// [`BackendKind::reads_ahead`](crate::config::BackendKind::reads_ahead)).
+    pub read_ahead: bool,
+    /// Whether a post wakes the fan-out workers from a task of its own
+    /// instead of before it answers (the backend's
+    /// [`BackendKind::is_shared`](crate::config::BackendKind::is_shared): a
+    /// remote hub's publish is a round trip; a local one is immediate, and
+    /// a task would keep the store open past the service).
+    pub background_signals: bool,
 }
 
 impl ServiceOptions {
@@ -57,6 +67,8 @@ impl ServiceOptions {
             max_clock_skew_ms: i64::try_from(c.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX),
             lease_ms: i64::try_from(c.fanout.lease.0.as_millis()).unwrap_or(i64::MAX),
             chunks_in_flight: c.storage.backend.chunks_in_flight(),
+            read_ahead: c.storage.backend.reads_ahead(),
+            background_signals: c.storage.backend.is_shared(),
         }
     }
 }

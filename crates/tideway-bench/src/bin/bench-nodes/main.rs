@@ -177,8 +177,14 @@ where
 
 fn opts(node_id: u16, backend: BackendKind) -> ServiceOptions {
     // Every reader's inbox is pushed to (no hot authors at this size); the
-    // fan-out settings of `tideway serve` for the backend.
-    ServiceOptions { node_id, chunks_in_flight: backend.chunks_in_flight(), ..ServiceOptions::default() }
+    // settings of `tideway serve` for the backend.
+    ServiceOptions {
+        node_id,
+        chunks_in_flight: backend.chunks_in_flight(),
+        read_ahead: backend.reads_ahead(),
+        background_signals: backend.is_shared(),
+        ..ServiceOptions::default()
+    }
 }
 
 async fn embedded(args: &Args) -> Result<Figures, String> {
