@@ -166,9 +166,10 @@ pub struct HomeSource<'a> {
     pub bound: Option<Key>,
     /// The inbox is absent or done with: only the outboxes remain.
     pull_only: bool,
-    /// An inbox read made ahead (beside the page's earlier reads): the range
-    /// and size it was made for, and what it returned.
-    ahead: Option<(KeyRange, usize, tideway_store::Result<Option<InboxRead>>)>,
+    /// The first inbox read toward older keys, made ahead (beside the page's
+    /// earlier reads) for the range of [`Self::first_read`]: the size it was
+    /// made for, and what it returned. Taken by the first such batch.
+    ahead: Option<(usize, tideway_store::Result<Option<InboxRead>>)>,
 }
 
 impl<'a> HomeSource<'a> {
@@ -186,7 +187,7 @@ impl<'a> HomeSource<'a> {
     /// The inbox read of the first batch toward older keys, made ahead:
     /// used by the first batch if it asks for exactly that.
     pub fn read_ahead(mut self, n: usize, read: tideway_store::Result<Option<InboxRead>>) -> Self {
-        self.ahead = Some((KeyRange { above: None, below: self.bound }, n, read));
+        self.ahead = Some((n, read));
         self
     }
 
@@ -240,9 +241,11 @@ impl KeySource for HomeSource<'_> {
                     if self.pull_only {
                         return self.pull(None, n).await;
                     }
-                    let range = KeyRange { above: None, below: self.bound };
+                    let (range, _) = Self::first_read(self.bound, n);
                     let read = match self.ahead.take() {
-                        Some((r, m, read)) if r == range && m == n => read,
+                        // Taken on the first batch: the bound is still the
+                        // one the read was made for.
+                        Some((m, read)) if m == n => read,
                         _ => self.backend.read_inbox(self.user, range, Direction::Older, n).await,
                     };
                     let read = match read {
