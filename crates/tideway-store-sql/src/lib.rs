@@ -323,14 +323,18 @@ impl SqlStore {
     }
 
     /// A new item with nothing to resolve first (no idempotency key, not a
-    /// repost) on PostgreSQL: the item, its author's row and counter and its
-    /// fan-out job in one statement — one round trip, atomic as a whole.
+    /// repost) on PostgreSQL: the item, its author's row and counter, its
+    /// parent's reply count and its fan-out job in one statement — one round
+    /// trip, atomic as a whole.
     async fn create_plain_pg(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<(), Failed> {
         let (record, body) = Self::record_json(item).map_err(Failed::Store)?;
         let head = "WITH i AS (INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
-                    VALUES (?, ?, ?, NULL, ?, NULL, ?, ?) RETURNING author), \
+                    VALUES (?, ?, ?, NULL, ?, NULL, ?, ?) RETURNING author, reply_to, live), \
                     u AS (INSERT INTO tw_users (id, items) SELECT author, ? FROM i \
-                    ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items) ";
+                    ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items), \
+                    c AS (INSERT INTO tw_item_counts (item, what, n) SELECT reply_to, 'r', 1 FROM i \
+                    WHERE reply_to IS NOT NULL AND live = 1 \
+                    ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + 1) ";
         let tail = if fan_out {
             "INSERT INTO tw_jobs (k, author, created) SELECT ?, author, ? FROM i"
         } else {
@@ -400,6 +404,9 @@ impl SqlStore {
             .execute(&mut *tx)
             .await
             .map_err(|e| Failed::Store(self.err()(e)))?;
+        if !item.deleted {
+            self.bump_parents(&mut tx, item, 1).await.map_err(Failed::Store)?;
+        }
         if fan_out {
             sqlx::query(&self.q("INSERT INTO tw_jobs (k, author, created) VALUES (?, ?, ?)"))
                 .bind(k(item.id.0))
@@ -489,6 +496,37 @@ impl SqlStore {
             q = q.bind(k(u.0));
         }
         q.execute(&mut **tx).await.map_err(self.err())?;
+        Ok(())
+    }
+
+    /// The upsert that adds `n` (the third bind) to count `what` (the
+    /// second) of `item` (the first).
+    fn count_upsert(&self) -> &'static str {
+        match self.dialect {
+            Dialect::Postgres => {
+                "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?) \
+                 ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n"
+            }
+            Dialect::MySql => {
+                "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)"
+            }
+        }
+    }
+
+    /// Adds `by` to the counts a live `item` adds to others (its parent's
+    /// replies, its original's reposts), within `tx`.
+    async fn bump_parents(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, item: &Item, by: i64) -> Result<()> {
+        for (parent, what) in [(item.reply_to, "r"), (item.repost_of, "p")] {
+            if let Some(p) = parent {
+                sqlx::query(&self.q(self.count_upsert()))
+                    .bind(k(p.0))
+                    .bind(what)
+                    .bind(by)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(self.err())?;
+            }
+        }
         Ok(())
     }
 
@@ -612,6 +650,7 @@ impl Items for SqlStore {
                 .map_err(self.err())?;
             if new.deleted {
                 self.bump(&mut tx, "items", -1, &[new.author]).await?;
+                self.bump_parents(&mut tx, &new, -1).await?;
             }
             tx.commit().await.map_err(self.err())?;
             Ok(Some(new))
@@ -707,16 +746,13 @@ impl Items for SqlStore {
         if ids.is_empty() {
             return Ok(vec![]);
         }
-        // One round trip: every count and the viewer's own marks, as rows
-        // (what, item, reaction kind, count).
+        // One round trip: the kept counts (`c`, by key: no rows counted) and
+        // the viewer's own marks, as rows (what, item, count name or
+        // reaction kind, count).
         let m = marks(ids.len());
         let ids_b: Vec<i64> = ids.iter().map(|i| k(i.0)).collect();
-        let mut sql = format!(
-            "SELECT 'r', reply_to, '', COUNT(*) FROM tw_items WHERE reply_to IN ({m}) AND live = 1 GROUP BY reply_to \
-             UNION ALL SELECT 'p', repost_of, '', COUNT(*) FROM tw_items WHERE repost_of IN ({m}) AND live = 1 GROUP BY repost_of \
-             UNION ALL SELECT 'k', item, kind, COUNT(*) FROM tw_reactions WHERE item IN ({m}) GROUP BY item, kind"
-        );
-        let mut binds = [ids_b.as_slice(), &ids_b, &ids_b].concat();
+        let mut sql = format!("SELECT 'c', item, what, n FROM tw_item_counts WHERE item IN ({m}) AND n > 0");
+        let mut binds = ids_b.clone();
         if let Some(v) = viewer {
             sql.push_str(&format!(
                 " UNION ALL SELECT 'v', repost_of, '', COUNT(*) FROM tw_items WHERE author = ? AND repost_of IN ({m}) AND live = 1 GROUP BY repost_of \
@@ -734,9 +770,16 @@ impl Items for SqlStore {
             let item = int(&row, 1)? as u64;
             let n = int(&row, 3)?.max(0) as u64;
             match what.as_str() {
-                "r" => counts.entry(item).or_default().replies = n,
-                "p" => counts.entry(item).or_default().reposts = n,
-                "k" => counts.entry(item).or_default().reactions.push((text(&row, 2)?, n)),
+                "c" => {
+                    let name = text(&row, 2)?;
+                    let c = counts.entry(item).or_default();
+                    match (name.as_str(), name.strip_prefix("k:")) {
+                        ("r", _) => c.replies = n,
+                        ("p", _) => c.reposts = n,
+                        (_, Some(kind)) => c.reactions.push((kind.to_owned(), n)),
+                        _ => {}
+                    }
+                }
                 "v" => own.entry(item).or_default().reposted = true,
                 _ => own.entry(item).or_default().reactions.push(text(&row, 2)?),
             }
@@ -757,19 +800,63 @@ impl Items for SqlStore {
     }
 
     async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
-        let sql = if on {
+        // The reaction and its count change together, or neither does.
+        let what = format!("k:{kind}");
+        let by: i64 = if on { 1 } else { -1 };
+        if self.dialect == Dialect::Postgres {
+            // One statement: the count moves only when the reaction did.
+            let change = if on {
+                "INSERT INTO tw_reactions (item, user_id, kind) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING item"
+            } else {
+                "DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ? RETURNING item"
+            };
+            let sql = self.q(&format!(
+                "WITH r AS ({change}) INSERT INTO tw_item_counts (item, what, n) SELECT item, ?, ? FROM r \
+                 ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n"
+            ));
+            let done = self
+                .retrying(|| async {
+                    sqlx::query(&sql)
+                        .bind(k(item.0))
+                        .bind(k(user.0))
+                        .bind(kind)
+                        .bind(what.as_str())
+                        .bind(by)
+                        .execute(&self.pool)
+                        .await
+                        .map_err(self.err())
+                })
+                .await?;
+            return Ok(done.rows_affected() > 0);
+        }
+        let change = if on {
             self.q(&self.insert_ignore("tw_reactions (item, user_id, kind)", "(?, ?, ?)"))
         } else {
             self.q("DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ?")
         };
-        let done = sqlx::query(&sql)
-            .bind(k(item.0))
-            .bind(k(user.0))
-            .bind(kind)
-            .execute(&self.pool)
-            .await
-            .map_err(self.err())?;
-        Ok(done.rows_affected() > 0)
+        self.retrying(|| async {
+            let mut tx = self.pool.begin().await.map_err(self.err())?;
+            let done = sqlx::query(&change)
+                .bind(k(item.0))
+                .bind(k(user.0))
+                .bind(kind)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            sqlx::query(&self.q(self.count_upsert()))
+                .bind(k(item.0))
+                .bind(what.as_str())
+                .bind(by)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            tx.commit().await.map_err(self.err())?;
+            Ok(true)
+        })
+        .await
     }
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {

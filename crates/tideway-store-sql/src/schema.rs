@@ -155,6 +155,27 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "mysql: ALTER TABLE tw_followers PARTITION BY KEY (followee) PARTITIONS 16",
         ],
     ),
+    (
+        5,
+        &[
+            // An item's counts kept by the writes, one row per count: `r`
+            // live replies, `p` live reposts, `k:<kind>` reactions of a kind.
+            // A page reads its items' counts by key instead of counting rows
+            // (a viral item's million reactions once per page view).
+            "CREATE TABLE tw_item_counts (
+            item BIGINT NOT NULL,
+            what VARCHAR(80) NOT NULL,
+            n BIGINT NOT NULL,
+            PRIMARY KEY (item, what)
+        ){table}",
+            "INSERT INTO tw_item_counts (item, what, n)
+            SELECT reply_to, 'r', COUNT(*) FROM tw_items WHERE reply_to IS NOT NULL AND live = 1 GROUP BY reply_to",
+            "INSERT INTO tw_item_counts (item, what, n)
+            SELECT repost_of, 'p', COUNT(*) FROM tw_items WHERE repost_of IS NOT NULL AND live = 1 GROUP BY repost_of",
+            "INSERT INTO tw_item_counts (item, what, n)
+            SELECT item, CONCAT('k:', kind), COUNT(*) FROM tw_reactions GROUP BY item, kind",
+        ],
+    ),
 ];
 
 /// The newest schema version this build knows.

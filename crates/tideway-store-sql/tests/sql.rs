@@ -135,23 +135,81 @@ async fn mysql_keeps_one_live_repost() {
     one_live_repost(&env("TIDEWAY_TEST_MYSQL_URL")).await;
 }
 
+/// A fresh database with the schema at `version`, and a connection to it.
+async fn at_version(base: &str, version: i64) -> (FreshDatabase, sqlx::AnyConnection) {
+    use tideway_store_sql::{Dialect, schema};
+    let dialect = Dialect::of_url(base).expect("a SQL URL");
+    let db = FreshDatabase::create(base).await.expect("a fresh database");
+    let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");
+    sqlx::query("CREATE TABLE tw_schema (version BIGINT NOT NULL)").execute(&mut c).await.expect("schema table");
+    for (v, stmts) in schema::MIGRATIONS.iter().filter(|(v, _)| *v <= version) {
+        for s in stmts.iter().filter_map(|s| schema::render(s, dialect)) {
+            sqlx::query(&s).execute(&mut c).await.unwrap_or_else(|e| panic!("v{v}: {e}"));
+        }
+        sqlx::query(&format!("INSERT INTO tw_schema (version) VALUES ({v})")).execute(&mut c).await.expect("v");
+    }
+    (db, c)
+}
+
+/// A database at schema version 4 with replies, reposts and reactions is
+/// upgraded: the counts a page reads are kept from then on, starting from
+/// what the rows say (deleted replies and reposts not counted).
+async fn upgrade_counts_items(base: &str) {
+    use tideway_core::{ItemId, UserId};
+    use tideway_store::{ItemCounts, Items};
+    let (db, mut c) = at_version(base, 4).await;
+    for (id, live, repost_of, reply_to) in
+        [(1, 1, "NULL", "NULL"), (2, 1, "NULL", "1"), (3, 0, "NULL", "1"), (4, 1, "1", "NULL"), (5, 0, "1", "NULL")]
+    {
+        sqlx::query(&format!(
+            "INSERT INTO tw_items (id, author, live, repost_of, reply_to, record, body) \
+             VALUES ({id}, {id}, {live}, {repost_of}, {reply_to}, '{{}}', '{{}}')"
+        ))
+        .execute(&mut c)
+        .await
+        .expect("item");
+    }
+    for (user, kind) in [(5, "like"), (6, "like"), (6, "wow")] {
+        sqlx::query(&format!("INSERT INTO tw_reactions (item, user_id, kind) VALUES (1, {user}, '{kind}')"))
+            .execute(&mut c)
+            .await
+            .expect("reaction");
+    }
+    c.close().await.expect("close");
+    let store = SqlStore::connect(&db.url).await.expect("upgrade");
+    let counts = |replies, reposts, reactions: &[(&str, u64)]| ItemCounts {
+        replies,
+        reposts,
+        reactions: reactions.iter().map(|(k, n)| ((*k).to_owned(), *n)).collect(),
+    };
+    let h = store.hydration(&[ItemId(1)], None).await.expect("hydration");
+    assert_eq!(h[0].0, counts(1, 1, &[("like", 2), ("wow", 1)]), "the counts the rows say");
+    assert!(store.set_reaction(ItemId(1), UserId(7), "wow", true).await.expect("react"));
+    let h = store.hydration(&[ItemId(1)], None).await.expect("hydration");
+    assert_eq!(h[0].0, counts(1, 1, &[("like", 2), ("wow", 2)]), "kept by the writes after the upgrade");
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+#[tokio::test]
+async fn postgres_upgrade_counts_items() {
+    upgrade_counts_items(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
+}
+
+#[tokio::test]
+async fn mysql_upgrade_counts_items() {
+    upgrade_counts_items(&env("TIDEWAY_TEST_MYSQL_URL")).await;
+}
+
 /// A database at schema version 3 with follows in it is upgraded: the graph
 /// moves into 16 partitions by user id, both ways, and every follow is still
 /// there, from both sides.
 async fn upgrade_partitions_the_graph(base: &str) {
     use tideway_core::{Millis, UserId};
     use tideway_store::{Graph, ListKind};
-    use tideway_store_sql::{Dialect, schema};
+    use tideway_store_sql::Dialect;
     let dialect = Dialect::of_url(base).expect("a SQL URL");
-    let db = FreshDatabase::create(base).await.expect("a fresh database");
-    let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");
-    sqlx::query("CREATE TABLE tw_schema (version BIGINT NOT NULL)").execute(&mut c).await.expect("schema table");
-    for (version, stmts) in schema::MIGRATIONS.iter().filter(|(v, _)| *v <= 3) {
-        for s in stmts.iter().filter_map(|s| schema::render(s, dialect)) {
-            sqlx::query(&s).execute(&mut c).await.unwrap_or_else(|e| panic!("v{version}: {e}"));
-        }
-        sqlx::query(&format!("INSERT INTO tw_schema (version) VALUES ({version})")).execute(&mut c).await.expect("v");
-    }
+    let (db, mut c) = at_version(base, 3).await;
     for (f, t) in [(1, 2), (1, 3), (4, 2)] {
         sqlx::query(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES ({f}, {t}, {f}{t})"))
             .execute(&mut c)
