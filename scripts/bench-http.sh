@@ -12,7 +12,10 @@
 # SHARED=postgres or SHARED=mysql runs the server as a node on that engine and
 # Redis instead (from `eval "$(scripts/services.sh up)"`: a fresh database on
 # TIDEWAY_TEST_POSTGRES_URL's or TIDEWAY_TEST_MYSQL_URL's server and a fresh key
-# prefix on TIDEWAY_TEST_REDIS_URL, removed at exit).
+# prefix on TIDEWAY_TEST_REDIS_URL, removed at exit), and beside it, in the
+# same run, the seeds' design behind HTTP (`bench-nodes --serve-seeds`: items
+# and graph in a second fresh database, a Redis ZSET timeline per reader, the
+# same populate script and the same wrk reads), as binary "seeds".
 # wrk has no open loop: "p99 at a rate" is read from the closed-loop run
 # with the fewest connections that reaches the rate.
 set -euo pipefail
@@ -23,6 +26,7 @@ CONNS="${CONNS:-4 8 16 32}" DURATION="${DURATION:-10s}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 command -v taskset >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux >/dev/null; }
 cargo build -q --release --locked -p tideway
+[ -n "${SHARED:-}" ] && cargo build -q --release --locked -p tideway-bench --bin bench-nodes
 BIN="$CARGO_TARGET_DIR/release/tideway"
 DATA="$(mktemp -d)"
 cp "$BIN" "$DATA/tideway-this"
@@ -30,9 +34,14 @@ BINS=("this:$DATA/tideway-this")
 [ -n "${BASELINE_BIN:-}" ] && BINS+=("baseline:$BASELINE_BIN")
 PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
 SERVER=""
-start() {  # $1 binary, $2 taskset prefix or empty
-  $2 env TIDEWAY_LOG=warn TIDEWAY_STORAGE__SYNC=buffer "$1" serve --listen "127.0.0.1:$PORT" \
-    --data-dir "$DATA/data" 2>>"$DATA/server.log" &
+start() {  # $1 binary (or "seeds"), $2 taskset prefix or empty
+  if [ "$1" = seeds ]; then
+    $2 "$DATA/bench-nodes" --serve-seeds "127.0.0.1:$PORT" --sql "$SEEDS_URL" \
+      --redis "$TIDEWAY_TEST_REDIS_URL" --prefix "benchseeds$$:" 2>>"$DATA/server.log" &
+  else
+    $2 env TIDEWAY_LOG=warn TIDEWAY_STORAGE__SYNC=buffer "$1" serve --listen "127.0.0.1:$PORT" \
+      --data-dir "$DATA/data" 2>>"$DATA/server.log" &
+  fi
   SERVER=$!
   for _ in $(seq 100); do
     python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1])" "http://127.0.0.1:$PORT/readyz" \
@@ -44,23 +53,39 @@ start() {  # $1 binary, $2 taskset prefix or empty
 stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
 CLEANUP=""
 if [ -n "${SHARED:-}" ]; then
-  db="tw_bench_$$"
+  db="tw_bench_$$" sdb="tw_seeds_$$"
   case "$SHARED" in
-    postgres) base="$TIDEWAY_TEST_POSTGRES_URL"; psql "$base" -qc "create database $db"
-              CLEANUP="psql '$base' -qc 'drop database $db with (force)'" ;;
-    mysql) base="$TIDEWAY_TEST_MYSQL_URL"; mysql -h 127.0.0.1 -u root -e "create database $db"
-           CLEANUP="mysql -h 127.0.0.1 -u root -e 'drop database $db'" ;;
+    postgres) base="$TIDEWAY_TEST_POSTGRES_URL"
+              for d in $db $sdb; do psql "$base" -qc "create database $d"; done
+              CLEANUP="psql '$base' -qc 'drop database $db with (force)'; psql '$base' -qc 'drop database $sdb with (force)'" ;;
+    mysql) base="$TIDEWAY_TEST_MYSQL_URL"
+           mysql -h 127.0.0.1 -u root -e "create database $db; create database $sdb"
+           CLEANUP="mysql -h 127.0.0.1 -u root -e 'drop database $db; drop database $sdb'" ;;
     *) echo "SHARED must be postgres or mysql"; exit 2 ;;
   esac
+  SEEDS_URL="${base%/*}/$sdb"
+  cp "$CARGO_TARGET_DIR/release/bench-nodes" "$DATA/bench-nodes"
   export TIDEWAY_STORAGE__BACKEND="$SHARED" TIDEWAY_STORAGE__URL="${base%/*}/$db"
   export TIDEWAY_REDIS__URLS="$TIDEWAY_TEST_REDIS_URL" TIDEWAY_REDIS__PREFIX="benchhttp$$:"
-  CLEANUP="$CLEANUP; redis-cli -u '$TIDEWAY_TEST_REDIS_URL' --scan --pattern 'benchhttp$$:*' | xargs -r redis-cli -u '$TIDEWAY_TEST_REDIS_URL' del >/dev/null"
+  for p in benchhttp benchseeds; do
+    CLEANUP="$CLEANUP; redis-cli -u '$TIDEWAY_TEST_REDIS_URL' --scan --pattern '$p$$:*' | xargs -r redis-cli -u '$TIDEWAY_TEST_REDIS_URL' del >/dev/null"
+  done
 fi
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$DATA"; eval "$CLEANUP"' EXIT
 
 start "$DATA/tideway-this" ""
 python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
 stop   # a clean stop writes the inbox snapshot: every start below is warm
+if [ -n "${SHARED:-}" ]; then
+  start seeds ""
+  python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
+  # The seeds' fan-out runs behind the posts: wait until it has taken every job.
+  until [ "$(python3 -c "import urllib.request,sys; print(urllib.request.urlopen(sys.argv[1]).read().decode())" \
+             "http://127.0.0.1:$PORT/backlog")" = 0 ]; do sleep 0.5; done
+  sleep 2  # the last jobs taken finish delivering
+  stop
+  BINS+=("seeds:seeds")
+fi
 export USERS DELAY_MS=0
 printf '%-9s %-7s %5s %12s %10s %10s\n' binary cores conns "requests/s" p50 p99
 for cores in shared split; do

@@ -71,6 +71,13 @@ struct Args {
     /// and one home page's storage calls, then exit.
     #[arg(long)]
     probe: bool,
+    /// Serve the seeds' design over HTTP on this address instead (for
+    /// `scripts/bench-http.sh`): `--sql` is then the database itself.
+    #[arg(long, value_name = "ADDR")]
+    serve_seeds: Option<String>,
+    /// Redis key prefix of `--serve-seeds`.
+    #[arg(long, default_value = "seeds:")]
+    prefix: String,
 }
 
 struct Figures {
@@ -356,9 +363,83 @@ async fn probe(args: &Args) -> Result<(), String> {
         let (p50, p99) = pct(&h);
         println!("SQL {name}: p50 {p50:.1} µs, p99 {p99:.1} µs");
     }
+    // Each length of an IN list is its own statement text to the driver,
+    // prepared on first use on each connection and kept in a cache of 100
+    // statements per connection: the same read with 150 users every time,
+    // and with 100 to 200 (each length in turn: never in the cache).
+    let others: Vec<UserId> = (1..=200).map(UserId).collect();
+    for (name, varying) in [("relations(150)", false), ("relations(100 to 200, each in turn)", true)] {
+        let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+        for i in 0..1010 {
+            let n = if varying { 100 + i % 101 } else { 150 };
+            let t = Instant::now();
+            drop(sql.relations(UserId(9), &others[..n]).await.map_err(|e| e.to_string())?);
+            h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+        let (p50, p99) = pct(&h);
+        println!("SQL {name}: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    }
+    viral(&sql, &db.url, &ids).await?;
     redis.purge().await.map_err(|e| e.to_string())?;
     sql.close().await;
     db.drop().await.map_err(|e| e.to_string())
+}
+
+/// A page's counts when one of its 20 items is viral (`VIRAL` reactions, as
+/// many likes written through `set_reaction`): read from the kept counts
+/// (schema 5), and beside it, in the same run, by counting the rows as the
+/// read did before (the same query shape, on the same rows).
+#[allow(clippy::print_stdout, reason = "the report is this command's output")]
+async fn viral(sql: &SqlStore, url: &str, ids: &[tideway_core::ItemId]) -> Result<(), String> {
+    use futures_util::StreamExt;
+    use tideway_store::Items;
+    const VIRAL: u64 = 20_000;
+    let hot = ids[0];
+    let t = Instant::now();
+    let writes = futures_util::stream::iter(0..VIRAL)
+        .map(|u| async move { sql.set_reaction(hot, UserId(10_000 + u), "like", true).await })
+        .buffer_unordered(32)
+        .collect::<Vec<_>>()
+        .await;
+    for w in writes {
+        w.map_err(|e| e.to_string())?;
+    }
+    let rate = VIRAL as f64 / t.elapsed().as_secs_f64();
+    println!("likes of one item, 32 at once: {rate:.0}/s");
+    let h = sql.hydration(&ids[..1], None).await.map_err(|e| e.to_string())?;
+    if h[0].0.reactions != vec![("like".to_owned(), VIRAL)] {
+        return Err(format!("the viral item's counts: {:?}", h[0].0));
+    }
+    let dialect = tideway_store_sql::Dialect::of_url(url).ok_or("not a SQL URL")?;
+    let pool = sqlx::any::AnyPoolOptions::new().max_connections(2).connect(url).await.map_err(|e| e.to_string())?;
+    let m = vec!["?"; ids.len()].join(", ");
+    let counting = dialect.placeholders(&format!(
+        "SELECT 'r', reply_to, '', COUNT(*) FROM tw_items WHERE reply_to IN ({m}) AND live = 1 GROUP BY reply_to \
+         UNION ALL SELECT 'p', repost_of, '', COUNT(*) FROM tw_items WHERE repost_of IN ({m}) AND live = 1 GROUP BY repost_of \
+         UNION ALL SELECT 'k', item, kind, COUNT(*) FROM tw_reactions WHERE item IN ({m}) GROUP BY item, kind"
+    ));
+    for (name, kept) in [("kept counts", true), ("rows counted at read (before schema 5)", false)] {
+        let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+        for _ in 0..300 {
+            let t = Instant::now();
+            if kept {
+                drop(sql.hydration(ids, None).await.map_err(|e| e.to_string())?);
+            } else {
+                let mut q = sqlx::query(&counting);
+                for _ in 0..3 {
+                    for i in ids {
+                        q = q.bind(i.0 as i64);
+                    }
+                }
+                drop(q.fetch_all(&pool).await.map_err(|e| e.to_string())?);
+            }
+            h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+        let (p50, p99) = pct(&h);
+        println!("SQL counts of 20 items, one with {VIRAL} likes, {name}: p50 {p50:.1} µs, p99 {p99:.1} µs");
+    }
+    pool.close().await;
+    Ok(())
 }
 
 #[allow(clippy::print_stdout, reason = "the report is this command's output")]
@@ -368,6 +449,9 @@ async fn main() -> Result<(), String> {
     let engine = if args.sql.starts_with("postgres") { "PostgreSQL" } else { "MariaDB/MySQL" };
     if args.probe {
         return probe(&args).await;
+    }
+    if let Some(listen) = &args.serve_seeds {
+        return seeds::serve(&args, listen).await;
     }
     if args.celebrity > 0 && args.sql.starts_with("postgres") {
         celebrity(&args).await?;

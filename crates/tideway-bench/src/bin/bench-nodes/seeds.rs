@@ -69,10 +69,10 @@ impl Engines {
         format!("{}jobs", self.prefix)
     }
 
-    /// The first page: the timeline's newest 20 ids, then their items.
-    async fn page(&self, user: u64) -> Result<Vec<(i64, i64, String)>, String> {
+    /// The first page: the timeline's newest `limit` ids, then their items.
+    async fn page(&self, user: u64, limit: isize) -> Result<Vec<(i64, i64, String)>, String> {
         let mut r = self.redis.clone();
-        let ids: Vec<i64> = r.zrevrange(self.timeline(user), 0, 19).await.map_err(s)?;
+        let ids: Vec<i64> = r.zrevrange(self.timeline(user), 0, limit - 1).await.map_err(s)?;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
@@ -115,6 +115,48 @@ impl Engines {
         Ok(())
     }
 
+    /// `follower` follows `targets`: both copies of the graph, one transaction.
+    async fn follow(&self, follower: i64, targets: &[i64]) -> Result<(), String> {
+        if targets.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.pool.begin().await.map_err(s)?;
+        let fwd = targets.iter().map(|f| format!("({follower},{f})")).collect::<Vec<_>>().join(",");
+        let rev = targets.iter().map(|f| format!("({f},{follower})")).collect::<Vec<_>>().join(",");
+        sqlx::query(&format!("INSERT INTO s_follows (follower, followee) VALUES {fwd}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(s)?;
+        sqlx::query(&format!("INSERT INTO s_followers (followee, follower) VALUES {rev}"))
+            .execute(&mut *tx)
+            .await
+            .map_err(s)?;
+        tx.commit().await.map_err(s)
+    }
+
+    /// A post: the durable row, then its fan-out job on the queue.
+    async fn post(&self, id: i64, author: i64, body: &str) -> Result<(), String> {
+        let insert = self.q("INSERT INTO s_items (id, author, created, body) VALUES (?, ?, ?, ?)");
+        let now = tideway_core::Millis::now().0;
+        sqlx::query(&insert).bind(id).bind(author).bind(now).bind(body).execute(&self.pool).await.map_err(s)?;
+        let mut r = self.redis.clone();
+        let () = r.rpush(self.jobs(), format!("{author}:{id}")).await.map_err(s)?;
+        Ok(())
+    }
+
+    /// One fan-out lane: pops and delivers jobs until the queue is empty.
+    /// Returns the deliveries made.
+    async fn drain(&self) -> Result<usize, String> {
+        let mut r = self.redis.clone();
+        let mut delivered = 0;
+        loop {
+            let job: Option<String> = r.lpop(self.jobs(), None).await.map_err(s)?;
+            let Some(job) = job else { return Ok(delivered) };
+            let (a, id) = job.split_once(':').ok_or("bad job")?;
+            delivered += self.deliver(a.parse().map_err(s)?, id.parse().map_err(s)?).await?;
+        }
+    }
+
     /// Delivers one job: the author's followers, chunk by chunk.
     async fn deliver(&self, author: i64, id: i64) -> Result<usize, String> {
         let followers = self.ids("SELECT follower FROM s_followers WHERE followee = ?", author).await?;
@@ -132,29 +174,14 @@ impl Engines {
     }
 }
 
-/// Runs `bench-nodes`' workload on the seeds' design.
-pub async fn run(args: &Args) -> Result<Figures, String> {
-    sqlx::any::install_default_drivers();
-    let db = FreshDatabase::create(&args.sql).await.map_err(s)?;
-    let figures = workload(args, &db.url).await;
-    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-    db.drop().await.map_err(s)?;
-    figures
-}
-
-async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
-    let dialect = Dialect::of_url(&args.sql).ok_or("--sql: not a postgres:// or mysql:// URL")?;
-    let postgres = dialect == Dialect::Postgres;
-    let pool = AnyPoolOptions::new().max_connections(args.writers as u32 + 4).connect(url).await.map_err(s)?;
-    let client = redis::Client::open(args.redis.as_str()).map_err(s)?;
-    let redis = client.get_multiplexed_async_connection().await.map_err(s)?;
-    let e = Engines { pool, dialect, redis, prefix: format!("seeds{}:", std::process::id()) };
-    let (text, table) = if postgres {
+/// The seeds' tables.
+fn schema(dialect: Dialect) -> Vec<String> {
+    let (text, table) = if dialect == Dialect::Postgres {
         ("TEXT", "")
     } else {
         ("LONGTEXT", " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin")
     };
-    for stmt in [
+    vec![
         format!(
             "CREATE TABLE s_items (id BIGINT NOT NULL PRIMARY KEY, author BIGINT NOT NULL, \
              created BIGINT NOT NULL, body {text} NOT NULL){table}"
@@ -168,7 +195,26 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
             "CREATE TABLE s_followers (followee BIGINT NOT NULL, follower BIGINT NOT NULL, \
              PRIMARY KEY (followee, follower)){table}"
         ),
-    ] {
+    ]
+}
+
+/// Runs `bench-nodes`' workload on the seeds' design.
+pub async fn run(args: &Args) -> Result<Figures, String> {
+    sqlx::any::install_default_drivers();
+    let db = FreshDatabase::create(&args.sql).await.map_err(s)?;
+    let figures = workload(args, &db.url).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    db.drop().await.map_err(s)?;
+    figures
+}
+
+async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
+    let dialect = Dialect::of_url(&args.sql).ok_or("--sql: not a postgres:// or mysql:// URL")?;
+    let pool = AnyPoolOptions::new().max_connections(args.writers as u32 + 4).connect(url).await.map_err(s)?;
+    let client = redis::Client::open(args.redis.as_str()).map_err(s)?;
+    let redis = client.get_multiplexed_async_connection().await.map_err(s)?;
+    let e = Engines { pool, dialect, redis, prefix: format!("seeds{}:", std::process::id()) };
+    for stmt in schema(dialect) {
         sqlx::query(&stmt).execute(&e.pool).await.map_err(s)?;
     }
 
@@ -180,18 +226,8 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
         let mut t: Vec<u64> = (0..args.follows).map(|_| rng.random_range(1..=args.authors)).collect();
         t.sort_unstable();
         t.dedup();
-        let mut tx = e.pool.begin().await.map_err(s)?;
-        let fwd = t.iter().map(|f| format!("({r},{f})")).collect::<Vec<_>>().join(",");
-        let rev = t.iter().map(|f| format!("({f},{r})")).collect::<Vec<_>>().join(",");
-        sqlx::query(&format!("INSERT INTO s_follows (follower, followee) VALUES {fwd}"))
-            .execute(&mut *tx)
-            .await
-            .map_err(s)?;
-        sqlx::query(&format!("INSERT INTO s_followers (followee, follower) VALUES {rev}"))
-            .execute(&mut *tx)
-            .await
-            .map_err(s)?;
-        tx.commit().await.map_err(s)?;
+        let t: Vec<i64> = t.iter().map(|&f| f as i64).collect();
+        e.follow(*r as i64, &t).await?;
     }
 
     eprintln!("  posts: {} by {} writers", args.posts, args.writers);
@@ -203,14 +239,10 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
         let (n, authors, seed) = (args.posts / args.writers, args.authors, args.seed + w as u64);
         tasks.spawn(async move {
             let mut rng = SmallRng::seed_from_u64(seed);
-            let insert = e.q("INSERT INTO s_items (id, author, created, body) VALUES (?, ?, ?, ?)");
-            let mut r = e.redis.clone();
             for _ in 0..n {
                 let a = rng.random_range(1..=authors) as i64;
                 let id = next.fetch_add(1, Ordering::Relaxed) as i64;
-                let now = tideway_core::Millis::now().0;
-                sqlx::query(&insert).bind(id).bind(a).bind(now).bind("{}").execute(&e.pool).await.map_err(s)?;
-                let () = r.rpush(e.jobs(), format!("{a}:{id}")).await.map_err(s)?;
+                e.post(id, a, "{}").await?;
             }
             Ok::<(), String>(())
         });
@@ -225,17 +257,7 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
     let mut lanes = tokio::task::JoinSet::new();
     for _ in 0..FANOUT_LANES {
         let e = e.clone();
-        lanes.spawn(async move {
-            let mut r = e.redis.clone();
-            let mut delivered = 0;
-            loop {
-                let job: Option<String> = r.lpop(e.jobs(), None).await.map_err(s)?;
-                let Some(job) = job else { break };
-                let (a, id) = job.split_once(':').ok_or("bad job")?;
-                delivered += e.deliver(a.parse().map_err(s)?, id.parse().map_err(s)?).await?;
-            }
-            Ok::<usize, String>(delivered)
-        });
+        lanes.spawn(async move { e.drain().await });
     }
     let mut delivered = 0;
     while let Some(r) = lanes.join_next().await {
@@ -250,7 +272,7 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
     for _ in 0..args.reads {
         let r = readers[rng.random_range(0..readers.len())];
         let t = Instant::now();
-        let page = e.page(r).await?;
+        let page = e.page(r, 20).await?;
         h.record(t.elapsed().as_nanos() as u64).map_err(s)?;
         shown += page.len();
     }
@@ -268,10 +290,10 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
     let mut h = Histogram::<u64>::new(3).map_err(s)?;
     for reader in readers.iter().take(args.reads.min(readers.len())) {
         let t = Instant::now();
-        let mut page = e.page(*reader).await?;
+        let mut page = e.page(*reader, 20).await?;
         if page.is_empty() {
             e.regenerate(*reader).await?;
-            page = e.page(*reader).await?;
+            page = e.page(*reader, 20).await?;
         }
         h.record(t.elapsed().as_nanos() as u64).map_err(s)?;
         std::hint::black_box(page);
@@ -282,4 +304,110 @@ async fn workload(args: &Args, url: &str) -> Result<Figures, String> {
     }
     e.pool.close().await;
     Ok(Figures { posts_per_sec, deliveries_per_sec, warm, returning })
+}
+
+/// The seeds' design behind HTTP, for `scripts/bench-http.sh`: the part of
+/// tideway's API its populate script and its home reads use, on the database
+/// of `--sql` (tables created when absent) and keys under `--prefix`.
+///
+/// - `POST /v1/users/{u}/following` `{"targets": [...]}`: both graph copies.
+/// - `POST /v1/items` `{"author", "body"}`: the row, then the job.
+/// - `GET /v1/users/{u}/home?limit=N`: `ZREVRANGE`, then the items by id; a
+///   reader without a timeline gets it regenerated first (waited for).
+/// - `GET /backlog`: fan-out jobs not yet taken (the script waits for 0).
+/// - `GET /readyz`.
+///
+/// `FANOUT_LANES` tasks take jobs with `BLPOP`, each on its own connection.
+pub async fn serve(args: &Args, listen: &str) -> Result<(), String> {
+    use axum::extract::{Path, Query, State};
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    use axum::routing::{get, post};
+    use std::collections::HashMap;
+
+    type Shared = State<Arc<(Engines, AtomicU64)>>;
+    type Answer = Result<axum::response::Response, (StatusCode, String)>;
+    let fail = |e: String| (StatusCode::INTERNAL_SERVER_ERROR, e);
+    let bad = |e: &str| (StatusCode::BAD_REQUEST, e.to_owned());
+
+    sqlx::any::install_default_drivers();
+    let dialect = Dialect::of_url(&args.sql).ok_or("--sql: not a postgres:// or mysql:// URL")?;
+    let pool = AnyPoolOptions::new().max_connections(32).connect(&args.sql).await.map_err(s)?;
+    let client = redis::Client::open(args.redis.as_str()).map_err(s)?;
+    let redis = client.get_multiplexed_async_connection().await.map_err(s)?;
+    let e = Engines { pool, dialect, redis, prefix: args.prefix.clone() };
+    if sqlx::query("SELECT 1 FROM s_items LIMIT 1").fetch_optional(&e.pool).await.is_err() {
+        for stmt in schema(dialect) {
+            sqlx::query(&stmt).execute(&e.pool).await.map_err(s)?;
+        }
+    }
+    for _ in 0..FANOUT_LANES {
+        let (e, mut conn) = (e.clone(), client.get_multiplexed_async_connection().await.map_err(s)?);
+        tokio::spawn(async move {
+            loop {
+                let job: Result<Option<(String, String)>, _> = conn.blpop(e.jobs(), 1.0).await;
+                let Ok(Some((_, job))) = job else { continue };
+                let Some((a, id)) = job.split_once(':') else { continue };
+                if let (Ok(a), Ok(id)) = (a.parse(), id.parse())
+                    && let Err(err) = e.deliver(a, id).await
+                {
+                    eprintln!("seeds: job {job} failed: {err}");
+                }
+            }
+        });
+    }
+    // Ids: time-ordered and unique across restarts, as a snowflake's.
+    let next = AtomicU64::new((tideway_core::Millis::now().0 as u64) << 22);
+    let state = Arc::new((e, next));
+
+    let follow = move |State(st): Shared, Path(u): Path<i64>, body: axum::Json<serde_json::Value>| async move {
+        let targets = body["targets"].as_array().ok_or_else(|| bad("targets: a list"))?;
+        let targets = targets
+            .iter()
+            .map(|t| t.as_str().and_then(|t| t.parse().ok()).or_else(|| t.as_i64()))
+            .collect::<Option<Vec<i64>>>()
+            .ok_or_else(|| bad("targets: user ids"))?;
+        st.0.follow(u, &targets).await.map_err(fail)?;
+        Answer::Ok(StatusCode::NO_CONTENT.into_response())
+    };
+    let create = move |State(st): Shared, body: axum::Json<serde_json::Value>| async move {
+        let author = body["author"].as_str().and_then(|a| a.parse().ok()).ok_or_else(|| bad("author: a user id"))?;
+        let id = st.1.fetch_add(1, Ordering::Relaxed) as i64;
+        st.0.post(id, author, &body["body"].to_string()).await.map_err(fail)?;
+        Answer::Ok((StatusCode::CREATED, axum::Json(serde_json::json!({ "id": id.to_string() }))).into_response())
+    };
+    let home = move |State(st): Shared, Path(u): Path<u64>, Query(q): Query<HashMap<String, String>>| async move {
+        let limit = q.get("limit").and_then(|l| l.parse::<isize>().ok()).unwrap_or(20).clamp(1, 100);
+        let mut page = st.0.page(u, limit).await.map_err(fail)?;
+        if page.is_empty() {
+            st.0.regenerate(u).await.map_err(fail)?;
+            page = st.0.page(u, limit).await.map_err(fail)?;
+        }
+        // The bodies are JSON this server wrote: spliced in as they are.
+        let mut out = String::with_capacity(64 + page.iter().map(|p| p.2.len() + 64).sum::<usize>());
+        out.push_str("{\"entries\":[");
+        for (i, (id, author, body)) in page.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&format!("{{\"id\":\"{id}\",\"author\":\"{author}\",\"body\":{body}}}"));
+        }
+        out.push_str("]}");
+        Answer::Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    };
+    let backlog = move |State(st): Shared| async move {
+        let mut r = st.0.redis.clone();
+        let n: u64 = r.llen(st.0.jobs()).await.map_err(|e| fail(e.to_string()))?;
+        Answer::Ok(n.to_string().into_response())
+    };
+    let app = axum::Router::new()
+        .route("/v1/users/{u}/following", post(follow))
+        .route("/v1/items", post(create))
+        .route("/v1/users/{u}/home", get(home))
+        .route("/backlog", get(backlog))
+        .route("/readyz", get(|| async { "ok" }))
+        .with_state(state);
+    let listener = tokio::net::TcpListener::bind(listen).await.map_err(s)?;
+    eprintln!("seeds' design serving on {listen}");
+    axum::serve(listener, app).await.map_err(s)
 }
