@@ -176,6 +176,16 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             SELECT item, CONCAT('k:', kind), COUNT(*) FROM tw_reactions GROUP BY item, kind",
         ],
     ),
+    (
+        6,
+        &[
+            // "Does X follow Y" for many X at once (a page's relations): the
+            // followers of Y by follower id, not by follow time, so the check
+            // is one probe per X, not a scan of all of Y's followers (a
+            // celebrity reading their home scanned a million rows a page).
+            "CREATE INDEX tw_followers_pair ON tw_followers (followee, follower)",
+        ],
+    ),
 ];
 
 /// The newest schema version this build knows.
