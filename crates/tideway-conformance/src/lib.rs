@@ -182,6 +182,18 @@ pub async fn inboxes(b: &dyn Backend) {
     assert_eq!(all(u1).await, Some((0, vec![20, 15, 5])));
     assert_eq!(b.deliver(20, &[u1, u2]).await.expect("deliver"), 0, "a key it holds; an absent inbox");
 
+    // A rebuild abandoned midway (its node died) is begun again by the next
+    // reader, on any node: what was delivered meanwhile is kept.
+    let u5 = UserId(5);
+    b.begin_rebuild(u5).await.expect("begin");
+    assert_eq!(b.deliver(40, &[u5]).await.expect("deliver"), 1);
+    b.begin_rebuild(u5).await.expect("begin again");
+    assert_eq!(b.inbox_floor(u5).await.expect("floor"), None, "still building");
+    assert_eq!(b.deliver(41, &[u5]).await.expect("deliver"), 1);
+    b.finish_rebuild(u5, &[35], 0).await.expect("finish");
+    assert_eq!(all(u5).await, Some((0, vec![41, 40, 35])), "deliveries of the abandoned rebuild kept");
+    b.drop_inbox(u5).await.expect("drop");
+
     let read = async |range, dir, limit| b.read_inbox(u1, range, dir, limit).await.expect("read").map(|r| r.keys);
     assert_eq!(read(KeyRange { above: None, below: Some(20) }, Direction::Older, 10).await, Some(vec![15, 5]));
     assert_eq!(read(KeyRange { above: Some(5), below: None }, Direction::Newer, 10).await, Some(vec![15, 20]));
