@@ -161,6 +161,10 @@ fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
 }
 
+/// What an insert into `tw_item_counts` does on PostgreSQL when the count
+/// exists: adds the new row's `n` to it.
+const PG_ADD_TO_COUNT: &str = "ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n";
+
 /// An `IN` list of `vals`: its placeholders and its binds, the length
 /// rounded up to a power of two by repeating the last value (a value twice
 /// in an `IN` list matches what it did once). Each length is a statement
@@ -343,13 +347,14 @@ impl SqlStore {
     /// trip, atomic as a whole.
     async fn create_plain_pg(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<(), Failed> {
         let (record, body) = Self::record_json(item).map_err(Failed::Store)?;
-        let head = "WITH i AS (INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
+        let head = format!(
+            "WITH i AS (INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
                     VALUES (?, ?, ?, NULL, ?, NULL, ?, ?) RETURNING author, reply_to, live), \
                     u AS (INSERT INTO tw_users (id, items) SELECT author, ? FROM i \
                     ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items), \
                     c AS (INSERT INTO tw_item_counts (item, what, n) SELECT reply_to, 'r', 1 FROM i \
-                    WHERE reply_to IS NOT NULL AND live = 1 \
-                    ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + 1) ";
+                    WHERE reply_to IS NOT NULL AND live = 1 {PG_ADD_TO_COUNT}) "
+        );
         let tail = if fan_out {
             "INSERT INTO tw_jobs (k, author, created) SELECT ?, author, ? FROM i"
         } else {
@@ -519,15 +524,11 @@ impl SqlStore {
 
     /// The upsert that adds `n` (the third bind) to count `what` (the
     /// second) of `item` (the first).
-    fn count_upsert(&self) -> &'static str {
+    fn count_upsert(&self) -> String {
+        let insert = "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?)";
         match self.dialect {
-            Dialect::Postgres => {
-                "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?) \
-                 ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n"
-            }
-            Dialect::MySql => {
-                "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?) ON DUPLICATE KEY UPDATE n = n + VALUES(n)"
-            }
+            Dialect::Postgres => self.q(&format!("{insert} {PG_ADD_TO_COUNT}")),
+            Dialect::MySql => format!("{insert} ON DUPLICATE KEY UPDATE n = n + VALUES(n)"),
         }
     }
 
@@ -536,7 +537,7 @@ impl SqlStore {
     async fn bump_parents(&self, tx: &mut sqlx::Transaction<'_, sqlx::Any>, item: &Item, by: i64) -> Result<()> {
         for (parent, what) in [(item.reply_to, "r"), (item.repost_of, "p")] {
             if let Some(p) = parent {
-                sqlx::query(&self.q(self.count_upsert()))
+                sqlx::query(&self.count_upsert())
                     .bind(k(p.0))
                     .bind(what)
                     .bind(by)
@@ -822,8 +823,7 @@ impl Items for SqlStore {
                 "DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ? RETURNING item"
             };
             let sql = self.q(&format!(
-                "WITH r AS ({change}) INSERT INTO tw_item_counts (item, what, n) SELECT item, ?, ? FROM r \
-                 ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n"
+                "WITH r AS ({change}) INSERT INTO tw_item_counts (item, what, n) SELECT item, ?, ? FROM r {PG_ADD_TO_COUNT}"
             ));
             let done = self
                 .retrying(|| async {
@@ -857,7 +857,7 @@ impl Items for SqlStore {
             if done.rows_affected() == 0 {
                 return Ok(false);
             }
-            sqlx::query(&self.q(self.count_upsert()))
+            sqlx::query(&self.count_upsert())
                 .bind(k(item.0))
                 .bind(what.as_str())
                 .bind(by)

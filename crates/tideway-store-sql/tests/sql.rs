@@ -19,6 +19,25 @@ fn env(var: &str) -> String {
     })
 }
 
+/// `$check` against each engine's server (`TIDEWAY_TEST_POSTGRES_URL`,
+/// `TIDEWAY_TEST_MYSQL_URL`), as one test each, under the test attribute
+/// given (`#[tokio::test]` when none is).
+macro_rules! on_both_engines {
+    ($check:ident: $pg:ident, $my:ident) => {
+        on_both_engines!(#[tokio::test] $check: $pg, $my);
+    };
+    (#[$test:meta] $check:ident: $pg:ident, $my:ident) => {
+        #[$test]
+        async fn $pg() {
+            $check(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
+        }
+        #[$test]
+        async fn $my() {
+            $check(&env("TIDEWAY_TEST_MYSQL_URL")).await;
+        }
+    };
+}
+
 async fn redis() -> Arc<RedisShared> {
     let mut opts = RedisOptions::new(vec![env("TIDEWAY_TEST_REDIS_URL")], INBOX_CAP);
     opts.prefix = format!("sqltest{}:", rand::random::<u64>());
@@ -69,15 +88,7 @@ async fn schema_is_checked(base: &str) {
     db.drop().await.expect("drop the database");
 }
 
-#[tokio::test]
-async fn postgres_schema_is_checked() {
-    schema_is_checked(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
-}
-
-#[tokio::test]
-async fn mysql_schema_is_checked() {
-    schema_is_checked(&env("TIDEWAY_TEST_MYSQL_URL")).await;
-}
+on_both_engines!(schema_is_checked: postgres_schema_is_checked, mysql_schema_is_checked);
 
 #[tokio::test]
 async fn a_bad_url_is_refused_naming_the_setting() {
@@ -125,15 +136,10 @@ async fn one_live_repost(base: &str) {
     db.drop().await.expect("drop the database");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn postgres_keeps_one_live_repost() {
-    one_live_repost(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn mysql_keeps_one_live_repost() {
-    one_live_repost(&env("TIDEWAY_TEST_MYSQL_URL")).await;
-}
+on_both_engines!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    one_live_repost: postgres_keeps_one_live_repost, mysql_keeps_one_live_repost
+);
 
 /// A fresh database with the schema at `version`, and a connection to it.
 async fn at_version(base: &str, version: i64) -> (FreshDatabase, sqlx::AnyConnection) {
@@ -191,15 +197,7 @@ async fn upgrade_counts_items(base: &str) {
     db.drop().await.expect("drop the database");
 }
 
-#[tokio::test]
-async fn postgres_upgrade_counts_items() {
-    upgrade_counts_items(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
-}
-
-#[tokio::test]
-async fn mysql_upgrade_counts_items() {
-    upgrade_counts_items(&env("TIDEWAY_TEST_MYSQL_URL")).await;
-}
+on_both_engines!(upgrade_counts_items: postgres_upgrade_counts_items, mysql_upgrade_counts_items);
 
 /// A database at schema version 3 with follows in it is upgraded: the graph
 /// moves into 16 partitions by user id, both ways, and every follow is still
@@ -243,12 +241,4 @@ async fn upgrade_partitions_the_graph(base: &str) {
     db.drop().await.expect("drop the database");
 }
 
-#[tokio::test]
-async fn postgres_upgrade_partitions_the_graph() {
-    upgrade_partitions_the_graph(&env("TIDEWAY_TEST_POSTGRES_URL")).await;
-}
-
-#[tokio::test]
-async fn mysql_upgrade_partitions_the_graph() {
-    upgrade_partitions_the_graph(&env("TIDEWAY_TEST_MYSQL_URL")).await;
-}
+on_both_engines!(upgrade_partitions_the_graph: postgres_upgrade_partitions_the_graph, mysql_upgrade_partitions_the_graph);
