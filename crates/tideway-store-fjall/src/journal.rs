@@ -1,0 +1,347 @@
+//! The fjall journal: its keyspaces, the encoding of changes into writes,
+//! group commit, and the point reads behind the [`Journal`] trait.
+
+use crate::layout::{
+    Space, counters_value, decode_record, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64, u64_at,
+};
+use crate::{SyncMode, io};
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+use parking_lot::{Condvar, Mutex};
+use std::path::Path;
+use std::sync::Arc;
+use tideway_core::{ItemId, Key, UserId};
+use tideway_store::{Change, Journal, Record, State, StoreError, Ticket, Unit, UnitData};
+
+/// The fjall journal.
+pub struct FjallJournal {
+    pub(crate) db: Database,
+    pub(crate) meta: Keyspace,
+    pub(crate) items: Keyspace,
+    bodies: Keyspace,
+    pub(crate) outbox: Keyspace,
+    pub(crate) reposts: Keyspace,
+    pub(crate) replies: Keyspace,
+    idempotency: Keyspace,
+    pub(crate) inserts: Keyspace,
+    pub(crate) user_inserts: Keyspace,
+    pub(crate) edges: Keyspace,
+    pub(crate) edges_in: Keyspace,
+    pub(crate) users: Keyspace,
+    pub(crate) jobs: Keyspace,
+    pub(crate) reactions: Keyspace,
+    pub(crate) promotions: Keyspace,
+    sync: SyncMode,
+    /// Batches written but not yet committed, and the last ticket handed out.
+    pending: Mutex<(Vec<Op>, Ticket)>,
+    /// Group commit: (highest ticket known durable, a flush is running).
+    synced: Mutex<(Ticket, bool)>,
+    /// Wakes writers waiting for the running flush.
+    sync_done: Condvar,
+}
+
+/// One encoded write, queued until the next group commit.
+pub(crate) enum Op {
+    Put(Space, Vec<u8>, Vec<u8>),
+    Del(Space, Vec<u8>),
+}
+
+/// Builds the batches of a bulk rewrite, flushing every 50,000 writes.
+pub(crate) struct Batches<'a> {
+    pub(crate) j: &'a FjallJournal,
+    pub(crate) ops: Vec<Op>,
+}
+
+impl Batches<'_> {
+    pub(crate) fn push(&mut self, op: Op) -> Result<(), StoreError> {
+        self.ops.push(op);
+        if self.ops.len() >= 50_000 {
+            self.j.flush(std::mem::take(&mut self.ops), PersistMode::Buffer)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn finish(self) -> Result<(), StoreError> {
+        self.j.flush(self.ops, PersistMode::SyncAll)
+    }
+}
+
+impl FjallJournal {
+    /// Opens (creating if needed) the data directory and reads the few
+    /// things a lazy index starts from. Fails if another process has the
+    /// directory open. `block_cache` bounds fjall's cache of (encoded)
+    /// blocks.
+    pub fn open(dir: &Path, sync: SyncMode, block_cache: u64) -> Result<(Self, State), StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
+        // A journal of at most 64 MiB (fjall's least; its default is 512):
+        // what it holds is recovered into memtables at start, so this bounds
+        // the memory of recent writes after a restart.
+        let db =
+            Database::builder(dir).cache_size(block_cache).max_journaling_size(64 << 20).open().map_err(
+                |e| match e {
+                    fjall::Error::Locked => {
+                        StoreError::Io(format!("{} is in use by another tideway process", dir.display()))
+                    }
+                    e => io(e),
+                },
+            )?;
+        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(io);
+        let j = FjallJournal {
+            meta: ks("meta")?,
+            items: ks("items")?,
+            // Bodies are read only for items known to exist, and their index
+            // grows with their bytes: no filter on the last level, and index
+            // blocks go through the (bounded) block cache instead of being
+            // pinned in memory.
+            bodies: db
+                .keyspace("bodies", || {
+                    KeyspaceCreateOptions::default()
+                        .expect_point_read_hits(true)
+                        .index_block_pinning_policy(fjall::config::PinningPolicy::all(false))
+                        .filter_block_pinning_policy(fjall::config::PinningPolicy::all(false))
+                })
+                .map_err(io)?,
+            outbox: ks("outbox")?,
+            reposts: ks("reposts")?,
+            replies: ks("replies")?,
+            idempotency: ks("idempotency")?,
+            inserts: ks("inserts")?,
+            user_inserts: ks("user_inserts")?,
+            edges: ks("edges")?,
+            edges_in: ks("edges_in")?,
+            users: ks("users")?,
+            jobs: ks("jobs")?,
+            reactions: ks("reactions")?,
+            promotions: ks("promotions")?,
+            db,
+            sync,
+            pending: Mutex::new((Vec::new(), 0)),
+            synced: Mutex::new((0, false)),
+            sync_done: Condvar::new(),
+        };
+        j.ensure_format()?;
+        let state = j.load()?;
+        Ok((j, state))
+    }
+
+    pub(crate) fn keyspaces(&self) -> [&Keyspace; 15] {
+        [
+            &self.meta,
+            &self.items,
+            &self.bodies,
+            &self.outbox,
+            &self.reposts,
+            &self.replies,
+            &self.idempotency,
+            &self.inserts,
+            &self.user_inserts,
+            &self.edges,
+            &self.edges_in,
+            &self.users,
+            &self.jobs,
+            &self.reactions,
+            &self.promotions,
+        ]
+    }
+
+    /// Bytes on disk.
+    pub fn disk_space(&self) -> u64 {
+        self.keyspaces().iter().map(|k| k.disk_space()).sum()
+    }
+
+    /// Encodes one change.
+    fn encode(c: &Change, ops: &mut Vec<Op>) -> Result<(), StoreError> {
+        match c {
+            Change::PutItem(item) => item_ops(item, true, ops)?,
+            Change::UpdateItem(item) => item_ops(item, false, ops)?,
+            Change::PutInsert { key, user, item } => {
+                ops.push(Op::Put(Space::Inserts, key_of(&[*key]), key_of(&[user.0, item.0])));
+                ops.push(Op::Put(Space::UserInserts, key_of(&[user.0, *key]), key_of(&[item.0])));
+            }
+            Change::PutEdge { kind, from, to, since } => {
+                ops.push(Op::Put(Space::Edges, edge_key(*kind, *from, *to), millis_u64(*since).to_be_bytes().to_vec()));
+                if let Some(k) = edge_in_key(*kind, *from, *to, *since) {
+                    ops.push(Op::Put(Space::EdgesIn, k, Vec::new()));
+                }
+            }
+            Change::DelEdge { kind, from, to, since } => {
+                ops.push(Op::Del(Space::Edges, edge_key(*kind, *from, *to)));
+                if let Some(k) = edge_in_key(*kind, *from, *to, *since) {
+                    ops.push(Op::Del(Space::EdgesIn, k));
+                }
+            }
+            Change::PutJob(job) => ops.push(Op::Put(Space::Jobs, key_of(&[job.key]), json(job)?)),
+            Change::DelJob(key) => ops.push(Op::Del(Space::Jobs, key_of(&[*key]))),
+            Change::SetReaction { item, user, kind, on } => {
+                let mut k = key_of(&[item.0, user.0]);
+                k.extend_from_slice(kind.as_bytes());
+                ops.push(if *on { Op::Put(Space::Reactions, k, Vec::new()) } else { Op::Del(Space::Reactions, k) });
+            }
+            Change::PutPromotion(p) => ops.push(Op::Put(Space::Promotions, key_of(&[p.id]), json(p)?)),
+            Change::PutHead(u, h) => ops.push(Op::Put(Space::Users, key_of(&[u.0]), head_value(h))),
+            Change::PutCounters(c) => ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(c))),
+        }
+        Ok(())
+    }
+}
+
+impl Journal for FjallJournal {
+    /// Encodes the batch and queues it; the caller's `sync` commits it.
+    fn write(&self, changes: &[Change]) -> Result<Ticket, StoreError> {
+        let mut ops = Vec::with_capacity(changes.len() * 2);
+        for c in changes {
+            Self::encode(c, &mut ops)?;
+        }
+        let mut pending = self.pending.lock();
+        pending.0.extend(ops);
+        pending.1 += 1;
+        Ok(pending.1)
+    }
+
+    /// Only an fsync is worth a trip to the blocking pool; a buffered
+    /// persist is a write to the page cache.
+    fn blocks(&self) -> bool {
+        self.sync == SyncMode::Fsync
+    }
+
+    fn lazy(&self) -> bool {
+        true
+    }
+
+    fn durable(&self) -> Ticket {
+        self.synced.lock().0
+    }
+
+    // The inherent method in load.rs (inherent methods are found first).
+    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>, StoreError> {
+        FjallJournal::load_units(self, units)
+    }
+
+    // The inherent method in load.rs.
+    fn followers_range(
+        &self,
+        user: UserId,
+        from: Option<tideway_store::FollowerPos>,
+        ascending: bool,
+        limit: usize,
+    ) -> Result<Vec<tideway_store::FollowerPos>, StoreError> {
+        FjallJournal::followers_range(self, user, from, ascending, limit)
+    }
+
+    /// Point reads of the records (fjall's block cache and the OS page
+    /// cache serve the warm ones): an item, else an insertion.
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<tideway_store::Stored<Record>>, StoreError> {
+        keys.iter()
+            .map(|key| {
+                if let Some(v) = self.items.get(key.to_be_bytes()).map_err(io)? {
+                    return Ok(Some((Record::Item(decode_record(ItemId(*key), &v)?), v.len())));
+                }
+                let Some(v) = self.inserts.get(key.to_be_bytes()).map_err(io)? else { return Ok(None) };
+                let (user, item) = (UserId(u64_at(&v, 0)?), ItemId(u64_at(&v, 8)?));
+                Ok(Some((Record::Insert { key: *key, user, item }, v.len())))
+            })
+            .collect()
+    }
+
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<tideway_store::Stored<tideway_core::Body>>, StoreError> {
+        ids.iter()
+            .map(|id| {
+                let Some(v) = self.bodies.get(id.0.to_be_bytes()).map_err(io)? else { return Ok(None) };
+                let body: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("body of {id}: {e}")))?;
+                Ok(Some((Arc::new(body), v.len())))
+            })
+            .collect()
+    }
+
+    fn has_item(&self, id: ItemId) -> Result<bool, StoreError> {
+        self.items.contains_key(id.0.to_be_bytes()).map_err(io)
+    }
+
+    fn idempotent(&self, author: UserId, key: &str) -> Result<Option<ItemId>, StoreError> {
+        let mut k = key_of(&[author.0]);
+        k.extend_from_slice(key.as_bytes());
+        match self.idempotency.get(k).map_err(io)? {
+            Some(v) => Ok(Some(ItemId(u64_at(&v, 0)?))),
+            None => Ok(None),
+        }
+    }
+
+    fn health(&self) -> Result<(), StoreError> {
+        // A no-op flush to the OS: fails once fjall has poisoned itself.
+        self.db.persist(PersistMode::Buffer).map_err(io)
+    }
+
+    /// Group commit. The first caller to find no flush running becomes the
+    /// leader: it takes every queued batch, commits them as one atomic fjall
+    /// batch and persists once; callers arriving meanwhile wait and are
+    /// covered by the next leader's flush. (fjall holds its journal lock
+    /// during an fsync, so batching must happen here to share fsyncs.)
+    /// On an I/O error fjall poisons the database: every later write fails
+    /// and `/readyz` answers 503 until a restart reloads from disk.
+    fn sync(&self, ticket: Ticket) -> Result<(), StoreError> {
+        let mode = match self.sync {
+            SyncMode::Fsync => PersistMode::SyncData,
+            SyncMode::Buffer => PersistMode::Buffer,
+        };
+        let mut g = self.synced.lock();
+        loop {
+            if g.0 >= ticket {
+                return Ok(());
+            }
+            if g.1 {
+                self.sync_done.wait(&mut g);
+                continue;
+            }
+            g.1 = true;
+            drop(g);
+            let (ops, upto) = {
+                let mut p = self.pending.lock();
+                (std::mem::take(&mut p.0), p.1)
+            };
+            let res = self.flush(ops, mode);
+            g = self.synced.lock();
+            g.1 = false;
+            if res.is_ok() {
+                g.0 = g.0.max(upto);
+            }
+            self.sync_done.notify_all();
+            res?;
+        }
+    }
+}
+
+impl FjallJournal {
+    pub(crate) fn space(&self, s: Space) -> &Keyspace {
+        match s {
+            Space::Meta => &self.meta,
+            Space::Items => &self.items,
+            Space::Bodies => &self.bodies,
+            Space::Outbox => &self.outbox,
+            Space::Reposts => &self.reposts,
+            Space::Replies => &self.replies,
+            Space::Idempotency => &self.idempotency,
+            Space::Inserts => &self.inserts,
+            Space::UserInserts => &self.user_inserts,
+            Space::Edges => &self.edges,
+            Space::EdgesIn => &self.edges_in,
+            Space::Users => &self.users,
+            Space::Jobs => &self.jobs,
+            Space::Reactions => &self.reactions,
+            Space::Promotions => &self.promotions,
+        }
+    }
+
+    pub(crate) fn flush(&self, ops: Vec<Op>, mode: PersistMode) -> Result<(), StoreError> {
+        if !ops.is_empty() {
+            let mut b = self.db.batch();
+            for op in ops {
+                match op {
+                    Op::Put(s, k, v) => b.insert(self.space(s), k, v),
+                    Op::Del(s, k) => b.remove(self.space(s), k),
+                }
+            }
+            b.commit().map_err(io)?;
+        }
+        self.db.persist(mode).map_err(io)
+    }
+}

@@ -1,0 +1,159 @@
+//! Reading the index's units from the keyspaces: what start-up reads, each
+//! unit a page or a write asks for, and ranges of a user's followers.
+
+use crate::io;
+use crate::journal::FjallJournal;
+use crate::layout::{counters_of, head_of, key_of, millis_u64, prefixed, u64_at};
+use fjall::Keyspace;
+use std::collections::HashMap;
+use tideway_core::{ItemId, Millis, UserId};
+use tideway_store::{Counters, State, StoreError, Unit, UnitData};
+
+impl FjallJournal {
+    /// What a lazy index starts from: the counters, the pending jobs and
+    /// the promotions (none of them grows with the items or the graph).
+    pub(crate) fn load(&self) -> Result<State, StoreError> {
+        let counters = match self.meta.get("counters").map_err(io)? {
+            Some(v) => counters_of(&v)?,
+            None => Counters::default(),
+        };
+        let mut jobs = Vec::new();
+        for g in self.jobs.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("job: {e}")))?);
+        }
+        let mut promotions = Vec::new();
+        for g in self.promotions.iter() {
+            let (_, v) = g.into_inner().map_err(io)?;
+            promotions.push(serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("promotion: {e}")))?);
+        }
+        Ok(State::lazy(counters, jobs, promotions))
+    }
+
+    /// Decodes every key under `prefix` of a keyspace (without holding
+    /// them: a unit can be a million keys).
+    fn decode_under<T>(
+        ks: &Keyspace,
+        prefix: &[u8],
+        decode: impl Fn(&[u8]) -> Result<T, StoreError>,
+    ) -> Result<Vec<T>, StoreError> {
+        ks.prefix(prefix).map(|g| decode(&g.key().map_err(io)?)).collect()
+    }
+
+    /// Reads one unit of the index.
+    pub(crate) fn load_unit(&self, unit: Unit) -> Result<UnitData, StoreError> {
+        Ok(match unit {
+            Unit::Head(u) => {
+                UnitData::Head(self.users.get(u.0.to_be_bytes()).map_err(io)?.map(|v| head_of(&v)).transpose()?)
+            }
+            Unit::Out(u) => {
+                let mut following = Vec::new();
+                for g in self.edges.prefix(prefixed(b'f', u.0)) {
+                    let (k, v) = g.into_inner().map_err(io)?;
+                    following.push((UserId(u64_at(&k, 9)?), Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0))));
+                }
+                let tos = |tag: u8| Self::decode_under(&self.edges, &prefixed(tag, u.0), |k| Ok(UserId(u64_at(k, 9)?)));
+                UnitData::Out { following, blocking: tos(b'b')?, muting: tos(b'm')? }
+            }
+            Unit::Followers(u) => UnitData::Followers(Self::decode_under(&self.edges_in, &prefixed(b'f', u.0), |k| {
+                Ok((Millis(i64::try_from(u64_at(k, 9)?).unwrap_or(0)), UserId(u64_at(k, 17)?)))
+            })?),
+            Unit::BlockedBy(u) => UnitData::BlockedBy(Self::decode_under(&self.edges_in, &prefixed(b'b', u.0), |k| {
+                Ok(UserId(u64_at(k, 9)?))
+            })?),
+            Unit::Outbox(u) => {
+                UnitData::Outbox(Self::decode_under(&self.outbox, &u.0.to_be_bytes(), |k| u64_at(k, 8))?)
+            }
+            Unit::Inserts(u) => {
+                let mut list = Vec::new();
+                for g in self.user_inserts.prefix(u.0.to_be_bytes()) {
+                    let (k, v) = g.into_inner().map_err(io)?;
+                    list.push((u64_at(&k, 8)?, ItemId(u64_at(&v, 0)?)));
+                }
+                UnitData::Inserts(list)
+            }
+            Unit::Item(i) => {
+                let prefix = i.0.to_be_bytes();
+                let reposts = Self::decode_under(&self.reposts, &prefix, |k| {
+                    Ok((UserId(u64_at(k, 8)?), ItemId(u64_at(k, 16)?)))
+                })?;
+                let replies = self.replies.prefix(prefix).count() as u64;
+                let reactions = Self::decode_under(&self.reactions, &prefix, |k| {
+                    let kind = match k.get(16..) {
+                        Some(rest) if !rest.is_empty() => std::str::from_utf8(rest)
+                            .map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?,
+                        _ => return Err(StoreError::Corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
+                    };
+                    Ok((UserId(u64_at(k, 8)?), kind.to_owned()))
+                })?;
+                UnitData::Item { reposts, replies, reactions }
+            }
+        })
+    }
+
+    /// A user never named has no units: one point read of their counters
+    /// answers all their units at once (a follow by a new user asks for
+    /// three).
+    pub(crate) fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>, StoreError> {
+        let mut unknown: HashMap<UserId, bool> = HashMap::new();
+        units
+            .iter()
+            .map(|unit| {
+                let user = match *unit {
+                    Unit::Item(_) => None,
+                    Unit::Head(u)
+                    | Unit::Out(u)
+                    | Unit::Followers(u)
+                    | Unit::BlockedBy(u)
+                    | Unit::Outbox(u)
+                    | Unit::Inserts(u) => Some(u),
+                };
+                if let Some(u) = user {
+                    let absent = match unknown.get(&u) {
+                        Some(a) => *a,
+                        None => {
+                            let a = !self.users.contains_key(u.0.to_be_bytes()).map_err(io)?;
+                            unknown.insert(u, a);
+                            a
+                        }
+                    };
+                    if absent {
+                        return Ok(UnitData::empty(*unit));
+                    }
+                }
+                self.load_unit(*unit)
+            })
+            .collect()
+    }
+
+    pub(crate) fn followers_range(
+        &self,
+        user: UserId,
+        from: Option<tideway_store::FollowerPos>,
+        ascending: bool,
+        limit: usize,
+    ) -> Result<Vec<tideway_store::FollowerPos>, StoreError> {
+        let prefix = prefixed(b'f', user.0);
+        let key = |(since, id): tideway_store::FollowerPos| {
+            let mut k = prefix.clone();
+            k.extend_from_slice(&key_of(&[millis_u64(since), id.0]));
+            k
+        };
+        let decode = |k: &[u8]| -> Result<tideway_store::FollowerPos, StoreError> {
+            Ok((Millis(i64::try_from(u64_at(k, 9)?).unwrap_or(0)), UserId(u64_at(k, 17)?)))
+        };
+        let mut end = prefix.clone();
+        end.extend_from_slice(&[0xff; 16]);
+        let iter = match (from, ascending) {
+            (Some(p), true) => self.edges_in.range((std::ops::Bound::Excluded(key(p)), std::ops::Bound::Included(end))),
+            (None, true) => self.edges_in.prefix(&prefix),
+            (Some(p), false) => {
+                self.edges_in.range((std::ops::Bound::Included(prefix.clone()), std::ops::Bound::Excluded(key(p))))
+            }
+            (None, false) => self.edges_in.prefix(&prefix),
+        };
+        let keys: Box<dyn Iterator<Item = fjall::Guard>> =
+            if ascending { Box::new(iter) } else { Box::new(iter.rev()) };
+        keys.take(limit).map(|g| decode(&g.key().map_err(io)?)).collect()
+    }
+}

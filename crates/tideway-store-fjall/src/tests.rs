@@ -1,0 +1,382 @@
+//! Tests of the whole store over this journal: each opens a directory
+//! through [`crate::open`] (or the [`Importer`]) and goes through the
+//! store's API, most across a reopen.
+
+use crate::{FjallJournal, Importer, SyncMode, open};
+use fjall::{Database, KeyspaceCreateOptions, PersistMode};
+use std::sync::Arc;
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Item, ItemId, ItemKind, Key, Millis, UserId};
+use tideway_store::{FollowStatus, Graph, Items, JobProgress, Jobs, Journal, ListKind, Promotion, Record, Store};
+
+fn post(id: u64, author: u64) -> Item {
+    Item {
+        tags: vec!["rust".into()],
+        idempotency_key: Some("k1".into()),
+        ..Item::new(ItemId(id), UserId(author), ItemKind::Post)
+    }
+}
+
+async fn outbox(s: &Store<FjallJournal>, u: u64) -> Vec<Key> {
+    s.outbox_merge(&[UserId(u)], KeyRange::ALL, Direction::Older, 1000).await.expect("outbox")
+}
+
+async fn followers(s: &Store<FjallJournal>, u: u64) -> Vec<u64> {
+    let mut v: Vec<u64> =
+        s.list(UserId(u), ListKind::Followers, None, 100_000).await.expect("list").iter().map(|(f, _)| f.0).collect();
+    v.sort_unstable();
+    v
+}
+
+#[tokio::test]
+async fn everything_written_is_there_after_reopen() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+        s.create_item(post(100, 1), true, Millis(1)).await.expect("create");
+        s.create_item(post(101, 2), true, Millis(2)).await.expect("create");
+        s.update_item(ItemId(101), &tideway_store::ItemChange::Delete).await.expect("delete");
+        let st = s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).await.expect("follow");
+        assert_eq!(st, vec![FollowStatus::Followed(Millis(5)); 2]);
+        s.unfollow(UserId(3), UserId(2)).await.expect("unfollow");
+        s.set_block(UserId(4), UserId(1), true, Millis(6)).await.expect("block");
+        s.insert_home(UserId(3), ItemId(100), 200).await.expect("insert");
+        let recorded = s
+            .advance(1, &[JobProgress::Checkpoint(100, (Millis(5), UserId(3))), JobProgress::Complete(101)])
+            .await
+            .expect("advance");
+        assert_eq!(recorded, vec![true, true]);
+        s.set_reaction(ItemId(100), UserId(5), "like", true).await.expect("react");
+        s.set_reaction(ItemId(100), UserId(6), "like", true).await.expect("react");
+        s.set_reaction(ItemId(100), UserId(6), "like", false).await.expect("unreact");
+        s.set_reaction(ItemId(100), UserId(6), "x_wow", true).await.expect("react");
+        let p = Promotion { id: 300, item: ItemId(100), every: 5, starts_at: Millis(1), ends_at: Millis(9) };
+        s.create_promotion(p).await.expect("promotion");
+    }
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+    {
+        let st = s.state();
+        assert!(st.users.is_empty() && st.items_loaded.is_empty(), "start-up loads no user and no item");
+        assert!(!st.records.contains_key(&100), "items are not loaded at start");
+        assert!(st.idempotency.is_empty(), "durable idempotency keys stay on disk");
+    }
+    match s.records(&[101]).await.expect("records").pop().flatten() {
+        Some(Record::Item(i)) => assert!(i.deleted && i.tags == ["rust"]),
+        other => panic!("the tombstone is stored: {other:?}"),
+    }
+    let item100 = match s.records(&[100]).await.expect("records").pop().flatten() {
+        Some(Record::Item(i)) => i,
+        other => panic!("item 100: {other:?}"),
+    };
+    assert_eq!(
+        s.create_item(post(102, 1), false, Millis(3)).await.expect("idempotent"),
+        tideway_store::CreateOutcome::Existing(item100),
+        "the idempotency key of item 100 is known after a restart"
+    );
+    let stats = s.stats().await.expect("stats");
+    assert_eq!((stats.users, stats.items, stats.follows, stats.max_key), (4, 1, 1, 300), "reactions name no user");
+    assert_eq!(
+        s.counts(UserId(1)).await.expect("counts"),
+        tideway_store::UserCounts { following: 0, followers: 1, items: 1 }
+    );
+    assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 0);
+    assert_eq!(outbox(&s, 1).await, vec![100]);
+    assert_eq!(outbox(&s, 2).await, vec![101], "a tombstone keeps its outbox place");
+    assert_eq!(s.followees(UserId(3)).await.expect("followees"), vec![UserId(1)]);
+    assert_eq!(followers(&s, 1).await, vec![3]);
+    let rel = s.relations(UserId(4), &[UserId(1)]).await.expect("relations");
+    assert!(rel[0].blocking && !rel[0].blocked_by);
+    assert!(s.relations(UserId(1), &[UserId(4), UserId(3)]).await.expect("relations")[0].blocked_by);
+    assert!(s.relations(UserId(1), &[UserId(3)]).await.expect("relations")[0].followed_by);
+    assert_eq!(s.inserted_keys(UserId(3), &[ItemId(100)]).await.expect("inserted"), vec![Some(200)]);
+    assert_eq!(s.inserts(UserId(3), KeyRange::ALL, Direction::Older, 10).await.expect("inserts"), vec![200]);
+    match s.records(&[200]).await.expect("records").pop().flatten() {
+        Some(Record::Insert { user, item, .. }) => assert_eq!((user, item), (UserId(3), ItemId(100))),
+        other => panic!("the insertion record: {other:?}"),
+    }
+    let jobs = s.pending_jobs(10).await.expect("jobs");
+    assert_eq!(jobs.iter().map(|j| (j.key, j.cursor)).collect::<Vec<_>>(), vec![(100, Some((Millis(5), UserId(3))))]);
+    let h = s.hydration(&[ItemId(100)], Some(UserId(6))).await.expect("hydration");
+    assert_eq!(h[0].0.reactions, vec![("like".into(), 1), ("x_wow".into(), 1)]);
+    assert_eq!(h[0].1.as_ref().map(|m| m.reactions.clone()), Some(vec!["x_wow".to_owned()]));
+    assert_eq!(s.active_promotions(Millis(5)).await.expect("promotions").len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_writers_share_syncs_and_lose_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = std::sync::Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("open"));
+        s.create_item(post(100, 1), false, Millis(1)).await.expect("create");
+        let writers: Vec<_> = (0..8u64)
+            .map(|t| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    for i in 0..100u64 {
+                        s.set_reaction(ItemId(100), UserId(1000 * (t + 1) + i), "like", true).await.expect("react");
+                        s.follow_many(UserId(1000 * (t + 1) + i), &[UserId(1)], Millis(2), 10).await.expect("follow");
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.await.expect("writer");
+        }
+    }
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+    let h = s.hydration(&[ItemId(100)], None).await.expect("hydration");
+    assert_eq!(h[0].0.reactions, vec![("like".into(), 800)]);
+    assert_eq!(s.counts(UserId(1)).await.expect("counts").followers, 800);
+    assert_eq!(followers(&s, 1).await.len(), 800);
+}
+
+/// Units load while writes to them are in flight: a load that read the
+/// disk before a write it skipped was durable must not install (it reads
+/// again), so the index never misses an acknowledged write. Each round
+/// reopens the store (nothing loaded), then runs writers to one user's
+/// followers, outbox and item links beside readers that load them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_loaded_under_concurrent_writes_miss_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let star = UserId(1);
+    let mut next_id = 1000u64;
+    {
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+        s.create_item(post(999, 1), false, Millis(1)).await.expect("create");
+    }
+    let mut fans = 0u64;
+    let mut posts = 1usize;
+    for round in 0..6u64 {
+        let s = std::sync::Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("reopen"));
+        let mut tasks = Vec::new();
+        for t in 0..4u64 {
+            let s = s.clone();
+            let base = 10_000 + round * 1000 + t * 100;
+            tasks.push(tokio::spawn(async move {
+                for i in 0..25 {
+                    s.follow_many(UserId(base + i), &[star], Millis(2), 10).await.expect("follow");
+                }
+            }));
+        }
+        let ids: Vec<u64> = (0..20).map(|i| next_id + i).collect();
+        next_id += 20;
+        {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                for id in ids {
+                    let mut it = Item::new(ItemId(id), star, ItemKind::Post);
+                    it.reply_to = Some(ItemId(999));
+                    it.reply_to_author = Some(star);
+                    s.create_item(it, false, Millis(3)).await.expect("reply");
+                }
+            }));
+        }
+        for _ in 0..3 {
+            let s = s.clone();
+            tasks.push(tokio::spawn(async move {
+                for _ in 0..30 {
+                    s.list(star, ListKind::Followers, None, 10).await.expect("list");
+                    s.outbox_merge(&[star], KeyRange::ALL, Direction::Older, 5).await.expect("outbox");
+                    s.hydration(&[ItemId(999)], None).await.expect("hydration");
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        fans += 100;
+        posts += 20;
+        assert_eq!(followers(&s, 1).await.len() as u64, fans, "round {round}: the loaded followers");
+        assert_eq!(outbox(&s, 1).await.len(), posts, "round {round}: the loaded outbox");
+        let h = s.hydration(&[ItemId(999)], None).await.expect("hydration");
+        assert_eq!(h[0].0.replies, posts as u64 - 1, "round {round}: the loaded replies");
+        assert_eq!(s.counts(star).await.expect("counts").followers, fans);
+        eprintln!("round {round}: loads and retries {:?}", s.load_counts());
+    }
+}
+
+#[tokio::test]
+async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut body = serde_json::Map::new();
+    body.insert("text".into(), serde_json::json!("hello"));
+    {
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+        let item = Item { body: Arc::new(body.clone()), ..post(100, 1) };
+        s.create_item(item, false, Millis(1)).await.expect("create");
+        // Durable: the index keeps no record; the caches and the disk do.
+        assert!(s.state().item(ItemId(100)).is_none());
+        assert_eq!(s.record_cache_usage().0, 1);
+        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
+    }
+    {
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen").with_body_cache(1 << 16);
+        assert!(s.state().item(ItemId(100)).is_none(), "not loaded at start");
+        match s.records(&[100]).await.expect("records").pop().flatten() {
+            Some(Record::Item(i)) => {
+                assert!(tideway_store::is_stripped(&i.body), "a record, read without its body")
+            }
+            other => panic!("{other:?}"),
+        }
+        let patch =
+            tideway_store::ItemChange::Patch { body: None, visibility: Some(tideway_core::Visibility::Followers) };
+        s.update_item(ItemId(100), &patch).await.expect("patch").expect("exists");
+    }
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body))], "still on disk");
+    assert_eq!(s.body_cache_usage().0, 1, "read once, cached");
+}
+
+#[test]
+fn a_second_process_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _a = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+    assert!(open(dir.path(), SyncMode::Buffer, 10).is_err());
+}
+
+#[test]
+fn a_directory_of_another_format_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Database::builder(dir.path()).open().expect("fjall");
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).expect("meta");
+        meta.insert("format", "tideway-1").expect("insert");
+        db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    let err = open(dir.path(), SyncMode::Buffer, 10).map(|_| ()).expect_err("refused");
+    let msg = err.to_string();
+    assert!(msg.contains("tideway-1") && msg.contains("tideway-4"), "{msg}");
+}
+
+#[tokio::test]
+async fn a_tideway_2_directory_is_migrated_in_place() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut body = serde_json::Map::new();
+    body.insert("text".into(), serde_json::json!("old"));
+    let original = Item { body: Arc::new(body.clone()), ..post(100, 1) };
+    let reply = Item { reply_to: Some(ItemId(100)), idempotency_key: None, ..post(101, 2) };
+    let repost = Item { repost_of: Some(ItemId(100)), kind: ItemKind::Repost, idempotency_key: None, ..post(102, 3) };
+    {
+        // The previous format: whole items, nothing else.
+        let db = Database::builder(dir.path()).open().expect("fjall");
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).expect("meta");
+        let items = db.keyspace("items", KeyspaceCreateOptions::default).expect("items");
+        meta.insert("format", "tideway-2").expect("format");
+        for i in [&original, &reply, &repost] {
+            items.insert(i.id.0.to_be_bytes(), serde_json::to_vec(i).expect("json")).expect("item");
+        }
+        db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    for _ in 0..2 {
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open migrates");
+        assert_eq!(s.stats().await.expect("stats").items, 3);
+        let h = s.hydration(&[ItemId(100)], Some(UserId(3))).await.expect("hydration");
+        assert_eq!((h[0].0.replies, h[0].0.reposts), (1, 1));
+        assert_eq!(h[0].1.as_ref().map(|m| m.reposted), Some(true));
+        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
+        match s.records(&[100]).await.expect("records").pop().flatten() {
+            Some(Record::Item(i)) => assert_eq!(i.tags, ["rust"]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(s.journal().idempotent(UserId(1), "k1").expect("read"), Some(ItemId(100)));
+        assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 1);
+    }
+}
+
+/// Fan-out progress is made durable at most every 50 ms (a crash only
+/// repeats deliveries), and all of it when the store closes.
+#[tokio::test]
+async fn fan_out_progress_written_between_syncs_is_durable_at_close() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+        s.create_item(post(100, 1), true, Millis(1)).await.expect("post");
+        for f in 2..=5u64 {
+            let got = s.advance(7, &[JobProgress::Checkpoint(100, (Millis(1), UserId(f)))]).await.expect("advance");
+            assert_eq!(got, vec![true]);
+        }
+        assert!(s.journal().durable() < 5, "the later checkpoints did not wait for the disk");
+    }
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+    let jobs = s.pending_jobs(10).await.expect("jobs");
+    assert_eq!(jobs.iter().map(|j| j.cursor).collect::<Vec<_>>(), vec![Some((Millis(1), UserId(5)))]);
+}
+
+/// An import is cut before `finish` (which writes the counters): the
+/// next open finds the mark and rebuilds them from what was written.
+#[tokio::test]
+async fn an_import_cut_before_it_finished_is_counted_at_the_next_open() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+        s.follow_many(UserId(9), &[UserId(1)], Millis(1), 10).await.expect("follow");
+    }
+    {
+        let mut im = Importer::open(dir.path()).expect("importer");
+        assert!(im.has_edges().expect("edges"));
+        assert_eq!(im.existing(UserId(9)).expect("existing").following, [UserId(1)].into());
+        im.ingest_follows(&[(UserId(2), UserId(1)), (UserId(3), UserId(1))], Millis(5), &mut |_| {}).expect("follows");
+        im.write_items(&[post(100, 1), Item { idempotency_key: None, ..post(101, 1) }]).expect("items");
+        // Dropped without `finish`.
+    }
+    let s = open(dir.path(), SyncMode::Buffer, 10).expect("open rebuilds");
+    let stats = s.stats().await.expect("stats");
+    assert_eq!((stats.users, stats.items, stats.follows, stats.max_key), (4, 2, 3, 101));
+    assert_eq!(
+        s.counts(UserId(1)).await.expect("counts"),
+        tideway_store::UserCounts { following: 0, followers: 3, items: 2 }
+    );
+    assert_eq!(followers(&s, 1).await, vec![2, 3, 9]);
+}
+
+/// A `tideway-3` directory (no reverse edges, counters or per-user
+/// insertions) gets them at open; so does one whose import was cut.
+#[tokio::test]
+async fn derived_indexes_are_built_for_format_3_and_after_a_cut_import() {
+    for case in ["format 3", "interrupted import"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        {
+            let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+            s.create_item(post(100, 1), false, Millis(1)).await.expect("create");
+            s.follow_many(UserId(3), &[UserId(1), UserId(2)], Millis(5), 10).await.expect("follow");
+            s.follow_many(UserId(4), &[UserId(1)], Millis(6), 10).await.expect("follow");
+            s.set_block(UserId(5), UserId(1), true, Millis(7)).await.expect("block");
+            s.insert_home(UserId(3), ItemId(100), 200).await.expect("insert");
+        }
+        {
+            // Take the derived keyspaces away, as in a directory of
+            // format 3 (or, for the cut import, leave them half written).
+            let db = Database::builder(dir.path()).open().expect("fjall");
+            let meta = db.keyspace("meta", KeyspaceCreateOptions::default).expect("meta");
+            for name in ["edges_in", "users", "user_inserts"] {
+                let ks = db.keyspace(name, KeyspaceCreateOptions::default).expect("keyspace");
+                let keys: Vec<_> = ks.iter().map(|g| g.key().expect("key")).collect();
+                for k in keys.iter().skip(usize::from(case == "interrupted import")) {
+                    ks.remove(k.clone()).expect("remove");
+                }
+            }
+            meta.remove("counters").expect("counters");
+            match case {
+                "format 3" => meta.insert("format", "tideway-3").expect("format"),
+                _ => meta.insert("rebuild", "import").expect("mark"),
+            }
+            db.persist(PersistMode::SyncAll).expect("persist");
+        }
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open rebuilds");
+        let stats = s.stats().await.expect("stats");
+        assert_eq!((stats.users, stats.items, stats.follows, stats.max_key), (5, 1, 3, 200), "{case}");
+        assert_eq!(followers(&s, 1).await, vec![3, 4], "{case}");
+        assert_eq!(
+            s.counts(UserId(1)).await.expect("counts"),
+            tideway_store::UserCounts { following: 0, followers: 2, items: 1 }
+        );
+        assert!(s.relations(UserId(1), &[UserId(5)]).await.expect("relations")[0].blocked_by, "{case}");
+        assert_eq!(s.inserted_keys(UserId(3), &[ItemId(100)]).await.expect("inserted"), vec![Some(200)], "{case}");
+        let reopened = {
+            drop(s);
+            open(dir.path(), SyncMode::Buffer, 10).expect("reopen")
+        };
+        assert_eq!(reopened.journal().meta.get("rebuild").expect("meta"), None, "{case}: the mark is gone");
+    }
+}
