@@ -6,7 +6,6 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use tideway_core::DomainError;
 use tideway_service::ServiceError;
-use tideway_store::StoreError;
 use utoipa::ToSchema;
 
 /// A client-visible error.
@@ -73,12 +72,12 @@ impl From<ServiceError> for ApiError {
             ServiceError::Forbidden(m) => Self::forbidden(m),
             ServiceError::Conflict(m) => Self::new(StatusCode::CONFLICT, "conflict", m),
             ServiceError::LimitExceeded(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "limit_exceeded", m),
-            ServiceError::Store(StoreError::Io(cause)) => {
-                tracing::error!(%cause, "storage unavailable");
+            ServiceError::Store(e) if e.is_unavailable() => {
+                tracing::error!(cause = %e.chain(), "storage unavailable");
                 Self::unavailable("storage is unavailable; retry later")
             }
             ServiceError::Store(other) => {
-                tracing::error!(cause = %other, "internal storage error");
+                tracing::error!(cause = %other.chain(), "internal storage error");
                 Self::internal()
             }
         }

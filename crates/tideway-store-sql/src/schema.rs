@@ -9,6 +9,7 @@
 //! them).
 
 use crate::Dialect;
+use sqlx::Row;
 
 /// Migrations: version, statements.
 pub const MIGRATIONS: &[(i64, &[&str])] = &[
@@ -206,4 +207,50 @@ pub fn render(stmt: &str, d: Dialect) -> Option<String> {
         Dialect::MySql => ("LONGTEXT", " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"),
     };
     Some(stmt.replace("{text}", text).replace("{table}", table))
+}
+
+/// Applies the migrations this database lacks, under a database-wide lock
+/// (nodes starting together apply each once); refuses a newer schema.
+pub(crate) async fn migrate(pool: &sqlx::AnyPool, dialect: Dialect) -> std::result::Result<(), String> {
+    let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+    let lock = match dialect {
+        Dialect::Postgres => "SELECT pg_advisory_lock(74110)",
+        Dialect::MySql => "SELECT GET_LOCK('tideway_migrate', 60)",
+    };
+    sqlx::query(lock).execute(&mut *conn).await.map_err(|e| e.to_string())?;
+    let result = async {
+        sqlx::query("CREATE TABLE IF NOT EXISTS tw_schema (version BIGINT NOT NULL)")
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| e.to_string())?;
+        let row =
+            sqlx::query("SELECT MAX(version) FROM tw_schema").fetch_one(&mut *conn).await.map_err(|e| e.to_string())?;
+        let have: Option<i64> = row.try_get(0).map_err(|e| e.to_string())?;
+        let have = have.unwrap_or(0);
+        if have > current() {
+            return Err(format!(
+                "the database has schema version {have}, newer than this build's {}: upgrade tideway",
+                current()
+            ));
+        }
+        for (version, stmts) in MIGRATIONS.iter().filter(|(v, _)| *v > have) {
+            tracing::info!(version, dialect = dialect.engine().name(), "applying a schema migration");
+            for s in stmts.iter().filter_map(|s| render(s, dialect)) {
+                sqlx::query(&s).execute(&mut *conn).await.map_err(|e| format!("migration {version}: {e}"))?;
+            }
+            sqlx::query(&dialect.placeholders("INSERT INTO tw_schema (version) VALUES (?)"))
+                .bind(*version)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+    .await;
+    let unlock = match dialect {
+        Dialect::Postgres => "SELECT pg_advisory_unlock(74110)",
+        Dialect::MySql => "SELECT RELEASE_LOCK('tideway_migrate')",
+    };
+    let _ = sqlx::query(unlock).execute(&mut *conn).await;
+    result
 }

@@ -5,7 +5,7 @@ use sqlx::Connection;
 use tideway_store::{Result, StoreError};
 
 fn io(e: sqlx::Error) -> StoreError {
-    StoreError::Io(e.to_string())
+    StoreError::unavailable(tideway_store::Engine::Postgres, e)
 }
 
 /// A new, empty database on the server of `base` (a URL naming any
@@ -24,7 +24,9 @@ impl FreshDatabase {
         let mut c = sqlx::AnyConnection::connect(base).await.map_err(io)?;
         sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut c).await.map_err(io)?;
         c.close().await.map_err(io)?;
-        let (server, _) = base.rsplit_once('/').ok_or_else(|| StoreError::Io(format!("{base:?} names no database")))?;
+        let (server, _) = base
+            .rsplit_once('/')
+            .ok_or_else(|| StoreError::config("the test database URL", format!("{base:?} names no database")))?;
         Ok(Self { base: base.to_owned(), url: format!("{server}/{name}"), name })
     }
 

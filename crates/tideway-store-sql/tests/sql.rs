@@ -79,7 +79,8 @@ async fn schema_is_checked(base: &str) {
     c.close().await.expect("close");
     match SqlStore::connect(&db.url).await {
         Ok(_) => panic!("a newer schema was accepted"),
-        Err(StoreError::Io(m)) => {
+        Err(e @ StoreError::Config { .. }) => {
+            let m = e.to_string();
             assert!(m.contains("TIDEWAY_STORAGE__URL") && m.contains("999"), "{m}");
         }
         Err(e) => panic!("{e}"),

@@ -22,6 +22,7 @@ pub mod components;
 pub mod error;
 pub mod inbox;
 pub mod reactions;
+pub mod rules;
 pub mod split;
 pub mod state;
 pub mod store;
@@ -29,7 +30,7 @@ pub mod traits;
 
 pub use blocks::SortedBlocks;
 pub use change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
-pub use error::StoreError;
+pub use error::{BoxError, Engine, StoreError};
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use split::{Durable, Shared, Split};
 pub use state::{Applied, State, Unit, UnitData};

@@ -20,6 +20,7 @@ use crate::change::{Change, EdgeKind, Job, Promotion, Record};
 use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
+use crate::rules::{self, CreateDecision, CreateFacts, FollowFact, JobState, ProgressEffect};
 use crate::state::State;
 use crate::state::{Applied, FOLLOWERS_LOADED_WHOLE, Unit, UnitData};
 use crate::traits::*;
@@ -605,6 +606,7 @@ impl<J: Journal> Items for Store<J> {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
         self.tick();
         self.commit(|st, need| {
+            let mut facts = CreateFacts::default();
             if let Some(k) = &item.idempotency_key {
                 // Pending keys are in the index; durable ones, with a lazy
                 // journal, only in the journal.
@@ -613,19 +615,22 @@ impl<J: Journal> Items for Store<J> {
                     None if st.lazy => self.journal.idempotent(item.author, k)?,
                     None => None,
                 };
-                if let Some(existing) = known.map(|id| self.item_now(st, id)).transpose()?.flatten() {
-                    return Ok((CreateOutcome::Existing(existing), vec![]));
-                }
+                facts.by_idempotency_key = known.map(|id| self.item_now(st, id)).transpose()?.flatten();
             }
-            if let Some(orig) = item.repost_of
+            if facts.by_idempotency_key.is_none()
+                && let Some(orig) = item.repost_of
                 && st.item_or_need(orig, need)
                 && let Some(id) = st.repost_by.get(&(item.author, orig))
-                && let Some(existing) = self.item_now(st, *id)?
             {
-                return Ok((CreateOutcome::AlreadyReposted(existing), vec![]));
+                facts.earlier_repost = self.item_now(st, *id)?;
             }
-            if st.records.contains_key(&item.id.0) || (st.lazy && self.journal.has_item(item.id)?) {
-                return Err(StoreError::IdTaken(item.id.0));
+            if facts.by_idempotency_key.is_none() && facts.earlier_repost.is_none() {
+                facts.id_taken = st.records.contains_key(&item.id.0) || (st.lazy && self.journal.has_item(item.id)?);
+            }
+            match rules::create(facts) {
+                CreateDecision::Resolved(outcome) => return Ok((outcome, vec![])),
+                CreateDecision::IdTaken => return Err(StoreError::IdTaken(item.id.0)),
+                CreateDecision::Store => {}
             }
             let item = Arc::new(item.clone());
             let mut changes = vec![Change::PutItem(item.clone())];
@@ -865,27 +870,22 @@ impl<J: Journal> Graph for Store<J> {
     ) -> Result<Vec<FollowStatus>> {
         self.tick();
         self.commit(|st, need| {
-            let mut count = st.user_or_need(Unit::Head(user), need).map_or(0, |u| u.head.following as usize);
-            let mut changes = Vec::new();
-            let mut statuses = Vec::with_capacity(targets.len());
-            let mut now_following: HashSet<UserId> = HashSet::new();
-            for &t in targets {
-                let status = if let Some(since) = st.follow_since(user, t, need) {
-                    FollowStatus::Already(since)
-                } else if now_following.contains(&t) {
-                    FollowStatus::Already(at)
+            let following = st.user_or_need(Unit::Head(user), need).map_or(0, |u| u.head.following as usize);
+            let decided = rules::follow(targets, at, following, max_following, |t| {
+                if let Some(since) = st.follow_since(user, t, need) {
+                    FollowFact::Following(since)
                 } else if st.relation_of(user, t, need).blocked_either_way() {
-                    FollowStatus::Blocked
-                } else if count >= max_following {
-                    FollowStatus::Limit
+                    FollowFact::Blocked
                 } else {
-                    count += 1;
-                    now_following.insert(t);
-                    changes.push(Change::PutEdge { kind: EdgeKind::Follow, from: user, to: t, since: at });
-                    FollowStatus::Followed(at)
-                };
-                statuses.push(status);
-            }
+                    FollowFact::Free
+                }
+            });
+            let changes = decided
+                .new
+                .iter()
+                .map(|&t| Change::PutEdge { kind: EdgeKind::Follow, from: user, to: t, since: at })
+                .collect();
+            let statuses = decided.statuses;
             Ok((statuses, changes))
         })
         .await
@@ -1065,13 +1065,14 @@ impl<J: Journal> Jobs for Store<J> {
                     let key = match *p {
                         JobProgress::Checkpoint(k, _) | JobProgress::Complete(k) => k,
                     };
-                    let change = match (st.jobs.get(&key), *p) {
-                        (Some(_), _) if !self.leases.may_advance(key, worker) => None,
-                        // A checkpoint never moves back.
-                        (Some(j), JobProgress::Checkpoint(_, pos)) if j.cursor.is_none_or(|c| c < pos) => {
+                    let job = st.jobs.get(&key);
+                    let state = job
+                        .map(|j| JobState { held_by_other: !self.leases.may_advance(key, worker), cursor: j.cursor });
+                    let change = match (rules::progress(state, *p), job) {
+                        (Some(ProgressEffect::Advance(pos)), Some(j)) => {
                             Some(Change::PutJob(Job { cursor: Some(pos), ..j.clone() }))
                         }
-                        (Some(_), JobProgress::Complete(_)) => Some(Change::DelJob(key)),
+                        (Some(ProgressEffect::Complete), _) => Some(Change::DelJob(key)),
                         _ => None,
                     };
                     recorded.push(change.is_some());

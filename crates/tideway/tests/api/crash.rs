@@ -110,8 +110,13 @@ async fn acknowledged_writes_survive_kill_9() {
             }
         }));
     }
-    // A cursor taken before the crash must still work after it.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // A cursor taken before the crash must still work after it: taken once
+    // at least 8 items are acknowledged (3 on its page, 5 below it), however
+    // slowly the writers start on a loaded machine.
+    let t0 = Instant::now();
+    while acked_items.lock().expect("lock").len() < 8 && t0.elapsed() < Duration::from_secs(30) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let (_, before_crash) = get(&c, format!("{}/v1/users/100/home?limit=3", p.base)).await;
     let old_cursor = before_crash["next_cursor"].as_str().expect("cursor before the crash").to_owned();
     // Let a few hundred writes through, then kill -9 mid-stream.

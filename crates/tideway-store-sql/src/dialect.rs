@@ -1,0 +1,148 @@
+//! The two dialects, and every statement that is spelled differently in
+//! each: placeholders, insert-or-ignore, the count upserts, and what a post
+//! writes. Everything else is one text for both.
+
+use crate::SqlStore;
+use tideway_store::Engine;
+
+/// The SQL dialect of the engine behind the URL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    MySql,
+}
+
+impl Dialect {
+    /// `sql`, written with `?` placeholders, in this dialect: PostgreSQL
+    /// numbers them (`$1`, `$2`, …), MySQL keeps `?`.
+    pub fn placeholders(self, sql: &str) -> String {
+        match self {
+            Dialect::MySql => sql.to_owned(),
+            Dialect::Postgres => {
+                let mut out = String::with_capacity(sql.len() + 16);
+                let mut n = 0;
+                for c in sql.chars() {
+                    if c == '?' {
+                        n += 1;
+                        out.push('$');
+                        out.push_str(&n.to_string());
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// The dialect a URL names (`postgres://`, `postgresql://`, `mysql://`, `mariadb://`).
+    pub fn of_url(url: &str) -> Option<Self> {
+        let scheme = url.split("://").next()?;
+        match scheme {
+            "postgres" | "postgresql" => Some(Dialect::Postgres),
+            "mysql" | "mariadb" => Some(Dialect::MySql),
+            _ => None,
+        }
+    }
+
+    /// The engine, as errors and logs name it.
+    pub fn engine(self) -> Engine {
+        match self {
+            Dialect::Postgres => Engine::Postgres,
+            Dialect::MySql => Engine::MySql,
+        }
+    }
+}
+
+/// What an insert into `tw_item_counts` does on PostgreSQL when the count
+/// exists: adds the new row's `n` to it.
+pub(crate) const PG_ADD_TO_COUNT: &str = "ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n";
+
+/// The row of a new item: `(id, author, live, repost_of, reply_to, idem,
+/// record, body)`, bound in this order.
+const ITEM_ROW: &str = "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
+
+/// What a post writes, in each dialect.
+pub(crate) enum PostWrites {
+    /// PostgreSQL: one statement (data-modifying CTEs) writes the item, its
+    /// author's row and item counter, its parent's count (replies or
+    /// reposts) and, with a fan-out, its job. Binds: the item row, then the
+    /// author's item count (`0` or `1`), then (with a job) the job's key and
+    /// creation time.
+    One(String),
+    /// MySQL (no data-modifying CTEs): the item row; then the author's row
+    /// and item counter (binds: author, count); then the parent's count
+    /// ([`SqlStore::count_upsert`]); then the job (binds: key, author, time).
+    Steps { item: String, author: String, job: String },
+}
+
+impl SqlStore {
+    /// `sql` with PostgreSQL's numbered placeholders where needed.
+    pub(crate) fn q(&self, sql: &str) -> String {
+        self.dialect.placeholders(sql)
+    }
+
+    /// `INSERT … ` that skips rows whose key exists.
+    pub(crate) fn insert_ignore(&self, table_and_cols: &str, values: &str) -> String {
+        match self.dialect {
+            Dialect::Postgres => format!("INSERT INTO {table_and_cols} VALUES {values} ON CONFLICT DO NOTHING"),
+            Dialect::MySql => format!("INSERT IGNORE INTO {table_and_cols} VALUES {values}"),
+        }
+    }
+
+    /// The upsert that adds `n` (the third bind) to count `what` (the
+    /// second) of `item` (the first).
+    pub(crate) fn count_upsert(&self) -> String {
+        let insert = "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?)";
+        match self.dialect {
+            Dialect::Postgres => self.q(&format!("{insert} {PG_ADD_TO_COUNT}")),
+            Dialect::MySql => format!("{insert} ON DUPLICATE KEY UPDATE n = n + VALUES(n)"),
+        }
+    }
+
+    /// What a post writes (see [`PostWrites`]), with or without its job.
+    pub(crate) fn post_writes(&self, fan_out: bool) -> PostWrites {
+        match self.dialect {
+            Dialect::Postgres => {
+                // A reply counts for its parent ('r'), a repost for its
+                // original ('p'); an item is never both.
+                let head = format!(
+                    "WITH i AS ({ITEM_ROW} RETURNING author, reply_to, repost_of, live), \
+                     u AS (INSERT INTO tw_users (id, items) SELECT author, ? FROM i \
+                     ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items), \
+                     c AS (INSERT INTO tw_item_counts (item, what, n) \
+                     SELECT COALESCE(reply_to, repost_of), CASE WHEN reply_to IS NULL THEN 'p' ELSE 'r' END, 1 FROM i \
+                     WHERE COALESCE(reply_to, repost_of) IS NOT NULL AND live = 1 {PG_ADD_TO_COUNT}) "
+                );
+                let tail = if fan_out {
+                    "INSERT INTO tw_jobs (k, author, created) SELECT ?, author, ? FROM i"
+                } else {
+                    "SELECT COUNT(*) FROM i"
+                };
+                PostWrites::One(self.q(&format!("{head}{tail}")))
+            }
+            Dialect::MySql => PostWrites::Steps {
+                item: ITEM_ROW.to_owned(),
+                // The author's row and item counter in one statement.
+                author: "INSERT INTO tw_users (id, items) VALUES (?, ?) ON DUPLICATE KEY UPDATE items = items + VALUES(items)"
+                    .to_owned(),
+                job: "INSERT INTO tw_jobs (k, author, created) VALUES (?, ?, ?)".to_owned(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dialects_and_placeholders() {
+        assert_eq!(Dialect::of_url("postgres://u@h/db"), Some(Dialect::Postgres));
+        assert_eq!(Dialect::of_url("mariadb://root@h/db"), Some(Dialect::MySql));
+        assert_eq!(Dialect::of_url("redis://h"), None);
+        assert_eq!(Dialect::Postgres.placeholders("a = ? AND b IN (?, ?)"), "a = $1 AND b IN ($2, $3)");
+        assert_eq!(Dialect::MySql.placeholders("a = ?"), "a = ?");
+    }
+}

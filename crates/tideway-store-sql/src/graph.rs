@@ -1,0 +1,308 @@
+//! The follow graph on SQL: follows stored both ways (`tw_follows` by
+//! follower, `tw_followers` by followee and follow time), blocks, mutes,
+//! lists, fan-out chunks, relations, and the per-user counters (`tw_users`)
+//! that change in the same transaction as the rows they count. Follow
+//! statuses are decided by `tideway_store::rules::follow`.
+
+use crate::SqlStore;
+use crate::rows::{in_list, int, k, marks, text};
+use crate::tx::Tx;
+use async_trait::async_trait;
+use std::collections::{HashMap, HashSet};
+use tideway_core::{Millis, Relation, UserId};
+use tideway_store::rules::{self, FollowFact};
+use tideway_store::{FollowStatus, FollowerPos, Graph, ListKind, Result, StoreStats, UserCounts};
+
+impl SqlStore {
+    /// Deletes the follow `from → to` in both tables, within `tx`; whether
+    /// there was one.
+    async fn delete_follow(&self, tx: &mut Tx, from: UserId, to: UserId) -> Result<bool> {
+        let row = sqlx::query(&self.q("SELECT since FROM tw_follows WHERE follower = ? AND followee = ? FOR UPDATE"))
+            .bind(k(from.0))
+            .bind(k(to.0))
+            .fetch_optional(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        let Some(row) = row else { return Ok(false) };
+        let since = int(&row, 0)?;
+        sqlx::query(&self.q("DELETE FROM tw_follows WHERE follower = ? AND followee = ?"))
+            .bind(k(from.0))
+            .bind(k(to.0))
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        sqlx::query(&self.q("DELETE FROM tw_followers WHERE followee = ? AND since = ? AND follower = ?"))
+            .bind(k(to.0))
+            .bind(since)
+            .bind(k(from.0))
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        self.bump(tx, "following", -1, &[from]).await?;
+        self.bump(tx, "followers", -1, &[to]).await?;
+        Ok(true)
+    }
+
+    /// Adds `by` to a counter of `users` (rows that exist), within `tx`.
+    pub(crate) async fn bump(&self, tx: &mut Tx, counter: &str, by: i64, users: &[UserId]) -> Result<()> {
+        if users.is_empty() || by == 0 {
+            return Ok(());
+        }
+        let sql =
+            self.q(&format!("UPDATE tw_users SET {counter} = {counter} + ? WHERE id IN ({})", marks(users.len())));
+        let mut q = sqlx::query(&sql).bind(by);
+        for u in users {
+            q = q.bind(k(u.0));
+        }
+        q.execute(&mut **tx).await.map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Makes the rows of `users` (a follow or an insertion may be a user's
+    /// first write), within `tx`.
+    pub(crate) async fn add_users(&self, tx: &mut Tx, users: &[UserId]) -> Result<()> {
+        if users.is_empty() {
+            return Ok(());
+        }
+        let sql = self.q(&self.insert_ignore("tw_users (id)", &vec!["(?)"; users.len()].join(", ")));
+        let mut q = sqlx::query(&sql);
+        for u in users {
+            q = q.bind(k(u.0));
+        }
+        q.execute(&mut **tx).await.map_err(self.err())?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Graph for SqlStore {
+    async fn follow_many(
+        &self,
+        user: UserId,
+        targets: &[UserId],
+        at: Millis,
+        max_following: usize,
+    ) -> Result<Vec<FollowStatus>> {
+        self.retrying(|| async move {
+            let mut tx = self.begin().await?;
+            // The follower's row serialises their concurrent follows (the limit).
+            self.add_users(&mut tx, &[user]).await?;
+            sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
+                .bind(k(user.0))
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            let count: usize = {
+                let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
+                    .bind(k(user.0))
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                int(&row, 0)?.max(0) as usize
+            };
+            let (m, ts) = in_list(targets.iter().map(|t| k(t.0)));
+            let mut existing: HashMap<u64, i64> = HashMap::new();
+            let mut blocked: HashSet<u64> = HashSet::new();
+            if !ts.is_empty() {
+                let sql =
+                    self.q(&format!("SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({m})"));
+                let mut q = sqlx::query(&sql).bind(k(user.0));
+                for t in &ts {
+                    q = q.bind(*t);
+                }
+                for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                    existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
+                }
+                let sql = self.q(&format!(
+                    "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+                         UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})"
+                ));
+                let mut q = sqlx::query(&sql).bind(k(user.0));
+                for t in &ts {
+                    q = q.bind(*t);
+                }
+                q = q.bind(k(user.0));
+                for t in &ts {
+                    q = q.bind(*t);
+                }
+                for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                    blocked.insert(int(&row, 0)? as u64);
+                }
+            }
+            let decided = rules::follow(targets, at, count, max_following, |t| match existing.get(&t.0) {
+                Some(since) => FollowFact::Following(Millis(*since)),
+                None if blocked.contains(&t.0) => FollowFact::Blocked,
+                None => FollowFact::Free,
+            });
+            let new = decided.new;
+            if !new.is_empty() {
+                let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
+                let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
+                let mut q = sqlx::query(&sql);
+                for t in &new {
+                    q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
+                }
+                q.execute(&mut *tx).await.map_err(self.err())?;
+                let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
+                let mut q = sqlx::query(&sql);
+                for t in &new {
+                    q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
+                }
+                q.execute(&mut *tx).await.map_err(self.err())?;
+                self.add_users(&mut tx, &new).await?;
+                self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
+                self.bump(&mut tx, "followers", 1, &new).await?;
+            }
+            self.commit(tx).await?;
+            Ok(decided.statuses)
+        })
+        .await
+    }
+
+    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+        self.retrying(|| async move {
+            let mut tx = self.begin().await?;
+            let removed = self.delete_follow(&mut tx, user, target).await?;
+            self.commit(tx).await?;
+            Ok(removed)
+        })
+        .await
+    }
+
+    async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        self.retrying(|| async move {
+            let mut tx = self.begin().await?;
+            if on {
+                sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
+                    .bind(k(user.0))
+                    .bind(k(target.0))
+                    .bind(at.0)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                self.delete_follow(&mut tx, user, target).await?;
+                self.delete_follow(&mut tx, target, user).await?;
+                self.add_users(&mut tx, &[user, target]).await?;
+            } else {
+                sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
+                    .bind(k(user.0))
+                    .bind(k(target.0))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+            }
+            self.commit(tx).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+        let (put, del) = (
+            self.q(&self.insert_ignore("tw_mutes (user_id, target, since)", "(?, ?, ?)")),
+            self.q("DELETE FROM tw_mutes WHERE user_id = ? AND target = ?"),
+        );
+        let q = if on {
+            sqlx::query(&put).bind(k(user.0)).bind(k(target.0)).bind(at.0)
+        } else {
+            sqlx::query(&del).bind(k(user.0)).bind(k(target.0))
+        };
+        q.execute(&self.pool).await.map_err(self.err())?;
+        Ok(())
+    }
+
+    async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
+        let rows =
+            self.fetch("SELECT followee FROM tw_follows WHERE follower = ? ORDER BY followee", &[k(user.0)]).await?;
+        rows.iter().map(|r| Ok(UserId(int(r, 0)? as u64))).collect()
+    }
+
+    async fn list(
+        &self,
+        user: UserId,
+        which: ListKind,
+        after: Option<(Millis, UserId)>,
+        limit: usize,
+    ) -> Result<Vec<(UserId, Millis)>> {
+        let (table, owner, other) = match which {
+            ListKind::Following => ("tw_follows", "follower", "followee"),
+            ListKind::Followers => ("tw_followers", "followee", "follower"),
+        };
+        let mut sql = format!("SELECT {other}, since FROM {table} WHERE {owner} = ?");
+        let mut binds = vec![k(user.0)];
+        if let Some((since, id)) = after {
+            sql.push_str(&format!(" AND (since < ? OR (since = ? AND {other} < ?))"));
+            binds.extend([since.0, since.0, k(id.0)]);
+        }
+        sql.push_str(&format!(" ORDER BY since DESC, {other} DESC LIMIT {limit}"));
+        let rows = self.fetch(&sql, &binds).await?;
+        rows.iter().map(|r| Ok((UserId(int(r, 0)? as u64), Millis(int(r, 1)?)))).collect()
+    }
+
+    async fn followers_chunk(
+        &self,
+        user: UserId,
+        after: Option<FollowerPos>,
+        limit: usize,
+    ) -> Result<Vec<FollowerPos>> {
+        let mut sql = "SELECT since, follower FROM tw_followers WHERE followee = ?".to_owned();
+        let mut binds = vec![k(user.0)];
+        if let Some((since, id)) = after {
+            sql.push_str(" AND (since > ? OR (since = ? AND follower > ?))");
+            binds.extend([since.0, since.0, k(id.0)]);
+        }
+        sql.push_str(&format!(" ORDER BY since, follower LIMIT {limit}"));
+        let rows = self.fetch(&sql, &binds).await?;
+        rows.iter().map(|r| Ok((Millis(int(r, 0)?), UserId(int(r, 1)? as u64)))).collect()
+    }
+
+    async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+        if others.is_empty() {
+            return Ok(vec![]);
+        }
+        // One round trip: each edge kind as rows (what, other).
+        let (m, os) = in_list(others.iter().map(|o| k(o.0)));
+        let sql = format!(
+            "SELECT 'f', followee FROM tw_follows WHERE follower = ? AND followee IN ({m}) \
+             UNION ALL SELECT 'b', follower FROM tw_followers WHERE followee = ? AND follower IN ({m}) \
+             UNION ALL SELECT 'k', target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+             UNION ALL SELECT 'K', user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m}) \
+             UNION ALL SELECT 'm', target FROM tw_mutes WHERE user_id = ? AND target IN ({m})"
+        );
+        let mut binds = Vec::with_capacity(5 * (os.len() + 1));
+        for _ in 0..5 {
+            binds.push(k(user.0));
+            binds.extend_from_slice(&os);
+        }
+        let mut rel: HashMap<u64, Relation> = HashMap::new();
+        for row in self.fetch(&sql, &binds).await? {
+            let r = rel.entry(int(&row, 1)? as u64).or_default();
+            match text(&row, 0)?.as_str() {
+                "f" => r.following = true,
+                "b" => r.followed_by = true,
+                "k" => r.blocking = true,
+                "K" => r.blocked_by = true,
+                _ => r.muting = true,
+            }
+        }
+        Ok(others.iter().map(|o| rel.get(&o.0).copied().unwrap_or_default()).collect())
+    }
+
+    async fn counts(&self, user: UserId) -> Result<UserCounts> {
+        let rows = self.fetch("SELECT following, followers, items FROM tw_users WHERE id = ?", &[k(user.0)]).await?;
+        let Some(r) = rows.first() else { return Ok(UserCounts::default()) };
+        Ok(UserCounts {
+            following: int(r, 0)?.max(0) as u64,
+            followers: int(r, 1)?.max(0) as u64,
+            items: int(r, 2)?.max(0) as u64,
+        })
+    }
+
+    async fn stats(&self) -> Result<StoreStats> {
+        self.read_stats().await
+    }
+
+    async fn health(&self) -> Result<()> {
+        self.check_health().await
+    }
+}

@@ -1,0 +1,185 @@
+//! Reactions and the counts kept per item (`tw_item_counts`: replies,
+//! reposts, reactions per kind, changed in the same transaction as the row
+//! they count), a page's hydration (counts and the viewer's marks in one
+//! round trip), and promotions.
+
+use crate::dialect::PG_ADD_TO_COUNT;
+use crate::rows::{in_list, int, k, text};
+use crate::tx::Tx;
+use crate::{Dialect, SqlStore};
+use std::collections::HashMap;
+use tideway_core::{Item, ItemId, Millis, UserId};
+use tideway_store::{ItemCounts, Promotion, Result, ViewerMarks};
+
+impl SqlStore {
+    /// Adds `by` to the counts a live `item` adds to others (its parent's
+    /// replies, its original's reposts), within `tx`.
+    pub(crate) async fn bump_parents(&self, tx: &mut Tx, item: &Item, by: i64) -> Result<()> {
+        for (parent, what) in [(item.reply_to, "r"), (item.repost_of, "p")] {
+            if let Some(p) = parent {
+                sqlx::query(&self.count_upsert())
+                    .bind(k(p.0))
+                    .bind(what)
+                    .bind(by)
+                    .execute(&mut **tx)
+                    .await
+                    .map_err(self.err())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Items::hydration`](tideway_store::Items::hydration).
+    pub(crate) async fn read_hydration(
+        &self,
+        ids: &[ItemId],
+        viewer: Option<UserId>,
+    ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
+        if ids.is_empty() {
+            return Ok(vec![]);
+        }
+        // One round trip: the kept counts (`c`, by key: no rows counted) and
+        // the viewer's own marks, as rows (what, item, count name or
+        // reaction kind, count).
+        let (m, ids_b) = in_list(ids.iter().map(|i| k(i.0)));
+        let mut sql = format!("SELECT 'c', item, what, n FROM tw_item_counts WHERE item IN ({m}) AND n > 0");
+        let mut binds = ids_b.clone();
+        if let Some(v) = viewer {
+            sql.push_str(&format!(
+                " UNION ALL SELECT 'v', repost_of, '', COUNT(*) FROM tw_items WHERE author = ? AND repost_of IN ({m}) AND live = 1 GROUP BY repost_of \
+                 UNION ALL SELECT 'm', item, kind, COUNT(*) FROM tw_reactions WHERE user_id = ? AND item IN ({m}) GROUP BY item, kind"
+            ));
+            binds.push(k(v.0));
+            binds.extend_from_slice(&ids_b);
+            binds.push(k(v.0));
+            binds.extend_from_slice(&ids_b);
+        }
+        let mut counts: HashMap<u64, ItemCounts> = HashMap::new();
+        let mut own: HashMap<u64, ViewerMarks> = HashMap::new();
+        for row in self.fetch(&sql, &binds).await? {
+            let what = text(&row, 0)?;
+            let item = int(&row, 1)? as u64;
+            let n = int(&row, 3)?.max(0) as u64;
+            match what.as_str() {
+                "c" => {
+                    let name = text(&row, 2)?;
+                    let c = counts.entry(item).or_default();
+                    match (name.as_str(), name.strip_prefix("k:")) {
+                        ("r", _) => c.replies = n,
+                        ("p", _) => c.reposts = n,
+                        (_, Some(kind)) => c.reactions.push((kind.to_owned(), n)),
+                        _ => {}
+                    }
+                }
+                "v" => own.entry(item).or_default().reposted = true,
+                _ => own.entry(item).or_default().reactions.push(text(&row, 2)?),
+            }
+        }
+        Ok(ids
+            .iter()
+            .map(|id| {
+                let mut c = counts.get(&id.0).cloned().unwrap_or_default();
+                c.reactions.sort();
+                let marks = viewer.map(|_| {
+                    let mut m = own.get(&id.0).cloned().unwrap_or_default();
+                    m.reactions.sort();
+                    m
+                });
+                (c, marks)
+            })
+            .collect())
+    }
+
+    /// [`Items::set_reaction`](tideway_store::Items::set_reaction).
+    pub(crate) async fn write_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+        // The reaction and its count change together, or neither does.
+        let what = format!("k:{kind}");
+        let by: i64 = if on { 1 } else { -1 };
+        if self.dialect == Dialect::Postgres {
+            // One statement: the count moves only when the reaction did.
+            let change = if on {
+                "INSERT INTO tw_reactions (item, user_id, kind) VALUES (?, ?, ?) ON CONFLICT DO NOTHING RETURNING item"
+            } else {
+                "DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ? RETURNING item"
+            };
+            let sql = self.q(&format!(
+                "WITH r AS ({change}) INSERT INTO tw_item_counts (item, what, n) SELECT item, ?, ? FROM r {PG_ADD_TO_COUNT}"
+            ));
+            let done = self
+                .retrying(|| async {
+                    sqlx::query(&sql)
+                        .bind(k(item.0))
+                        .bind(k(user.0))
+                        .bind(kind)
+                        .bind(what.as_str())
+                        .bind(by)
+                        .execute(&self.pool)
+                        .await
+                        .map_err(self.err())
+                })
+                .await?;
+            return Ok(done.rows_affected() > 0);
+        }
+        let change = if on {
+            self.q(&self.insert_ignore("tw_reactions (item, user_id, kind)", "(?, ?, ?)"))
+        } else {
+            self.q("DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ?")
+        };
+        self.retrying(|| async {
+            let mut tx = self.begin().await?;
+            let done = sqlx::query(&change)
+                .bind(k(item.0))
+                .bind(k(user.0))
+                .bind(kind)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            if done.rows_affected() == 0 {
+                return Ok(false);
+            }
+            sqlx::query(&self.count_upsert())
+                .bind(k(item.0))
+                .bind(what.as_str())
+                .bind(by)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            self.commit(tx).await?;
+            Ok(true)
+        })
+        .await
+    }
+
+    pub(crate) async fn put_promotion(&self, p: Promotion) -> Result<()> {
+        sqlx::query(&self.q("INSERT INTO tw_promotions (id, item, every, starts_at, ends_at) VALUES (?, ?, ?, ?, ?)"))
+            .bind(k(p.id))
+            .bind(k(p.item.0))
+            .bind(i64::from(p.every))
+            .bind(p.starts_at.0)
+            .bind(p.ends_at.0)
+            .execute(&self.pool)
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    pub(crate) async fn read_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
+        let rows = self
+            .fetch(
+                "SELECT id, item, every, starts_at, ends_at FROM tw_promotions WHERE starts_at <= ? AND ends_at > ? ORDER BY id",
+                &[now.0, now.0],
+            )
+            .await?;
+        rows.iter()
+            .map(|r| {
+                Ok(Promotion {
+                    id: int(r, 0)? as u64,
+                    item: ItemId(int(r, 1)? as u64),
+                    every: u32::try_from(int(r, 2)?).unwrap_or(u32::MAX),
+                    starts_at: Millis(int(r, 3)?),
+                    ends_at: Millis(int(r, 4)?),
+                })
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,170 @@
+//! Errors, transactions and plain reads.
+//!
+//! Every driver error becomes [`StoreError::Unavailable`], classified from
+//! the engine's own codes: a transaction the engine rolled back for a
+//! deadlock or a serialization failure (PostgreSQL SQLSTATE 40001 / 40P01,
+//! MySQL errors 1213 / 1205) is `retryable`, and [`SqlStore::retrying`] runs
+//! it again; anything else (a lost connection, a pool timeout) is answered
+//! `503` as it is.
+
+use crate::rows::int;
+use crate::{Dialect, SqlStore};
+use sqlx::any::AnyRow;
+use std::time::Duration;
+use tideway_store::{Result, StoreError};
+
+/// A transaction on the pool.
+pub(crate) type Tx = sqlx::Transaction<'static, sqlx::Any>;
+
+/// Attempts at a transaction that met a deadlock.
+const RETRIES: u32 = 5;
+
+/// Whether the engine rolled the statement's transaction back so that it
+/// may be run again: a deadlock, a serialization failure, a lock wait that
+/// timed out. Read from the engine's error code, never from its message.
+fn rolled_back(dialect: Dialect, e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else { return false };
+    match dialect {
+        Dialect::Postgres => match db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+            Some(pg) => matches!(pg.code(), "40001" | "40P01"),
+            None => matches!(db.code().as_deref(), Some("40001" | "40P01")),
+        },
+        Dialect::MySql => match db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>() {
+            // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT.
+            Some(my) => matches!(my.number(), 1213 | 1205),
+            None => db.code().as_deref() == Some("40001"),
+        },
+    }
+}
+
+/// A driver error as a store error of this dialect's engine.
+pub(crate) fn classify(dialect: Dialect, e: sqlx::Error) -> StoreError {
+    StoreError::Unavailable { engine: dialect.engine(), retryable: rolled_back(dialect, &e), source: Box::new(e) }
+}
+
+/// Whether a unique index refused a row.
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
+
+impl SqlStore {
+    /// Maps a driver error of this store.
+    pub(crate) fn err(&self) -> impl Fn(sqlx::Error) -> StoreError + use<> {
+        let dialect = self.dialect;
+        move |e| classify(dialect, e)
+    }
+
+    /// Begins a transaction.
+    pub(crate) async fn begin(&self) -> Result<Tx> {
+        self.pool.begin().await.map_err(self.err())
+    }
+
+    /// Commits a transaction.
+    pub(crate) async fn commit(&self, tx: Tx) -> Result<()> {
+        tx.commit().await.map_err(self.err())
+    }
+
+    /// Runs `attempt_once` (a whole transaction: begin, statements,
+    /// commit) again, after a short growing pause, while the engine rolls it
+    /// back as retryable (up to 5 times). The one retry loop of this store.
+    pub(crate) async fn retrying<T, F, Fut>(&self, mut attempt_once: F) -> Result<T>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        let mut attempt = 0;
+        loop {
+            match attempt_once().await {
+                Err(e) if e.is_retryable() && attempt < RETRIES => {
+                    attempt += 1;
+                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// Reads the rows of `sql` (with `?` placeholders) bound to `binds`.
+    pub(crate) async fn fetch(&self, sql: &str, binds: &[i64]) -> Result<Vec<AnyRow>> {
+        let sql = self.q(sql);
+        let mut q = sqlx::query(&sql);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        q.fetch_all(&self.pool).await.map_err(self.err())
+    }
+
+    /// The first column of the first row of `sql`, as a count.
+    pub(crate) async fn count(&self, sql: &str, binds: &[i64]) -> Result<u64> {
+        let rows = self.fetch(sql, binds).await?;
+        Ok(match rows.first() {
+            Some(r) => int(r, 0)?.max(0) as u64,
+            None => 0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Errors classified from real servers' codes: a deadlock provoked on
+    //! each engine is retryable, a unique violation is recognised, and
+    //! other errors are neither.
+
+    use super::*;
+    use crate::testing::FreshDatabase;
+    use sqlx::{AnyConnection, Connection};
+
+    async fn exec(c: &mut AnyConnection, sql: &str) -> std::result::Result<(), sqlx::Error> {
+        sqlx::query(sql).execute(c).await.map(|_| ())
+    }
+
+    async fn classified_from_codes(var: &str) {
+        let Ok(base) = std::env::var(var) else {
+            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
+        };
+        let dialect = Dialect::of_url(&base).expect("a SQL URL");
+        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+        sqlx::any::install_default_drivers();
+        let mut a = AnyConnection::connect(&db.url).await.expect("connect");
+        let mut b = AnyConnection::connect(&db.url).await.expect("connect");
+        exec(&mut a, "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v BIGINT NOT NULL)").await.expect("table");
+        exec(&mut a, "INSERT INTO t (id, v) VALUES (1, 0), (2, 0)").await.expect("rows");
+
+        let dup = exec(&mut a, "INSERT INTO t (id, v) VALUES (1, 0)").await.expect_err("a duplicate key");
+        assert!(is_unique_violation(&dup), "{dup}");
+        assert!(!classify(dialect, dup).is_retryable());
+        let bad = exec(&mut a, "SELECT nothing FROM nowhere").await.expect_err("an unknown table");
+        assert!(!is_unique_violation(&bad));
+        let bad = classify(dialect, bad);
+        assert!(bad.is_unavailable() && !bad.is_retryable(), "{bad}");
+
+        // A deadlock: each transaction holds one row and asks for the other.
+        exec(&mut a, "BEGIN").await.expect("begin");
+        exec(&mut b, "BEGIN").await.expect("begin");
+        exec(&mut a, "UPDATE t SET v = 1 WHERE id = 1").await.expect("a locks 1");
+        exec(&mut b, "UPDATE t SET v = 1 WHERE id = 2").await.expect("b locks 2");
+        let (ra, rb) = tokio::join!(
+            exec(&mut a, "UPDATE t SET v = 2 WHERE id = 2"),
+            exec(&mut b, "UPDATE t SET v = 2 WHERE id = 1")
+        );
+        let failed: Vec<sqlx::Error> = [ra, rb].into_iter().filter_map(|r| r.err()).collect();
+        assert_eq!(failed.len(), 1, "exactly one side is chosen as the deadlock victim: {failed:?}");
+        let victim = classify(dialect, failed.into_iter().next().expect("one"));
+        assert!(victim.is_retryable(), "a deadlock is retryable: {victim}");
+        let _ = exec(&mut a, "ROLLBACK").await;
+        let _ = exec(&mut b, "ROLLBACK").await;
+        let _ = a.close().await;
+        let _ = b.close().await;
+        db.drop().await.expect("drop the database");
+    }
+
+    #[tokio::test]
+    async fn postgres_errors_are_classified_from_codes() {
+        classified_from_codes("TIDEWAY_TEST_POSTGRES_URL").await;
+    }
+
+    #[tokio::test]
+    async fn mysql_errors_are_classified_from_codes() {
+        classified_from_codes("TIDEWAY_TEST_MYSQL_URL").await;
+    }
+}

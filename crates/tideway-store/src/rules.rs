@@ -1,0 +1,220 @@
+//! The rules every engine applies, decided once.
+//!
+//! An engine gathers the facts a rule needs (under its index lock, or in a
+//! transaction), calls the rule here, and applies what it decided. So the
+//! memory, embedded and SQL backends cannot disagree on what a follow of a
+//! blocked user does, which progress a fan-out job records, or what a
+//! create with a used idempotency key returns: the conformance suites check
+//! the engines' fact gathering and writing; these functions are the
+//! decisions, unit-tested here.
+
+use crate::traits::{CreateOutcome, FollowStatus, FollowerPos, JobProgress};
+use std::sync::Arc;
+use tideway_core::{Item, Millis, UserId};
+
+/// What an engine knows of a follow target before following it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowFact {
+    /// Already followed since this time.
+    Following(Millis),
+    /// A block separates the two users (either way).
+    Blocked,
+    /// Neither: the follow may be made (within the limit).
+    Free,
+}
+
+/// What a follow of several targets does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowDecision {
+    /// One status per target, in order.
+    pub statuses: Vec<FollowStatus>,
+    /// The targets to follow now, in order, each once.
+    pub new: Vec<UserId>,
+}
+
+/// Decides a follow of `targets` at `at` by a user who follows `following`
+/// users now, at most `max_following`: an existing follow is kept (with its
+/// time), a target named twice is followed once, a block refuses, the limit
+/// refuses what would pass it. `fact` is asked once per target, in order,
+/// so an engine may gather lazily.
+pub fn follow(
+    targets: &[UserId],
+    at: Millis,
+    following: usize,
+    max_following: usize,
+    mut fact: impl FnMut(UserId) -> FollowFact,
+) -> FollowDecision {
+    let mut count = following;
+    let mut statuses = Vec::with_capacity(targets.len());
+    let mut new: Vec<UserId> = Vec::new();
+    for &t in targets {
+        let status = match fact(t) {
+            FollowFact::Following(since) => FollowStatus::Already(since),
+            _ if new.contains(&t) => FollowStatus::Already(at),
+            FollowFact::Blocked => FollowStatus::Blocked,
+            FollowFact::Free if count >= max_following => FollowStatus::Limit,
+            FollowFact::Free => {
+                count += 1;
+                new.push(t);
+                FollowStatus::Followed(at)
+            }
+        };
+        statuses.push(status);
+    }
+    FollowDecision { statuses, new }
+}
+
+/// What a fan-out job's recorded state is, as the engine read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JobState {
+    /// Another worker holds a live lease on it.
+    pub held_by_other: bool,
+    /// The recorded checkpoint.
+    pub cursor: Option<FollowerPos>,
+}
+
+/// What recording one job's progress does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgressEffect {
+    /// Move the checkpoint forward to this position.
+    Advance(FollowerPos),
+    /// Remove the job: every follower has its key.
+    Complete,
+}
+
+/// Decides whether `progress` is recorded for a job in `state` (`None`: the
+/// job is gone). Only the holder (or anyone, for an unheld job) records,
+/// and a checkpoint only moves forward: progress at or behind the recorded
+/// cursor is not recorded, so a slow worker cannot undo a faster one.
+pub fn progress(state: Option<JobState>, progress: JobProgress) -> Option<ProgressEffect> {
+    let state = state?;
+    if state.held_by_other {
+        return None;
+    }
+    match progress {
+        JobProgress::Checkpoint(_, pos) if state.cursor.is_none_or(|c| c < pos) => Some(ProgressEffect::Advance(pos)),
+        JobProgress::Checkpoint(..) => None,
+        JobProgress::Complete(_) => Some(ProgressEffect::Complete),
+    }
+}
+
+/// What an engine found for a new item before storing it.
+#[derive(Debug, Clone, Default)]
+pub struct CreateFacts {
+    /// The author's earlier item with the same idempotency key (not deleted).
+    pub by_idempotency_key: Option<Arc<Item>>,
+    /// The author's live repost of the same original.
+    pub earlier_repost: Option<Arc<Item>>,
+    /// An item with this id is stored.
+    pub id_taken: bool,
+}
+
+/// What a create does.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateDecision {
+    /// Nothing is written: the create resolves to an existing item.
+    Resolved(CreateOutcome),
+    /// The id is taken (the service retries with another).
+    IdTaken,
+    /// Store the item (and its fan-out job).
+    Store,
+}
+
+/// Decides a create, in this order: an idempotency key seen before returns
+/// its item; a repost of an original the author reposted before returns
+/// that repost; a taken id is refused; anything else is stored.
+pub fn create(facts: CreateFacts) -> CreateDecision {
+    if let Some(existing) = facts.by_idempotency_key {
+        CreateDecision::Resolved(CreateOutcome::Existing(existing))
+    } else if let Some(existing) = facts.earlier_repost {
+        CreateDecision::Resolved(CreateOutcome::AlreadyReposted(existing))
+    } else if facts.id_taken {
+        CreateDecision::IdTaken
+    } else {
+        CreateDecision::Store
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tideway_core::ItemId;
+
+    fn u(n: u64) -> UserId {
+        UserId(n)
+    }
+
+    #[test]
+    fn follow_statuses_in_order_of_precedence() {
+        let at = Millis(50);
+        let facts = |t: UserId| match t.0 {
+            1 => FollowFact::Following(Millis(7)),
+            2 => FollowFact::Blocked,
+            _ => FollowFact::Free,
+        };
+        let d = follow(&[u(1), u(2), u(3), u(3), u(4), u(5)], at, 8, 10, facts);
+        assert_eq!(
+            d.statuses,
+            vec![
+                FollowStatus::Already(Millis(7)),
+                FollowStatus::Blocked,
+                FollowStatus::Followed(at),
+                FollowStatus::Already(at),
+                FollowStatus::Followed(at),
+                FollowStatus::Limit,
+            ]
+        );
+        assert_eq!(d.new, vec![u(3), u(4)]);
+        // Already-followed targets do not count against the limit again.
+        let d = follow(&[u(1)], at, 10, 10, facts);
+        assert_eq!(d.statuses, vec![FollowStatus::Already(Millis(7))]);
+        assert!(d.new.is_empty());
+    }
+
+    #[test]
+    fn checkpoints_only_move_forward_and_only_for_the_holder() {
+        let pos = |t: i64, id: u64| (Millis(t), u(id));
+        let free = |cursor| Some(JobState { held_by_other: false, cursor });
+        assert_eq!(
+            progress(free(None), JobProgress::Checkpoint(9, pos(1, 1))),
+            Some(ProgressEffect::Advance(pos(1, 1)))
+        );
+        assert_eq!(
+            progress(free(Some(pos(1, 1))), JobProgress::Checkpoint(9, pos(1, 2))),
+            Some(ProgressEffect::Advance(pos(1, 2)))
+        );
+        assert_eq!(progress(free(Some(pos(1, 2))), JobProgress::Checkpoint(9, pos(1, 2))), None, "not kept in place");
+        assert_eq!(progress(free(Some(pos(2, 0))), JobProgress::Checkpoint(9, pos(1, 9))), None, "never back");
+        assert_eq!(progress(free(Some(pos(2, 0))), JobProgress::Complete(9)), Some(ProgressEffect::Complete));
+        let held = Some(JobState { held_by_other: true, cursor: None });
+        assert_eq!(progress(held, JobProgress::Complete(9)), None);
+        assert_eq!(progress(None, JobProgress::Complete(9)), None, "a job that is gone");
+    }
+
+    #[test]
+    fn create_resolution_order() {
+        let item = |id: u64| {
+            Arc::new(Item {
+                id: ItemId(id),
+                author: u(1),
+                kind: tideway_core::ItemKind::Post,
+                body: tideway_core::Body::default(),
+                visibility: tideway_core::Visibility::Public,
+                tags: vec![],
+                mentions: vec![],
+                object: None,
+                repost_of: None,
+                reply_to: None,
+                reply_to_author: None,
+                idempotency_key: None,
+                deleted: false,
+            })
+        };
+        let all = CreateFacts { by_idempotency_key: Some(item(1)), earlier_repost: Some(item(2)), id_taken: true };
+        assert_eq!(create(all), CreateDecision::Resolved(CreateOutcome::Existing(item(1))));
+        let repost = CreateFacts { earlier_repost: Some(item(2)), id_taken: true, ..CreateFacts::default() };
+        assert_eq!(create(repost), CreateDecision::Resolved(CreateOutcome::AlreadyReposted(item(2))));
+        assert_eq!(create(CreateFacts { id_taken: true, ..CreateFacts::default() }), CreateDecision::IdTaken);
+        assert_eq!(create(CreateFacts::default()), CreateDecision::Store);
+    }
+}
