@@ -85,9 +85,22 @@ impl tideway_store::Journal for FillableJournal {
     }
     fn sync(&self, _: tideway_store::Ticket) -> Result<(), tideway_store::StoreError> {
         if self.full.load(std::sync::atomic::Ordering::SeqCst) {
-            return Err(tideway_store::StoreError::Io("No space left on device (os error 28)".into()));
+            let enospc = std::io::Error::from_raw_os_error(28);
+            return Err(tideway_store::StoreError::unavailable(tideway_store::Engine::Embedded, enospc));
         }
         Ok(())
+    }
+    fn health(&self) -> Result<(), tideway_store::StoreError> {
+        Ok(())
+    }
+    fn blocks(&self) -> bool {
+        true
+    }
+    fn durable(&self) -> tideway_store::Ticket {
+        tideway_store::Ticket::MAX
+    }
+    fn disk(&self) -> Option<&dyn tideway_store::Disk> {
+        None
     }
 }
 

@@ -25,7 +25,10 @@ struct Switch {
 impl Switch {
     fn up(&self) -> Result<&Store<NoJournal>> {
         if self.down.load(Ordering::SeqCst) {
-            Err(StoreError::Io("connection refused (the test took it down)".into()))
+            Err(StoreError::unavailable_because(
+                tideway_store::Engine::Redis,
+                "connection refused (the test took it down)",
+            ))
         } else {
             Ok(&self.inner)
         }
@@ -127,7 +130,7 @@ async fn whole_home(svc: &FeedService, user: UserId) -> Vec<(String, String)> {
 
 fn unavailable<T: std::fmt::Debug>(r: std::result::Result<T, ServiceError>, what: &str) {
     match r {
-        Err(ServiceError::Store(StoreError::Io(_))) => {}
+        Err(ServiceError::Store(e)) if e.is_unavailable() => {}
         other => panic!("{what} while the shared state is down: {other:?}"),
     }
 }

@@ -8,7 +8,7 @@ use fjall::PersistMode;
 use std::collections::HashSet;
 use std::path::Path;
 use tideway_core::{Item, ItemId, Millis, UserId};
-use tideway_store::{Counters, EdgeKind, Head, Journal, StoreError, Unit, UnitData};
+use tideway_store::{Counters, Disk, EdgeKind, Head, StoreError, Unit, UnitData};
 
 /// What the graph already says about one follower, for an import's plan.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -137,8 +137,9 @@ impl Importer {
                 }
                 ingestion.finish().map_err(io)
             })();
-            let reverse =
-                reverse.join().unwrap_or_else(|_| Err(StoreError::Io("the reverse ingestion panicked".into())));
+            let reverse = reverse.join().unwrap_or_else(|_| {
+                Err(StoreError::unavailable_because(tideway_store::Engine::Embedded, "the reverse ingestion panicked"))
+            });
             forward.and(reverse)
         });
         let followers = reverse?;

@@ -1,27 +1,23 @@
 //! The fjall journal: its keyspaces, the encoding of changes into writes,
 //! group commit, and the point reads behind the [`Journal`] trait.
 
-use crate::layout::{
-    Space, counters_value, decode_record, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64, u64_at,
-};
-use crate::{SyncMode, io};
+use crate::layout::{Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64};
+use crate::{DATA_DIR, SyncMode, io};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex};
 use std::path::Path;
-use std::sync::Arc;
-use tideway_core::{ItemId, Key, UserId};
-use tideway_store::{Change, Journal, Record, State, StoreError, Ticket, Unit, UnitData};
+use tideway_store::{Change, Disk, Journal, State, StoreError, Ticket};
 
 /// The fjall journal.
 pub struct FjallJournal {
     pub(crate) db: Database,
     pub(crate) meta: Keyspace,
     pub(crate) items: Keyspace,
-    bodies: Keyspace,
+    pub(crate) bodies: Keyspace,
     pub(crate) outbox: Keyspace,
     pub(crate) reposts: Keyspace,
     pub(crate) replies: Keyspace,
-    idempotency: Keyspace,
+    pub(crate) idempotency: Keyspace,
     pub(crate) inserts: Keyspace,
     pub(crate) user_inserts: Keyspace,
     pub(crate) edges: Keyspace,
@@ -71,7 +67,11 @@ impl FjallJournal {
     /// directory open. `block_cache` bounds fjall's cache of (encoded)
     /// blocks.
     pub fn open(dir: &Path, sync: SyncMode, block_cache: u64) -> Result<(Self, State), StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::Io(format!("creating {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::Config {
+            setting: DATA_DIR,
+            message: format!("cannot create {}", dir.display()),
+            source: Some(Box::new(e)),
+        })?;
         // A journal of at most 64 MiB (fjall's least; its default is 512):
         // what it holds is recovered into memtables at start, so this bounds
         // the memory of recent writes after a restart.
@@ -79,7 +79,7 @@ impl FjallJournal {
             Database::builder(dir).cache_size(block_cache).max_journaling_size(64 << 20).open().map_err(
                 |e| match e {
                     fjall::Error::Locked => {
-                        StoreError::Io(format!("{} is in use by another tideway process", dir.display()))
+                        StoreError::config(DATA_DIR, format!("{} is in use by another tideway process", dir.display()))
                     }
                     e => io(e),
                 },
@@ -203,67 +203,13 @@ impl Journal for FjallJournal {
         self.sync == SyncMode::Fsync
     }
 
-    fn lazy(&self) -> bool {
-        true
-    }
-
     fn durable(&self) -> Ticket {
         self.synced.lock().0
     }
 
-    // The inherent method in load.rs (inherent methods are found first).
-    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>, StoreError> {
-        FjallJournal::load_units(self, units)
-    }
-
-    // The inherent method in load.rs.
-    fn followers_range(
-        &self,
-        user: UserId,
-        from: Option<tideway_store::FollowerPos>,
-        ascending: bool,
-        limit: usize,
-    ) -> Result<Vec<tideway_store::FollowerPos>, StoreError> {
-        FjallJournal::followers_range(self, user, from, ascending, limit)
-    }
-
-    /// Point reads of the records (fjall's block cache and the OS page
-    /// cache serve the warm ones): an item, else an insertion.
-    fn read_records(&self, keys: &[Key]) -> Result<Vec<tideway_store::Stored<Record>>, StoreError> {
-        keys.iter()
-            .map(|key| {
-                if let Some(v) = self.items.get(key.to_be_bytes()).map_err(io)? {
-                    return Ok(Some((Record::Item(decode_record(ItemId(*key), &v)?), v.len())));
-                }
-                let Some(v) = self.inserts.get(key.to_be_bytes()).map_err(io)? else { return Ok(None) };
-                let (user, item) = (UserId(u64_at(&v, 0)?), ItemId(u64_at(&v, 8)?));
-                Ok(Some((Record::Insert { key: *key, user, item }, v.len())))
-            })
-            .collect()
-    }
-
-    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<tideway_store::Stored<tideway_core::Body>>, StoreError> {
-        ids.iter()
-            .map(|id| {
-                let Some(v) = self.bodies.get(id.0.to_be_bytes()).map_err(io)? else { return Ok(None) };
-                let body: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("body of {id}: {e}")))?;
-                Ok(Some((Arc::new(body), v.len())))
-            })
-            .collect()
-    }
-
-    fn has_item(&self, id: ItemId) -> Result<bool, StoreError> {
-        self.items.contains_key(id.0.to_be_bytes()).map_err(io)
-    }
-
-    fn idempotent(&self, author: UserId, key: &str) -> Result<Option<ItemId>, StoreError> {
-        let mut k = key_of(&[author.0]);
-        k.extend_from_slice(key.as_bytes());
-        match self.idempotency.get(k).map_err(io)? {
-            Some(v) => Ok(Some(ItemId(u64_at(&v, 0)?))),
-            None => Ok(None),
-        }
+    /// The keyspaces, read back by the lazy index (`load.rs`).
+    fn disk(&self) -> Option<&dyn Disk> {
+        Some(self)
     }
 
     fn health(&self) -> Result<(), StoreError> {

@@ -62,7 +62,7 @@ pub(crate) fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {
     b.get(at..at + 8)
         .and_then(|s| <[u8; 8]>::try_from(s).ok())
         .map(u64::from_be_bytes)
-        .ok_or_else(|| StoreError::Corrupt(format!("short key or value ({} bytes)", b.len())))
+        .ok_or_else(|| StoreError::corrupt(format!("short key or value ({} bytes)", b.len())))
 }
 
 pub(crate) fn key_of(parts: &[u64]) -> Vec<u8> {
@@ -70,7 +70,7 @@ pub(crate) fn key_of(parts: &[u64]) -> Vec<u8> {
 }
 
 pub(crate) fn json<T: serde::Serialize + ?Sized>(v: &T) -> Result<Vec<u8>, StoreError> {
-    serde_json::to_vec(v).map_err(|e| StoreError::Corrupt(e.to_string()))
+    serde_json::to_vec(v).map_err(|e| StoreError::corrupt_by("a value to store", e))
 }
 
 pub(crate) fn millis_u64(m: Millis) -> u64 {
@@ -120,7 +120,7 @@ pub(crate) fn item_ops(item: &Item, new: bool, ops: &mut Vec<Op>) -> Result<(), 
 }
 
 pub(crate) fn decode_record(id: ItemId, v: &[u8]) -> Result<Arc<Item>, StoreError> {
-    let mut item: Item = serde_json::from_slice(v).map_err(|e| StoreError::Corrupt(format!("item {id}: {e}")))?;
+    let mut item: Item = serde_json::from_slice(v).map_err(|e| StoreError::corrupt_by(format!("item {id}"), e))?;
     item.body = tideway_store::stripped_body();
     Ok(Arc::new(item))
 }

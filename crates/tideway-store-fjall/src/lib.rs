@@ -51,8 +51,12 @@ pub enum SyncMode {
     Buffer,
 }
 
+/// The setting that names the embedded store's directory.
+pub(crate) const DATA_DIR: &str = "storage.data_dir (TIDEWAY_STORAGE__DATA_DIR)";
+
+/// A fjall error: the disk cannot serve (an I/O error, a full disk).
 fn io(e: fjall::Error) -> StoreError {
-    StoreError::Io(e.to_string())
+    StoreError::unavailable(tideway_store::Engine::Embedded, e)
 }
 
 /// Opens the embedded backend in `dir` with the default cache size.

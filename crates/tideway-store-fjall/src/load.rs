@@ -3,11 +3,12 @@
 
 use crate::io;
 use crate::journal::FjallJournal;
-use crate::layout::{counters_of, head_of, key_of, millis_u64, prefixed, u64_at};
+use crate::layout::{counters_of, decode_record, head_of, key_of, millis_u64, prefixed, u64_at};
 use fjall::Keyspace;
 use std::collections::HashMap;
-use tideway_core::{ItemId, Millis, UserId};
-use tideway_store::{Counters, State, StoreError, Unit, UnitData};
+use std::sync::Arc;
+use tideway_core::{ItemId, Key, Millis, UserId};
+use tideway_store::{Counters, Disk, Record, State, StoreError, Unit, UnitData};
 
 impl FjallJournal {
     /// What a lazy index starts from: the counters, the pending jobs and
@@ -20,12 +21,12 @@ impl FjallJournal {
         let mut jobs = Vec::new();
         for g in self.jobs.iter() {
             let (_, v) = g.into_inner().map_err(io)?;
-            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("job: {e}")))?);
+            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("job", e))?);
         }
         let mut promotions = Vec::new();
         for g in self.promotions.iter() {
             let (_, v) = g.into_inner().map_err(io)?;
-            promotions.push(serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("promotion: {e}")))?);
+            promotions.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("promotion", e))?);
         }
         Ok(State::lazy(counters, jobs, promotions))
     }
@@ -80,9 +81,10 @@ impl FjallJournal {
                 let replies = self.replies.prefix(prefix).count() as u64;
                 let reactions = Self::decode_under(&self.reactions, &prefix, |k| {
                     let kind = match k.get(16..) {
-                        Some(rest) if !rest.is_empty() => std::str::from_utf8(rest)
-                            .map_err(|_| StoreError::Corrupt("reaction kind is not UTF-8".into()))?,
-                        _ => return Err(StoreError::Corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
+                        Some(rest) if !rest.is_empty() => {
+                            std::str::from_utf8(rest).map_err(|_| StoreError::corrupt("reaction kind is not UTF-8"))?
+                        }
+                        _ => return Err(StoreError::corrupt(format!("reaction key of {} bytes has no kind", k.len()))),
                     };
                     Ok((UserId(u64_at(k, 8)?), kind.to_owned()))
                 })?;
@@ -90,11 +92,15 @@ impl FjallJournal {
             }
         })
     }
+}
 
+/// What the lazy index reads back: units, follower ranges, and the point
+/// reads behind pages' cache misses and writes' checks.
+impl Disk for FjallJournal {
     /// A user never named has no units: one point read of their counters
     /// answers all their units at once (a follow by a new user asks for
     /// three).
-    pub(crate) fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>, StoreError> {
+    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>, StoreError> {
         let mut unknown: HashMap<UserId, bool> = HashMap::new();
         units
             .iter()
@@ -126,7 +132,7 @@ impl FjallJournal {
             .collect()
     }
 
-    pub(crate) fn followers_range(
+    fn followers_range(
         &self,
         user: UserId,
         from: Option<tideway_store::FollowerPos>,
@@ -155,5 +161,44 @@ impl FjallJournal {
         let keys: Box<dyn Iterator<Item = fjall::Guard>> =
             if ascending { Box::new(iter) } else { Box::new(iter.rev()) };
         keys.take(limit).map(|g| decode(&g.key().map_err(io)?)).collect()
+    }
+
+    /// Point reads of the records (fjall's block cache and the OS page
+    /// cache serve the warm ones): an item, else an insertion.
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<tideway_store::Stored<Record>>, StoreError> {
+        keys.iter()
+            .map(|key| {
+                if let Some(v) = self.items.get(key.to_be_bytes()).map_err(io)? {
+                    return Ok(Some((Record::Item(decode_record(ItemId(*key), &v)?), v.len())));
+                }
+                let Some(v) = self.inserts.get(key.to_be_bytes()).map_err(io)? else { return Ok(None) };
+                let (user, item) = (UserId(u64_at(&v, 0)?), ItemId(u64_at(&v, 8)?));
+                Ok(Some((Record::Insert { key: *key, user, item }, v.len())))
+            })
+            .collect()
+    }
+
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<tideway_store::Stored<tideway_core::Body>>, StoreError> {
+        ids.iter()
+            .map(|id| {
+                let Some(v) = self.bodies.get(id.0.to_be_bytes()).map_err(io)? else { return Ok(None) };
+                let body: serde_json::Map<String, serde_json::Value> =
+                    serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by(format!("body of {id}"), e))?;
+                Ok(Some((Arc::new(body), v.len())))
+            })
+            .collect()
+    }
+
+    fn has_item(&self, id: ItemId) -> Result<bool, StoreError> {
+        self.items.contains_key(id.0.to_be_bytes()).map_err(io)
+    }
+
+    fn idempotent(&self, author: UserId, key: &str) -> Result<Option<ItemId>, StoreError> {
+        let mut k = key_of(&[author.0]);
+        k.extend_from_slice(key.as_bytes());
+        match self.idempotency.get(k).map_err(io)? {
+            Some(v) => Ok(Some(ItemId(u64_at(&v, 0)?))),
+            None => Ok(None),
+        }
     }
 }

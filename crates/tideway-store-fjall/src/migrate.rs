@@ -38,13 +38,16 @@ impl FjallJournal {
                 self.db.persist(PersistMode::SyncAll).map_err(io)?;
             }
             Some(v) => {
-                return Err(StoreError::Corrupt(format!(
-                    "data directory has format {:?}, this build reads {:?} (and migrates {:?} and {:?})",
-                    String::from_utf8_lossy(v),
-                    String::from_utf8_lossy(FORMAT),
-                    String::from_utf8_lossy(FORMAT_2),
-                    String::from_utf8_lossy(FORMAT_3),
-                )));
+                return Err(StoreError::config(
+                    crate::DATA_DIR,
+                    format!(
+                        "data directory has format {:?}, this build reads {:?} (and migrates {:?} and {:?})",
+                        String::from_utf8_lossy(v),
+                        String::from_utf8_lossy(FORMAT),
+                        String::from_utf8_lossy(FORMAT_2),
+                        String::from_utf8_lossy(FORMAT_3),
+                    ),
+                ));
             }
             None => {
                 self.meta.insert("format", FORMAT).map_err(io)?;
@@ -65,7 +68,7 @@ impl FjallJournal {
         let mut n = 0u64;
         for g in self.items.iter() {
             let (_, v) = g.into_inner().map_err(io)?;
-            let item: Item = serde_json::from_slice(&v).map_err(|e| StoreError::Corrupt(format!("item: {e}")))?;
+            let item: Item = serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("item", e))?;
             let mut ops = Vec::new();
             item_ops(&item, true, &mut ops)?;
             for op in ops {
@@ -100,7 +103,7 @@ impl FjallJournal {
                 Some(b'f') => EdgeKind::Follow,
                 Some(b'b') => EdgeKind::Block,
                 Some(b'm') => EdgeKind::Mute,
-                other => return Err(StoreError::Corrupt(format!("edge kind {other:?}"))),
+                other => return Err(StoreError::corrupt(format!("edge kind {other:?}"))),
             };
             let since = Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0));
             if kind == EdgeKind::Follow {

@@ -7,7 +7,7 @@ use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, UserId};
-use tideway_store::{FollowStatus, Graph, Items, JobProgress, Jobs, Journal, ListKind, Promotion, Record, Store};
+use tideway_store::{Disk, FollowStatus, Graph, Items, JobProgress, Jobs, Journal, ListKind, Promotion, Record, Store};
 
 fn post(id: u64, author: u64) -> Item {
     Item {
@@ -232,7 +232,13 @@ async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
 fn a_second_process_is_refused() {
     let dir = tempfile::tempdir().expect("tempdir");
     let _a = open(dir.path(), SyncMode::Buffer, 10).expect("open");
-    assert!(open(dir.path(), SyncMode::Buffer, 10).is_err());
+    match open(dir.path(), SyncMode::Buffer, 10) {
+        Err(e @ tideway_store::StoreError::Config { .. }) => {
+            assert!(e.to_string().contains("storage.data_dir") && e.to_string().contains("in use"), "{e}")
+        }
+        Err(e) => panic!("refused for another reason: {e}"),
+        Ok(_) => panic!("a second process opened the same directory"),
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, Value};
 use std::collections::HashMap;
-use tideway_store::{Result, StoreError};
+use tideway_store::{Engine, Result, StoreError};
 
 /// Keys per SCAN step and per pipeline of reads.
 pub(crate) const SCAN_BATCH: usize = 1000;
@@ -49,16 +49,34 @@ impl ConnectionLike for Conn {
     }
 }
 
-fn err(e: RedisError) -> StoreError {
-    StoreError::Io(format!("redis: {e}"))
+/// A Redis error as a store error. `retryable` when Redis answered that the
+/// command was not run and may be run again (a redirection, `TRYAGAIN`,
+/// `CLUSTERDOWN`, `LOADING`: read from the error's kind, never its text).
+pub(crate) fn err(e: RedisError) -> StoreError {
+    use redis::RetryMethod;
+    let retryable = matches!(
+        e.retry_method(),
+        RetryMethod::WaitAndRetry
+            | RetryMethod::MovedRedirect
+            | RetryMethod::AskRedirect
+            | RetryMethod::RefreshSlotsAndRetry
+    );
+    StoreError::Unavailable { engine: Engine::Redis, retryable, source: Box::new(e) }
 }
 
-fn bad_reply(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Io(format!("redis: unexpected reply: {e}"))
+/// A reply of another shape than the command's.
+pub(crate) fn bad_reply(e: impl std::fmt::Display) -> StoreError {
+    StoreError::unavailable_because(Engine::Redis, format!("unexpected reply: {e}"))
 }
 
+/// Whether Redis did not know a script (a restart, a flush, a failover):
+/// by the error's kind, for one command or any command of a pipeline.
 fn is_noscript(e: &RedisError) -> bool {
-    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript) || e.to_string().contains("NOSCRIPT")
+    let noscript = redis::ErrorKind::Server(redis::ServerErrorKind::NoScript);
+    e.kind() == noscript
+        || e.clone()
+            .into_server_errors()
+            .is_some_and(|errs| errs.iter().any(|(_, s)| s.kind() == Some(redis::ServerErrorKind::NoScript)))
 }
 
 /// A Redis node's address.

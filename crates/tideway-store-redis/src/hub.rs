@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use redis::RedisError;
 use std::time::Duration;
 use tideway_core::UserId;
-use tideway_store::{Hub, HubEvent, Result, Signal, StoreError, Subscription};
+use tideway_store::{Engine, Hub, HubEvent, Result, Signal, StoreError, Subscription};
 
 /// The event hub's side of a node: where signals are published, and the
 /// listener that passes them to this node's subscriptions.
@@ -136,8 +136,8 @@ impl Hub for RedisShared {
         let sub = Subscription::new(h.tx.subscribe());
         tokio::time::timeout(h.timeout, ready.wait_for(|up| *up))
             .await
-            .map_err(|_| StoreError::Io("redis: the event hub could not subscribe in time".into()))?
-            .map_err(|_| StoreError::Io("redis: the event hub's listener stopped".into()))?;
+            .map_err(|_| StoreError::unavailable_because(Engine::Redis, "the event hub could not subscribe in time"))?
+            .map_err(|_| StoreError::unavailable_because(Engine::Redis, "the event hub's listener stopped"))?;
         Ok(sub)
     }
 }

@@ -46,7 +46,7 @@ const BUILDING: u32 = 1 << 31;
 const HEADER: usize = 24;
 
 fn parse(v: &[u8], cap: usize) -> Result<Parsed> {
-    let bad = || StoreError::Corrupt(format!("an inbox value of {} bytes", v.len()));
+    let bad = || StoreError::corrupt(format!("an inbox value of {} bytes", v.len()));
     if v.len() < HEADER || !(v.len() - HEADER).is_multiple_of(8) {
         return Err(bad());
     }

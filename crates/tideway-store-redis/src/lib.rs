@@ -64,6 +64,9 @@ use scripts::Scripts;
 use std::time::{Duration, Instant};
 use tideway_store::{InboxStats, Result, StoreError};
 
+/// The setting that names the Redis nodes.
+const URLS: &str = "redis.urls (TIDEWAY_REDIS__URLS)";
+
 /// Where and how to connect.
 #[derive(Debug, Clone)]
 pub struct RedisOptions {
@@ -104,12 +107,18 @@ impl RedisShared {
     /// name the setting to fix.
     pub async fn connect(opts: RedisOptions) -> Result<Self> {
         if opts.prefix.contains(['{', '}']) {
-            return Err(StoreError::Io(format!("redis prefix {:?} must not contain braces", opts.prefix)));
+            return Err(StoreError::config(
+                "redis.prefix (TIDEWAY_REDIS__PREFIX)",
+                format!("{:?} must not contain braces", opts.prefix),
+            ));
         }
-        let named =
-            |e: RedisError| StoreError::Io(format!("redis.urls (TIDEWAY_REDIS__URLS) {}: {e}", opts.urls.join(",")));
+        let named = |e: RedisError| StoreError::Config {
+            setting: URLS,
+            message: format!("{}: {e}", opts.urls.join(",")),
+            source: Some(Box::new(e)),
+        };
         let conn = match opts.urls.as_slice() {
-            [] => return Err(StoreError::Io("redis.urls (TIDEWAY_REDIS__URLS) is empty".into())),
+            [] => return Err(StoreError::config(URLS, "is empty")),
             [one] => {
                 let client = redis::Client::open(one.as_str()).map_err(named)?;
                 let config = ConnectionManagerConfig::new()
@@ -147,7 +156,11 @@ impl RedisShared {
             slots: parking_lot::RwLock::new(Vec::new()),
         };
         let _: String = redis::cmd("PING").query_async(&mut me.conn.clone()).await.map_err(named)?;
-        me.load_scripts().await.map_err(|e| StoreError::Io(format!("redis.urls (TIDEWAY_REDIS__URLS): {e}")))?;
+        me.load_scripts().await.map_err(|e| StoreError::Config {
+            setting: URLS,
+            message: format!("cannot load the scripts: {e}"),
+            source: Some(Box::new(e)),
+        })?;
         if me.is_cluster() {
             me.refresh_slots().await?;
         }

@@ -78,11 +78,12 @@ pub enum StoreError {
     },
     /// Data read back could not be decoded: the data is damaged or was
     /// written by an incompatible version.
-    #[error("stored data is corrupt: {0}")]
-    Corrupt(String),
-    /// (Being replaced by `Unavailable`.)
-    #[error("storage I/O failed: {0}")]
-    Io(String),
+    #[error("stored data is corrupt: {what}")]
+    Corrupt {
+        what: String,
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A setting is wrong; the message says what to fix.
     #[error("{setting}: {message}")]
     Config {
@@ -110,12 +111,12 @@ impl StoreError {
 
     /// Stored data (`what`) could not be decoded.
     pub fn corrupt(what: impl Into<String>) -> Self {
-        StoreError::Corrupt(what.into())
+        StoreError::Corrupt { what: what.into(), source: None }
     }
 
     /// Stored data (`what`) could not be decoded because of `source`.
     pub fn corrupt_by(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
-        StoreError::Corrupt(format!("{}: {}", what.into(), source.into()))
+        StoreError::Corrupt { what: what.into(), source: Some(source.into()) }
     }
 
     /// The setting `setting` is wrong.
@@ -130,7 +131,7 @@ impl StoreError {
 
     /// Whether an engine is down or refusing (the API answers `503`).
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Unavailable { .. } | StoreError::Io(_))
+        matches!(self, StoreError::Unavailable { .. })
     }
 
     /// The error and its chain of sources, for one log line.

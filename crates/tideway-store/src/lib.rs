@@ -34,5 +34,5 @@ pub use error::{BoxError, Engine, StoreError};
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use split::{Durable, Shared, Split};
 pub use state::{Applied, State, Unit, UnitData};
-pub use store::{DEFAULT_BODY_CACHE, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};
+pub use store::{DEFAULT_BODY_CACHE, Disk, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};
 pub use traits::*;

@@ -18,7 +18,7 @@
 use crate::blocks::SortedBlocks;
 use crate::change::{Change, EdgeKind, Job, Promotion, Record};
 use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub};
-use crate::error::StoreError;
+use crate::error::{Engine, StoreError};
 use crate::inbox::{InboxRead, InboxSet, InboxStats};
 use crate::rules::{self, CreateDecision, CreateFacts, FollowFact, JobState, ProgressEffect};
 use crate::state::State;
@@ -37,7 +37,9 @@ pub use crate::state::Ticket;
 /// A stored value read back, with its stored size in bytes.
 pub type Stored<T> = Option<(T, usize)>;
 
-/// Where changes go to become durable.
+/// Where changes go to become durable. Every method is required: what a
+/// journal that keeps its data to read back must also provide is the
+/// separate [`Disk`] trait, which [`Journal::disk`] hands out.
 pub trait Journal: Send + Sync + 'static {
     /// Writes one atomic batch (all of it or none); returns its ticket.
     fn write(&self, changes: &[Change]) -> Result<Ticket>;
@@ -45,60 +47,52 @@ pub trait Journal: Send + Sync + 'static {
     /// share one sync (group commit).
     fn sync(&self, ticket: Ticket) -> Result<()>;
     /// Fails when the journal can no longer take writes.
-    fn health(&self) -> Result<()> {
-        Ok(())
-    }
+    fn health(&self) -> Result<()>;
     /// Whether `sync` blocks (on the disk): the store then waits for it on
     /// the blocking pool, never on a runtime worker.
-    fn blocks(&self) -> bool {
-        true
-    }
-    /// Whether the journal keeps everything and the index is lazy: item
-    /// records and bodies are read back ([`Journal::read_records`],
-    /// [`Journal::read_bodies`]) through bounded caches, the index holds an
-    /// item only until it is durable, and every other unit is loaded on
-    /// first use ([`Journal::load_units`]).
-    fn lazy(&self) -> bool {
-        false
-    }
-    /// Every batch up to this ticket is on disk, where
-    /// [`Journal::load_units`] reads.
-    fn durable(&self) -> Ticket {
-        Ticket::MAX
-    }
-    /// Reads units of the index from disk (only a lazy journal is asked).
-    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>> {
-        Err(StoreError::Io(format!("this journal keeps no index units ({} asked)", units.len())))
-    }
-    /// A page of a user's followers read from disk, by (since, id):
-    /// ascending after `from`, or descending before it (only a lazy journal
-    /// is asked, for sets too big to load whole).
+    fn blocks(&self) -> bool;
+    /// Every batch up to this ticket is on disk, where [`Disk::load_units`]
+    /// reads.
+    fn durable(&self) -> Ticket;
+    /// What the journal keeps to read back. `Some` makes the index lazy:
+    /// item records and bodies are read back through bounded caches, the
+    /// index holds an item only until it is durable, and every other unit is
+    /// loaded on first use. `None` (the memory backend): the index keeps
+    /// everything and is the only copy.
+    fn disk(&self) -> Option<&dyn Disk>;
+}
+
+/// What a journal that keeps everything reads back (the embedded store's
+/// keyspaces): the lazy index's units and what pages read past the caches.
+pub trait Disk: Send + Sync {
+    /// Reads units of the index.
+    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>>;
+    /// A page of a user's followers by (since, id): ascending after `from`,
+    /// or descending before it (for sets too big to load whole).
     fn followers_range(
         &self,
-        _user: UserId,
-        _from: Option<FollowerPos>,
-        _ascending: bool,
-        _limit: usize,
-    ) -> Result<Vec<FollowerPos>> {
-        Err(StoreError::Io("this journal keeps no followers".into()))
-    }
+        user: UserId,
+        from: Option<FollowerPos>,
+        ascending: bool,
+        limit: usize,
+    ) -> Result<Vec<FollowerPos>>;
     /// Stored records (items without their bodies, see [`stripped_body`];
     /// insertions), with their stored size in bytes.
-    fn read_records(&self, keys: &[Key]) -> Result<Vec<Stored<Record>>> {
-        Ok(vec![None; keys.len()])
-    }
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<Stored<Record>>>;
     /// The stored bodies of items, with their stored size in bytes.
-    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Stored<Body>>> {
-        Ok(vec![None; ids.len()])
-    }
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Stored<Body>>>;
     /// Whether an item with this id is stored.
-    fn has_item(&self, _id: ItemId) -> Result<bool> {
-        Ok(false)
-    }
+    fn has_item(&self, id: ItemId) -> Result<bool>;
     /// The stored item created by `author` with this idempotency key.
-    fn idempotent(&self, _author: UserId, _key: &str) -> Result<Option<ItemId>> {
-        Ok(None)
-    }
+    fn idempotent(&self, author: UserId, key: &str) -> Result<Option<ItemId>>;
+}
+
+/// The journal's [`Disk`]; only a lazy store asks (so never the memory
+/// backend's).
+fn disk<J: Journal>(journal: &J) -> Result<&dyn Disk> {
+    journal
+        .disk()
+        .ok_or_else(|| StoreError::unavailable_because(Engine::Embedded, "this journal keeps nothing to read back"))
 }
 
 /// The body of an item whose body the index does not hold (shared: one
@@ -163,8 +157,17 @@ impl Journal for NoJournal {
     fn sync(&self, _: Ticket) -> Result<()> {
         Ok(())
     }
+    fn health(&self) -> Result<()> {
+        Ok(())
+    }
     fn blocks(&self) -> bool {
         false
+    }
+    fn durable(&self) -> Ticket {
+        Ticket::MAX
+    }
+    fn disk(&self) -> Option<&dyn Disk> {
+        None
     }
 }
 
@@ -248,7 +251,7 @@ fn written_items(changes: &[Change]) -> Vec<Arc<Item>> {
 
 impl<J: Journal> Store<J> {
     pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
-        state.lazy = journal.lazy();
+        state.lazy = journal.disk().is_some();
         Self {
             calls: AtomicU64::new(0),
             state: RwLock::new(state),
@@ -272,7 +275,7 @@ impl<J: Journal> Store<J> {
     /// Sizes the caches of records and bodies (bytes in all; used only when
     /// the journal is lazy).
     pub fn with_body_cache(mut self, bytes: u64) -> Self {
-        self.caches = self.journal.lazy().then(|| Caches::new(bytes));
+        self.caches = self.journal.disk().is_some().then(|| Caches::new(bytes));
         self
     }
 
@@ -332,7 +335,7 @@ impl<J: Journal> Store<J> {
         if let Some((Record::Item(i), _)) = caches.records.get(&id.0) {
             return Ok(Some(i));
         }
-        let read = self.journal.read_records(&[id.0])?.pop().flatten();
+        let read = disk(&*self.journal)?.read_records(&[id.0])?.pop().flatten();
         if let Some(v) = &read {
             caches.records.insert(id.0, v.clone());
         }
@@ -350,7 +353,7 @@ impl<J: Journal> Store<J> {
         let journal = self.journal.clone();
         tokio::task::spawn_blocking(move || read(&journal))
             .await
-            .map_err(|e| StoreError::Io(format!("the read task failed: {e}")))?
+            .map_err(|e| StoreError::unavailable(Engine::Embedded, e))?
     }
 
     /// A stripped item's body: from the cache, else the journal (blocking).
@@ -360,7 +363,7 @@ impl<J: Journal> Store<J> {
         {
             return Ok(Some(b));
         }
-        let read = self.journal.read_bodies(&[id])?.pop().flatten();
+        let read = disk(&*self.journal)?.read_bodies(&[id])?.pop().flatten();
         if let (Some(caches), Some(v)) = (&self.caches, &read) {
             caches.bodies.insert(id, v.clone());
         }
@@ -410,8 +413,9 @@ impl<J: Journal> Store<J> {
 
     fn check_failed(&self) -> Result<()> {
         if self.failed.load(Ordering::Acquire) {
-            return Err(StoreError::Io(
-                "an earlier write failed to reach the disk; restart the process to reload from disk".into(),
+            return Err(StoreError::unavailable_because(
+                Engine::Embedded,
+                "an earlier write failed to reach the disk; restart the process to reload from disk",
             ));
         }
         Ok(())
@@ -430,7 +434,7 @@ impl<J: Journal> Store<J> {
             let journal = self.journal.clone();
             match tokio::task::spawn_blocking(move || journal.sync(ticket)).await {
                 Ok(r) => r,
-                Err(e) => Err(StoreError::Io(format!("the sync task failed: {e}"))),
+                Err(e) => Err(StoreError::unavailable(Engine::Embedded, e)),
             }
         } else {
             self.journal.sync(ticket)
@@ -449,7 +453,7 @@ impl<J: Journal> Store<J> {
         loop {
             let watermark = self.journal.durable();
             let want = units.clone();
-            let data = self.read_off_runtime(move |j| j.load_units(&want)).await?;
+            let data = self.read_off_runtime(move |j| disk(j)?.load_units(&want)).await?;
             let wait = {
                 let mut st = self.state.write();
                 let mut retry = Vec::new();
@@ -612,7 +616,7 @@ impl<J: Journal> Items for Store<J> {
                 // journal, only in the journal.
                 let known = match st.idempotency.get(&(item.author, k.clone())) {
                     Some(id) => Some(*id),
-                    None if st.lazy => self.journal.idempotent(item.author, k)?,
+                    None if st.lazy => disk(&*self.journal)?.idempotent(item.author, k)?,
                     None => None,
                 };
                 facts.by_idempotency_key = known.map(|id| self.item_now(st, id)).transpose()?.flatten();
@@ -625,7 +629,8 @@ impl<J: Journal> Items for Store<J> {
                 facts.earlier_repost = self.item_now(st, *id)?;
             }
             if facts.by_idempotency_key.is_none() && facts.earlier_repost.is_none() {
-                facts.id_taken = st.records.contains_key(&item.id.0) || (st.lazy && self.journal.has_item(item.id)?);
+                facts.id_taken =
+                    st.records.contains_key(&item.id.0) || (st.lazy && disk(&*self.journal)?.has_item(item.id)?);
             }
             match rules::create(facts) {
                 CreateDecision::Resolved(outcome) => return Ok((outcome, vec![])),
@@ -683,7 +688,7 @@ impl<J: Journal> Items for Store<J> {
             return Ok(out);
         }
         let want: Vec<Key> = missing.iter().map(|(_, k)| *k).collect();
-        let read = self.read_off_runtime(move |j| j.read_records(&want)).await?;
+        let read = self.read_off_runtime(move |j| disk(j)?.read_records(&want)).await?;
         for ((n, key), got) in missing.into_iter().zip(read) {
             if let (Some(c), Some(v)) = (&self.caches, &got) {
                 c.records.insert(key, v.clone());
@@ -717,7 +722,7 @@ impl<J: Journal> Items for Store<J> {
             return Ok(out);
         }
         let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
-        let read = self.read_off_runtime(move |j| j.read_bodies(&want)).await?;
+        let read = self.read_off_runtime(move |j| disk(j)?.read_bodies(&want)).await?;
         for ((n, id), got) in missing.into_iter().zip(read) {
             if let (Some(c), Some(v)) = (&self.caches, &got) {
                 c.bodies.insert(id, v.clone());
@@ -969,7 +974,7 @@ impl<J: Journal> Graph for Store<J> {
         };
         let page = match page {
             Some(p) => p,
-            None => self.read_off_runtime(move |j| j.followers_range(user, after, false, limit)).await?,
+            None => self.read_off_runtime(move |j| disk(j)?.followers_range(user, after, false, limit)).await?,
         };
         Ok(page.into_iter().map(|(since, id)| (id, since)).collect())
     }
@@ -983,7 +988,7 @@ impl<J: Journal> Graph for Store<J> {
         self.tick();
         match self.followers_in_memory(user, |f| f.iter_after(after.as_ref()).take(limit).copied().collect()).await? {
             Some(chunk) => Ok(chunk),
-            None => self.read_off_runtime(move |j| j.followers_range(user, after, true, limit)).await,
+            None => self.read_off_runtime(move |j| disk(j)?.followers_range(user, after, true, limit)).await,
         }
     }
 

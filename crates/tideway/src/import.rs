@@ -289,7 +289,7 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
     if args.follows.is_none() && args.items.is_none() {
         return Err("nothing to import: give --follows FILE and/or --items FILE".into());
     }
-    let mut importer = Importer::open(&cfg.storage.data_dir).map_err(|e| e.to_string())?;
+    let mut importer = Importer::open(&cfg.storage.data_dir).map_err(|e| e.chain())?;
     let mut s = Summary::default();
     let now = Millis::now();
     if let Some(path) = &args.follows {

@@ -27,10 +27,10 @@ async fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
         BackendKind::Postgres | BackendKind::Mysql => {
             let url = cfg.storage.url.as_deref().ok_or("storage.url (TIDEWAY_STORAGE__URL) is not set")?;
             let started = std::time::Instant::now();
-            let sql = tideway_store_sql::SqlStore::connect(url).await.map_err(|e| e.to_string())?;
+            let sql = tideway_store_sql::SqlStore::connect(url).await.map_err(|e| e.chain())?;
             let mut opts = tideway_store_redis::RedisOptions::new(cfg.redis.urls.clone(), cap);
             opts.prefix = cfg.redis.prefix.clone();
-            let redis = tideway_store_redis::RedisShared::connect(opts).await.map_err(|e| e.to_string())?;
+            let redis = tideway_store_redis::RedisShared::connect(opts).await.map_err(|e| e.chain())?;
             tracing::info!(
                 database = %tideway_service::config::redact_url(url),
                 redis_nodes = cfg.redis.urls.len(),
@@ -51,7 +51,7 @@ async fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
             };
             let started = std::time::Instant::now();
             let store = tideway_store_fjall::open_cached(&cfg.storage.data_dir, sync, cap, cfg.storage.cache_size.0)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| e.chain())?;
             tracing::info!(
                 data_dir = %cfg.storage.data_dir.display(),
                 elapsed_ms = started.elapsed().as_millis() as u64,
