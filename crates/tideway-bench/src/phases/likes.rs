@@ -1,0 +1,140 @@
+//! Likes: `--likes` likes by distinct users from `--like-threads` writers on
+//! one hot item (its count exact) and on random items; beside Redis's.
+
+use crate::Args;
+use crate::context::{Bench, block};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tideway_core::UserId;
+use tideway_service::FeedService;
+
+/// Runs both like phases, checks the hot item's count, reports the rates.
+pub fn run(b: &mut Bench) -> Result<(), String> {
+    let (args, svc, posted) = (&b.args, &b.svc, &b.posted);
+    let report = &mut b.report;
+    let item_ids: Vec<tideway_core::ItemId> = posted.iter().map(|(id, _)| tideway_core::ItemId(*id)).collect();
+    let threads = args.like_threads.max(1);
+    let given = (args.likes / threads * threads) as u64;
+    let (hot_rate, hot_count) = likes_phase(svc, &item_ids, args.likes, threads, true)?;
+    let (many_rate, _) = likes_phase(svc, &item_ids, args.likes, threads, false)?;
+    if hot_count != given {
+        return Err(format!("hot item counted {hot_count} likes for {given} given"));
+    }
+    let redis_likes = if args.redis.is_empty() { None } else { redis_likes(args, &item_ids).ok() };
+    let ratio = |ours: f64, theirs: Option<(f64, f64)>, hot: bool| {
+        theirs.map_or(String::new(), |(h, m)| {
+            let t = if hot { h } else { m };
+            format!("Redis SADD+HINCRBY, {threads} clients (no persistence): {t:.0}/s → ×{:.1}", ours / t)
+        })
+    };
+    report.row(
+        &format!(
+            "likes/s on one hot item ({threads} writers, {}, distinct users)",
+            if args.fsync { "fsync" } else { "buffer" }
+        ),
+        format!("{hot_rate:.0} (count exact: {hot_count})"),
+        ratio(hot_rate, redis_likes, true),
+    );
+    report.row(
+        &format!("likes/s on random items ({threads} writers, {})", if args.fsync { "fsync" } else { "buffer" }),
+        format!("{many_rate:.0}"),
+        ratio(many_rate, redis_likes, false),
+    );
+    Ok(())
+}
+
+/// `n` likes from `threads` threads, by distinct new users, on one item (`hot`) or
+/// on random items; returns likes/s and the final like count of the hot item.
+pub fn likes_phase(
+    svc: &Arc<FeedService>,
+    items: &[tideway_core::ItemId],
+    n: usize,
+    threads: usize,
+    hot: bool,
+) -> Result<(f64, u64), String> {
+    let per = n / threads;
+    let base = if hot { 9_000_000_000u64 } else { 9_500_000_000u64 };
+    let t = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|th| {
+                scope.spawn(move || -> Result<(), String> {
+                    let mut rng = StdRng::seed_from_u64(7 + th as u64);
+                    for i in 0..per {
+                        let user = UserId(base + (th * per + i) as u64);
+                        let item = if hot { items[0] } else { items[rng.random_range(0..items.len())] };
+                        block(svc.react(item, user, "like", true)).map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles.into_iter().try_for_each(|h| h.join().map_err(|_| "like thread panicked".to_owned())?)
+    })?;
+    let rate = (per * threads) as f64 / t.elapsed().as_secs_f64();
+    let count = if hot {
+        block(svc.get_items(&items[..1], None))
+            .map_err(|e| e.to_string())?
+            .first()
+            .map_or(0, |v| v.counts.of_kind("like"))
+    } else {
+        0
+    };
+    eprintln!("likes ({}): {rate:.0}/s", if hot { "one hot item" } else { "many items" });
+    Ok((rate, count))
+}
+
+/// The seeds' like: `SADD likes:<item> <user>` + `HINCRBY counts:<item> like 1`,
+/// one round trip per like, `--like-threads` clients. Returns (hot, many) likes/s.
+pub fn redis_likes(args: &Args, items: &[tideway_core::ItemId]) -> Result<(f64, f64), String> {
+    let prefix = format!("tideway-bench:{}:", std::process::id());
+    let threads = args.like_threads.max(1) as u64;
+    let run = |hot: bool| -> Result<f64, String> {
+        let per = args.likes / threads as usize;
+        let t = Instant::now();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|th| {
+                    let prefix = prefix.clone();
+                    scope.spawn(move || -> Result<(), String> {
+                        let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+                        let mut con =
+                            client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+                        let mut rng = StdRng::seed_from_u64(11 + th);
+                        for i in 0..per as u64 {
+                            let item = if hot { items[0] } else { items[rng.random_range(0..items.len())] };
+                            let user = th * 1_000_000_000 + i;
+                            redis::pipe()
+                                .cmd("SADD")
+                                .arg(format!("{prefix}likes:{}", item.0))
+                                .arg(user)
+                                .ignore()
+                                .cmd("HINCRBY")
+                                .arg(format!("{prefix}counts:{}", item.0))
+                                .arg("like")
+                                .arg(1)
+                                .ignore()
+                                .query::<()>(&mut con)
+                                .map_err(|e| e.to_string())?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles.into_iter().try_for_each(|h| h.join().map_err(|_| "redis thread panicked".to_owned())?)
+        })?;
+        Ok((per * threads as usize) as f64 / t.elapsed().as_secs_f64())
+    };
+    let hot = run(true)?;
+    let many = run(false)?;
+    // Clean up what the baseline wrote.
+    let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client.get_connection().map_err(|e| e.to_string())?;
+    let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut con).map_err(|e| e.to_string())?;
+    for chunk in keys.chunks(1000) {
+        let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
+    }
+    eprintln!("Redis likes: hot {hot:.0}/s, many {many:.0}/s");
+    Ok((hot, many))
+}

@@ -1,0 +1,137 @@
+//! Read:write mixes (100:1 and 1:1, `--mix-ops` operations): one client,
+//! durable writes, fan-out running; beside the Redis push design's.
+
+use crate::Args;
+use crate::context::{Bench, block};
+use crate::measure::hist;
+use crate::phases::baseline::redis_push;
+use rand::distr::{Distribution, weighted::WeightedIndex};
+use rand::{Rng, SeedableRng, rngs::StdRng};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tideway_core::{ItemKind, NewItem, UserId};
+use tideway_service::{FanoutWorker, FeedService, PageRequest};
+
+/// Runs each mix on tideway, then on Redis (unless `--redis ""`).
+pub fn run(b: &mut Bench) -> Result<(), String> {
+    let (args, svc, readers, users, dist) = (&b.args, &b.svc, &b.readers, &b.users, &b.dist);
+    let mut mix_rows = Vec::new();
+    for (ratio, n) in [(100u32, args.mix_ops), (1u32, args.mix_ops / 10)] {
+        let ours = mix_tideway(svc, readers, users, dist, ratio, n, args.seed)?;
+        let redis_mix = if args.redis.is_empty() {
+            None
+        } else {
+            mix_redis(args, svc, readers, users, dist, ratio, n)
+                .inspect_err(|e| eprintln!("Redis mix baseline skipped: {e}"))
+                .ok()
+        };
+        mix_rows.push((ratio, n, ours, redis_mix));
+    }
+    b.figures.mix_rows = mix_rows;
+    Ok(())
+}
+
+/// A read:write mix against tideway: one client thread; writes are posts by
+/// authors drawn by follower count; a worker thread keeps fan-out running as
+/// the server does. Returns (ops/s, read p99 µs).
+pub fn mix_tideway(
+    svc: &Arc<FeedService>,
+    readers: &[u64],
+    users: &[u64],
+    dist: &WeightedIndex<u64>,
+    ratio: u32,
+    n: usize,
+    seed: u64,
+) -> Result<(f64, f64), String> {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let mut rng = StdRng::seed_from_u64(seed + u64::from(ratio));
+    let mut reads = hist()?;
+    let t = Instant::now();
+    std::thread::scope(|scope| -> Result<(), String> {
+        let worker = FanoutWorker::new(svc.clone());
+        let stop = &stop;
+        scope.spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(tideway_service::StepOutcome::Idle) = block(worker.step()) {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        });
+        let result = (|| {
+            for i in 0..n {
+                if i % (ratio as usize + 1) == ratio as usize {
+                    let a = users[dist.sample(&mut rng)];
+                    block(svc.create_item(NewItem::new(UserId(a), ItemKind::Post))).map_err(|e| e.to_string())?;
+                } else {
+                    let u = readers[rng.random_range(0..readers.len())];
+                    let s = Instant::now();
+                    block(svc.home(UserId(u), &PageRequest { limit: 20, ..Default::default() }))
+                        .map_err(|e| e.to_string())?;
+                    reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+                }
+            }
+            Ok(())
+        })();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        result
+    })?;
+    Ok((n as f64 / t.elapsed().as_secs_f64(), reads.value_at_quantile(0.99) as f64 / 1000.0))
+}
+
+/// The same mix on the seeds' Redis push design: a write pushes the item to
+/// every follower's timeline (pipelined ZADD + trim) before it returns; a read
+/// is ZREVRANGE of 20. Returns (ops/s, read p99 µs).
+pub fn mix_redis(
+    args: &Args,
+    svc: &Arc<FeedService>,
+    readers: &[u64],
+    users: &[u64],
+    dist: &WeightedIndex<u64>,
+    ratio: u32,
+    n: usize,
+) -> Result<(f64, f64), String> {
+    let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+    let mut con = client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
+    let prefix = format!("tideway-bench:{}:mix:", std::process::id());
+    let mut rng = StdRng::seed_from_u64(args.seed + 7 + u64::from(ratio));
+    let mut reads = hist()?;
+    let mut touched = std::collections::HashSet::new();
+    let t = Instant::now();
+    for i in 0..n {
+        if i % (ratio as usize + 1) == ratio as usize {
+            let a = users[dist.sample(&mut rng)];
+            let mut after = None;
+            loop {
+                let chunk = block(svc.backend().followers_chunk(UserId(a), after, 1000)).map_err(|e| e.to_string())?;
+                let mut p = redis::pipe();
+                for f in &chunk {
+                    redis_push(&mut p, &format!("{prefix}{}", f.1.0), i as u64);
+                    touched.insert(f.1.0);
+                }
+                if !chunk.is_empty() {
+                    p.query::<()>(&mut con).map_err(|e| e.to_string())?;
+                }
+                if chunk.len() < 1000 {
+                    break;
+                }
+                after = chunk.last().copied();
+            }
+        } else {
+            let u = readers[rng.random_range(0..readers.len())];
+            let s = Instant::now();
+            let _: Vec<String> = redis::cmd("ZREVRANGE")
+                .arg(format!("{prefix}{u}"))
+                .arg(0)
+                .arg(19)
+                .query(&mut con)
+                .map_err(|e| e.to_string())?;
+            reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        }
+    }
+    let ops = n as f64 / t.elapsed().as_secs_f64();
+    let keys: Vec<String> = touched.iter().map(|f| format!("{prefix}{f}")).collect();
+    for chunk in keys.chunks(1000) {
+        let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
+    }
+    Ok((ops, reads.value_at_quantile(0.99) as f64 / 1000.0))
+}
