@@ -11,8 +11,10 @@ use rand::{SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 use std::sync::Arc;
 use tideway_core::UserId;
+use tideway_engines::Opened;
+use tideway_service::config::{BackendKind, SyncKind};
 use tideway_service::{FanoutWorker, FeedService, ServiceOptions, SystemClock};
-use tideway_store::{Backend, Store};
+use tideway_store::Backend;
 
 /// The report's rows: (measure, tideway, baseline), in the order measured.
 pub struct Report {
@@ -131,25 +133,22 @@ impl Bench {
             chunks_in_flight: args.chunks_in_flight,
             ..ServiceOptions::default()
         };
-        let (backend, graph_bytes): (Arc<dyn Backend>, GraphBytes) = match args.backend.as_str() {
-            "memory" => {
-                let s = Arc::new(Store::in_memory(opts.max_len));
-                (s.clone(), Box::new(move || s.state().graph_bytes()))
-            }
-            "embedded" => {
-                let sync = if args.fsync {
-                    tideway_store_fjall::SyncMode::Fsync
-                } else {
-                    tideway_store_fjall::SyncMode::Buffer
-                };
-                let cache = tideway_service::config::ByteSize::parse(&args.cache_size)?.0;
-                let s = Arc::new(
-                    tideway_store_fjall::open_cached(dir.path(), sync, opts.max_len, cache)
-                        .map_err(|e| e.to_string())?,
-                );
-                (s.clone(), Box::new(move || s.state().graph_bytes()))
-            }
+        let mut cfg = tideway_service::Config::default();
+        cfg.timeline.max_len = opts.max_len;
+        cfg.storage.data_dir = dir.path().to_owned();
+        cfg.storage.sync = if args.fsync { SyncKind::Fsync } else { SyncKind::Buffer };
+        cfg.storage.cache_size = tideway_service::config::ByteSize::parse(&args.cache_size)?;
+        cfg.storage.backend = match args.backend.as_str() {
+            "memory" => BackendKind::Memory,
+            "embedded" => BackendKind::Embedded,
             other => return Err(format!("--backend {other}: expected embedded or memory")),
+        };
+        let opened = block(tideway_engines::open(&cfg)).map_err(|e| e.chain())?;
+        let backend = opened.backend();
+        let graph_bytes: GraphBytes = match opened {
+            Opened::Memory(s) => Box::new(move || s.state().graph_bytes()),
+            Opened::Embedded(s) => Box::new(move || s.state().graph_bytes()),
+            Opened::Shared { .. } => return Err("the bench runs in one process: --backend embedded or memory".into()),
         };
         let svc = Arc::new(
             block(FeedService::new(backend.clone(), opts.clone(), Arc::new(SystemClock))).map_err(|e| e.to_string())?,

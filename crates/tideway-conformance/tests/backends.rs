@@ -2,8 +2,9 @@
 //! in-memory store and the embedded (fjall) store, each suite on a fresh
 //! backend. A failing suite names itself and the backend.
 
+use std::sync::Arc;
 use tideway_conformance::{INBOX_CAP, SUITES};
-use tideway_store::Store;
+use tideway_store::{Counted, Store};
 
 #[tokio::test]
 async fn memory_backend_conforms() {
@@ -32,10 +33,12 @@ async fn embedded_backend_loading_every_call_from_disk_conforms() {
     for (suite, check) in SUITES {
         eprintln!("embedded, cold: {suite}");
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, INBOX_CAP)
-            .expect("open fjall")
-            .cold_between_calls();
-        check(&store).await;
+        let store = Arc::new(
+            tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, INBOX_CAP)
+                .expect("open fjall"),
+        );
+        let cold = store.clone();
+        check(&Counted::new(store).before_each(move || cold.evict_all())).await;
     }
 }
 

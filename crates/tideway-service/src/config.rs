@@ -144,21 +144,6 @@ impl BackendKind {
     pub fn is_shared(self) -> bool {
         matches!(self, BackendKind::Postgres | BackendKind::Mysql)
     }
-
-    /// Fan-out chunks of a worker step in flight at once on this backend: 8
-    /// on shared engines (each chunk is two round trips), 1 in one process
-    /// (its calls hardly wait, so side by side gains nothing).
-    pub fn chunks_in_flight(self) -> usize {
-        if self.is_shared() { 8 } else { 1 }
-    }
-
-    /// Whether pages read counts and marks ahead, beside the reads of the
-    /// entry rule, for items they may then filter out: on shared engines a
-    /// call in parallel is free and one in sequence is a round trip; in one
-    /// process the extra items are only extra work.
-    pub fn reads_ahead(self) -> bool {
-        self.is_shared()
-    }
 }
 
 /// How hard an acknowledged write is pushed to disk.

@@ -1,16 +1,23 @@
-//! A page costs a constant number of storage calls whatever its size: the
-//! in-memory backend counts every trait call.
+//! A page costs a constant number of storage calls whatever its size:
+//! [`Counted`] counts every call made through it.
 
 use std::sync::Arc;
 use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId};
 use tideway_service::{FanoutWorker, FeedService, ManualClock, PageRequest, ServiceOptions};
-use tideway_store::{Backend, NoJournal, Store};
+use tideway_store::{Backend, Counted, Profiled, Store};
 
-async fn setup() -> (Arc<Store<NoJournal>>, Arc<FeedService>) {
-    let store = Arc::new(Store::in_memory(800));
+async fn setup() -> (Arc<Counted>, Arc<FeedService>) {
+    setup_on(Arc::new(Store::in_memory(800))).await
+}
+
+/// The workload of every check here, on `engine`, with the options the
+/// server gives a backend of its profile.
+async fn setup_on(engine: Arc<dyn Backend>) -> (Arc<Counted>, Arc<FeedService>) {
+    let opts = ServiceOptions::new(&tideway_service::Config::default(), engine.profile());
+    let store = Arc::new(Counted::new(engine));
     let backend: Arc<dyn Backend> = store.clone();
     let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
-    let svc = Arc::new(FeedService::new(backend, ServiceOptions::default(), clock.clone()).await.expect("service"));
+    let svc = Arc::new(FeedService::new(backend, opts, clock.clone()).await.expect("service"));
     let reader = UserId(1);
     let authors: Vec<UserId> = (2..=31).map(UserId).collect();
     svc.follow_many(reader, &authors).await.expect("follow");
@@ -40,7 +47,7 @@ async fn setup() -> (Arc<Store<NoJournal>>, Arc<FeedService>) {
     (store, svc)
 }
 
-async fn calls_of(store: &Store<NoJournal>, f: impl AsyncFnOnce()) -> u64 {
+async fn calls_of(store: &Counted, f: impl AsyncFnOnce()) -> u64 {
     let before = store.calls();
     f().await;
     store.calls() - before
@@ -49,10 +56,39 @@ async fn calls_of(store: &Store<NoJournal>, f: impl AsyncFnOnce()) -> u64 {
 #[tokio::test]
 async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
     let (store, svc) = setup().await;
+    constant_calls(&store, &svc).await;
+}
+
+/// The same on PostgreSQL + Redis, as a scaled-out node runs (pages read
+/// ahead): each call there is a round trip, counted by the same decorator.
+#[tokio::test]
+async fn on_postgres_and_redis_a_page_costs_a_constant_number_of_calls() {
+    let var = |v: &str| {
+        std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set: run `eval \"$(scripts/services.sh up)\"`"))
+    };
+    let db = tideway_store_sql::testing::FreshDatabase::create(&var("TIDEWAY_TEST_POSTGRES_URL")).await.expect("db");
+    let mut cfg = tideway_service::Config::default();
+    cfg.storage.backend = tideway_service::config::BackendKind::Postgres;
+    cfg.storage.url = Some(db.url.clone());
+    cfg.redis.urls = vec![var("TIDEWAY_TEST_REDIS_URL")];
+    cfg.redis.prefix = format!("hydration{}:", rand::random::<u64>());
+    let opened = tideway_engines::open(&cfg).await.expect("open");
+    let (store, svc) = setup_on(opened.backend()).await;
+    assert!(store.profile().reads_ahead());
+    constant_calls(&store, &svc).await;
+    drop(svc);
+    if let tideway_engines::Opened::Shared { redis, .. } = &opened {
+        redis.purge().await.expect("purge");
+    }
+    opened.close().await;
+    db.drop().await.expect("drop");
+}
+
+async fn constant_calls(store: &Counted, svc: &FeedService) {
     let mut home_calls = Vec::new();
     for limit in [5, 20, 100] {
         home_calls.push(
-            calls_of(&store, async || {
+            calls_of(store, async || {
                 let page = svc.home(UserId(1), &PageRequest { limit, ..Default::default() }).await.expect("home");
                 assert_eq!(page.entries.len(), limit);
                 if limit == 100 {
@@ -77,7 +113,7 @@ async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
     let mut profile_calls = Vec::new();
     for limit in [2, 8] {
         profile_calls.push(
-            calls_of(&store, async || {
+            calls_of(store, async || {
                 let p = svc
                     .profile(UserId(5), Some(UserId(1)), &PageRequest { limit, ..Default::default() })
                     .await
@@ -98,11 +134,10 @@ async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
         .map(|e| e.item.item.id)
         .collect();
     let one =
-        calls_of(&store, async || assert_eq!(svc.get_items(&ids[..1], Some(UserId(1))).await.expect("get").len(), 1))
+        calls_of(store, async || assert_eq!(svc.get_items(&ids[..1], Some(UserId(1))).await.expect("get").len(), 1))
             .await;
     let hundred =
-        calls_of(&store, async || assert_eq!(svc.get_items(&ids, Some(UserId(1))).await.expect("get").len(), 100))
-            .await;
+        calls_of(store, async || assert_eq!(svc.get_items(&ids, Some(UserId(1))).await.expect("get").len(), 100)).await;
     assert_eq!(one, hundred, "batch get calls vary with the number of ids");
 }
 

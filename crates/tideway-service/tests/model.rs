@@ -11,9 +11,10 @@ use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId, Visibility};
+use tideway_engines::Opened;
+use tideway_service::config::{BackendKind, SyncKind};
 use tideway_service::{FanoutWorker, FeedService, ManualClock, Page, PageRequest, ServiceError, ServiceOptions};
-use tideway_store::{Backend, Store};
-use tideway_store_fjall::SyncMode;
+use tideway_store::{Backend, Counted};
 
 const USERS: u64 = 6;
 
@@ -312,19 +313,29 @@ impl Harness {
     }
     /// Starts node `i` (node ids differ, as a deployment's must).
     async fn node(&self, i: usize) -> (Arc<FeedService>, FanoutWorker) {
-        let backend: Arc<dyn Backend> = match &self.kind {
-            Kind::Memory => Arc::new(Store::in_memory(self.opts.max_len)),
-            Kind::Fjall(dir, cold) => {
-                let store = tideway_store_fjall::open(dir.path(), SyncMode::Buffer, self.opts.max_len).expect("open");
-                Arc::new(if *cold { store.cold_between_calls() } else { store })
-            }
+        // Opened as `tideway serve` opens them (tideway_engines::open).
+        let mut cfg = tideway_service::Config::default();
+        cfg.timeline.max_len = self.opts.max_len;
+        cfg.storage.sync = SyncKind::Buffer;
+        match &self.kind {
+            Kind::Memory => cfg.storage.backend = BackendKind::Memory,
+            Kind::Fjall(dir, _) => cfg.storage.data_dir = dir.path().to_owned(),
             Kind::Scaled { db, redis, prefix } => {
-                let sql = tideway_store_sql::SqlStore::connect(db).await.expect("sql");
-                let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], self.opts.max_len);
-                ro.prefix = prefix.clone();
-                let shared = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
-                Arc::new(tideway_store::Split::new(Arc::new(sql), Arc::new(shared)))
+                cfg.storage.backend =
+                    if db.starts_with("postgres") { BackendKind::Postgres } else { BackendKind::Mysql };
+                cfg.storage.url = Some(db.clone());
+                cfg.redis.urls = vec![redis.clone()];
+                cfg.redis.prefix = prefix.clone();
             }
+        }
+        let opened = tideway_engines::open(&cfg).await.expect("open the backend");
+        let backend: Arc<dyn Backend> = match (&self.kind, opened) {
+            // Every loaded unit dropped before each call: reads load from disk.
+            (Kind::Fjall(_, true), Opened::Embedded(store)) => {
+                let evict = store.clone();
+                Arc::new(Counted::new(store).before_each(move || evict.evict_all()))
+            }
+            (_, opened) => opened.backend(),
         };
         // Nodes on shared engines wake the workers in the background, as
         // in production.

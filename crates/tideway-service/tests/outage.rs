@@ -35,6 +35,12 @@ impl Switch {
     }
 }
 
+impl tideway_store::Profiled for Switch {
+    fn profile(&self) -> tideway_store::Profile {
+        tideway_store::Profile::REMOTE
+    }
+}
+
 #[async_trait]
 impl Inboxes for Switch {
     async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {

@@ -102,6 +102,13 @@ pub struct RedisShared {
     hub: RedisHub,
 }
 
+/// Every call is a round trip to Redis.
+impl tideway_store::Profiled for RedisShared {
+    fn profile(&self) -> tideway_store::Profile {
+        tideway_store::Profile::REMOTE
+    }
+}
+
 impl RedisShared {
     /// Connects, checks the server answers and loads the scripts. Errors
     /// name the setting to fix.

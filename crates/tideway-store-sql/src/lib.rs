@@ -103,6 +103,13 @@ impl SqlStore {
     }
 }
 
+/// Every call is a round trip to the database.
+impl tideway_store::Profiled for SqlStore {
+    fn profile(&self) -> tideway_store::Profile {
+        tideway_store::Profile::REMOTE
+    }
+}
+
 /// A URL without its password.
 fn redact(url: &str) -> String {
     match (url.find("://"), url.find('@')) {

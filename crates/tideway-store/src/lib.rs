@@ -19,8 +19,11 @@
 pub mod blocks;
 pub mod change;
 pub mod components;
+pub mod counted;
 pub mod error;
+mod forward;
 pub mod inbox;
+pub mod profile;
 pub mod reactions;
 pub mod rules;
 pub mod split;
@@ -30,8 +33,10 @@ pub mod traits;
 
 pub use blocks::SortedBlocks;
 pub use change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
+pub use counted::Counted;
 pub use error::{BoxError, Engine, StoreError};
 pub use inbox::{InboxRead, InboxSet, InboxStats};
+pub use profile::{Profile, Profiled};
 pub use split::{Durable, Shared, Split};
 pub use state::{Applied, State, Unit, UnitData};
 pub use store::{DEFAULT_BODY_CACHE, Disk, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};

@@ -173,8 +173,6 @@ impl Journal for NoJournal {
 
 /// A backend: index + journal + inboxes.
 pub struct Store<J: Journal> {
-    /// Trait calls made (tests assert that a page costs a constant number).
-    calls: AtomicU64,
     /// One lock for the index: reads are short and parallel; writes are short
     /// (the fsync happens after it is released).
     state: RwLock<State>,
@@ -201,9 +199,6 @@ pub struct Store<J: Journal> {
     /// durable (see [`PROGRESS_SYNC`]).
     last_ticket: AtomicU64,
     progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
-    /// Tests: every loaded unit is dropped before each call, so every read
-    /// loads from disk (see [`Store::cold_between_calls`]).
-    cold: AtomicBool,
 }
 
 /// How often fan-out progress is made durable. Progress only saves work: a
@@ -253,7 +248,6 @@ impl<J: Journal> Store<J> {
     pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
         state.lazy = journal.disk().is_some();
         Self {
-            calls: AtomicU64::new(0),
             state: RwLock::new(state),
             journal: Arc::new(journal),
             inboxes: InboxSet::new(inbox_cap),
@@ -267,7 +261,6 @@ impl<J: Journal> Store<J> {
             load_retries: AtomicU64::new(0),
             last_ticket: AtomicU64::new(0),
             progress_synced: parking_lot::Mutex::new(None),
-            cold: AtomicBool::new(false),
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
@@ -375,29 +368,11 @@ impl<J: Journal> Store<J> {
         self.state.read()
     }
 
-    /// How many storage calls were made so far.
-    pub fn calls(&self) -> u64 {
-        self.calls.load(Ordering::Relaxed)
-    }
-
-    fn tick(&self) {
-        self.calls.fetch_add(1, Ordering::Relaxed);
-        if self.cold.load(Ordering::Relaxed) {
-            self.evict_all();
-        }
-    }
-
-    /// For tests of a lazy journal: before every storage call, every write
-    /// is made durable and every loaded unit dropped, so each call loads
-    /// what it reads from disk (as the first calls after a start do). Slow,
-    /// and blocking: never for serving.
-    pub fn cold_between_calls(self) -> Self {
-        self.cold.store(true, Ordering::Relaxed);
-        self
-    }
-
     /// Makes every write durable and drops every loaded unit (a lazy
-    /// journal; see [`Store::cold_between_calls`]).
+    /// journal). Tests run it before every call (through
+    /// [`Counted::before_each`](crate::Counted::before_each)) so each call
+    /// loads what it reads from disk, as the first calls after a start do.
+    /// Slow, and blocking: never for serving.
     pub fn evict_all(&self) {
         let mut st = self.state.write();
         if let Err(e) = self.journal.sync(self.last_ticket.load(Ordering::Acquire)) {
@@ -605,10 +580,16 @@ impl<J: Journal> Store<J> {
     }
 }
 
+/// Answered in process (the memory backend, the embedded store).
+impl<J: Journal> crate::Profiled for Store<J> {
+    fn profile(&self) -> crate::Profile {
+        crate::Profile::IN_PROCESS
+    }
+}
+
 #[async_trait]
 impl<J: Journal> Items for Store<J> {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
-        self.tick();
         self.commit(|st, need| {
             let mut facts = CreateFacts::default();
             if let Some(k) = &item.idempotency_key {
@@ -648,7 +629,6 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
-        self.tick();
         self.commit(|st, _| match self.item_now(st, id)? {
             Some(i) if !i.deleted => {
                 let mut new = change.apply(&i);
@@ -667,7 +647,6 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
-        self.tick();
         let mut out: Vec<Option<Record>> = Vec::with_capacity(keys.len());
         let mut missing = Vec::new();
         {
@@ -699,7 +678,6 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
-        self.tick();
         let mut out: Vec<Option<Body>> = Vec::with_capacity(ids.len());
         let mut missing = Vec::new();
         {
@@ -739,7 +717,6 @@ impl<J: Journal> Items for Store<J> {
         dir: Direction,
         limit: usize,
     ) -> Result<Vec<Key>> {
-        self.tick();
         self.read(|st, need| {
             let lists: Vec<&[Key]> = authors
                 .iter()
@@ -752,7 +729,6 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
-        self.tick();
         self.read(|st, need| {
             let mut set: Option<HashSet<UserId>> = None;
             originals
@@ -779,7 +755,6 @@ impl<J: Journal> Items for Store<J> {
         ids: &[ItemId],
         viewer: Option<UserId>,
     ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
-        self.tick();
         self.read(|st, need| {
             ids.iter()
                 .map(|id| {
@@ -801,7 +776,6 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
-        self.tick();
         self.check_failed()?;
         // A read lock of the state: reactions to one item from many users
         // proceed in parallel; only the pair (item, user) is locked while its
@@ -829,23 +803,19 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {
-        self.tick();
         self.commit(|_, _| Ok(((), vec![Change::PutPromotion(p.clone())]))).await
     }
 
     async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
-        self.tick();
         let st = self.state.read();
         Ok(st.promotions.values().filter(|p| p.starts_at <= now && now < p.ends_at).cloned().collect())
     }
 
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
-        self.tick();
         self.commit(|_, _| Ok(((), vec![Change::PutInsert { key, user, item }]))).await
     }
 
     async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
-        self.tick();
         self.read(|st, need| {
             st.user_or_need(Unit::Inserts(user), need)
                 .map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit))
@@ -855,7 +825,6 @@ impl<J: Journal> Items for Store<J> {
     }
 
     async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
-        self.tick();
         self.read(|st, need| {
             st.user_or_need(Unit::Inserts(user), need);
             items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect()
@@ -873,7 +842,6 @@ impl<J: Journal> Graph for Store<J> {
         at: Millis,
         max_following: usize,
     ) -> Result<Vec<FollowStatus>> {
-        self.tick();
         self.commit(|st, need| {
             let following = st.user_or_need(Unit::Head(user), need).map_or(0, |u| u.head.following as usize);
             let decided = rules::follow(targets, at, following, max_following, |t| {
@@ -897,7 +865,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
-        self.tick();
         self.commit(|st, need| match st.follow_since(user, target, need) {
             Some(since) => Ok((true, vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target, since }])),
             None => Ok((false, vec![])),
@@ -906,7 +873,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
-        self.tick();
         self.commit(|st, need| {
             let mut changes = Vec::new();
             let blocking = st.has_edge(EdgeKind::Block, user, target, need);
@@ -928,7 +894,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
-        self.tick();
         self.commit(|st, need| {
             let has = st.has_edge(EdgeKind::Mute, user, target, need);
             let changes = match (on, has) {
@@ -942,7 +907,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
-        self.tick();
         self.read(|st, need| {
             st.user_or_need(Unit::Out(user), need)
                 .map(|u| u.following.iter().map(|e| e.0).collect())
@@ -958,7 +922,6 @@ impl<J: Journal> Graph for Store<J> {
         after: Option<(Millis, UserId)>,
         limit: usize,
     ) -> Result<Vec<(UserId, Millis)>> {
-        self.tick();
         let page = match which {
             ListKind::Following => {
                 self.read(|st, need| {
@@ -985,7 +948,6 @@ impl<J: Journal> Graph for Store<J> {
         after: Option<FollowerPos>,
         limit: usize,
     ) -> Result<Vec<FollowerPos>> {
-        self.tick();
         match self.followers_in_memory(user, |f| f.iter_after(after.as_ref()).take(limit).copied().collect()).await? {
             Some(chunk) => Ok(chunk),
             None => self.read_off_runtime(move |j| disk(j)?.followers_range(user, after, true, limit)).await,
@@ -993,7 +955,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
-        self.tick();
         // `followed_by` is the other user's side: their out edges load too
         // (a page's authors' follow lists: the graph is what memory keeps).
         self.read(|st, need| {
@@ -1012,7 +973,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn counts(&self, user: UserId) -> Result<UserCounts> {
-        self.tick();
         self.read(|st, need| {
             st.user_or_need(Unit::Head(user), need)
                 .map(|u| UserCounts { following: u.head.following, followers: u.head.followers, items: u.head.items })
@@ -1027,7 +987,6 @@ impl<J: Journal> Graph for Store<J> {
     }
 
     async fn stats(&self) -> Result<StoreStats> {
-        self.tick();
         self.health().await?;
         let st = self.state.read();
         Ok(StoreStats {
@@ -1044,13 +1003,11 @@ impl<J: Journal> Graph for Store<J> {
 #[async_trait]
 impl<J: Journal> Jobs for Store<J> {
     async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
-        self.tick();
         let st = self.state.read();
         Ok(st.jobs.values().take(limit).cloned().collect())
     }
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
-        self.tick();
         let jobs: Vec<Job> = {
             let st = self.state.read();
             let until = Millis(now.0.saturating_add(lease_ms));
@@ -1061,7 +1018,6 @@ impl<J: Journal> Jobs for Store<J> {
     }
 
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
-        self.tick();
         let committed = self
             .write(|st, _| {
                 let mut recorded = Vec::with_capacity(progress.len());
@@ -1114,7 +1070,6 @@ impl<J: Journal> Activity for Store<J> {
         Ok(())
     }
     async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
-        self.tick();
         Ok(self.activity.get(users))
     }
     async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
@@ -1136,7 +1091,6 @@ impl<J: Journal> HotAuthors for Store<J> {
         Ok(())
     }
     async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
-        self.tick();
         // Hot authors are few and a reader follows up to 2,000: scan the
         // few, then keep the reader's order, rather than look up every
         // followee on every home page.
@@ -1162,7 +1116,6 @@ impl<J: Journal> HotAuthors for Store<J> {
 #[async_trait]
 impl<J: Journal> Inboxes for Store<J> {
     async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
-        self.tick();
         Ok(self.inboxes.deliver(key, users))
     }
     async fn read_inbox(
@@ -1172,43 +1125,34 @@ impl<J: Journal> Inboxes for Store<J> {
         dir: Direction,
         limit: usize,
     ) -> Result<Option<InboxRead>> {
-        self.tick();
         Ok(self.inboxes.read(user, range, dir, limit))
     }
     async fn begin_rebuild(&self, user: UserId) -> Result<()> {
-        self.tick();
         self.inboxes.begin_rebuild(user);
         Ok(())
     }
     async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
-        self.tick();
         self.inboxes.finish_rebuild(user, keys, floor);
         Ok(())
     }
     async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
-        self.tick();
         self.inboxes.merge(user, keys, floor);
         Ok(())
     }
     async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
-        self.tick();
         Ok(self.inboxes.floor(user))
     }
     async fn drop_inbox(&self, user: UserId) -> Result<()> {
-        self.tick();
         self.inboxes.drop_inbox(user);
         Ok(())
     }
     async fn inbox_stats(&self) -> Result<InboxStats> {
-        self.tick();
         Ok(self.inboxes.stats())
     }
     async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
-        self.tick();
         Ok(self.inboxes.export())
     }
     async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
-        self.tick();
         self.inboxes.import(user, floor, keys);
         Ok(())
     }

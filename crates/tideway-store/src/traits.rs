@@ -364,6 +364,7 @@ pub trait Hub: Send + Sync {
     async fn subscribe(&self) -> Result<Subscription>;
 }
 
-/// Everything a backend provides.
-pub trait Backend: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub {}
-impl<T: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub> Backend for T {}
+/// Everything a backend provides, and what it is like
+/// ([`Profiled`](crate::Profiled)).
+pub trait Backend: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub + crate::Profiled {}
+impl<T: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub + crate::Profiled> Backend for T {}

@@ -4,10 +4,8 @@
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::Arc;
 use tideway_http::{AppState, Authenticator, RateLimits, ServeOptions, router};
-use tideway_service::config::{BackendKind, SyncKind};
+use tideway_service::config::BackendKind;
 use tideway_service::{Config, FanoutWorker, FeedService, ServiceOptions, SystemClock};
-use tideway_store::{Backend, Store};
-use tideway_store_fjall::SyncMode;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
@@ -19,47 +17,6 @@ pub fn init_tracing() {
         EnvFilter::try_from_env("TIDEWAY_LOG").unwrap_or_else(|_| EnvFilter::new("info,fjall=warn,lsm_tree=warn"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi).with_writer(std::io::stderr).init();
-}
-
-async fn open_backend(cfg: &Config) -> Result<Arc<dyn Backend>, String> {
-    let cap = cfg.timeline.max_len;
-    Ok(match cfg.storage.backend {
-        BackendKind::Postgres | BackendKind::Mysql => {
-            let url = cfg.storage.url.as_deref().ok_or("storage.url (TIDEWAY_STORAGE__URL) is not set")?;
-            let started = std::time::Instant::now();
-            let sql = tideway_store_sql::SqlStore::connect(url).await.map_err(|e| e.chain())?;
-            let mut opts = tideway_store_redis::RedisOptions::new(cfg.redis.urls.clone(), cap);
-            opts.prefix = cfg.redis.prefix.clone();
-            let redis = tideway_store_redis::RedisShared::connect(opts).await.map_err(|e| e.chain())?;
-            tracing::info!(
-                database = %tideway_service::config::redact_url(url),
-                redis_nodes = cfg.redis.urls.len(),
-                node_id = cfg.server.node_id,
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "connected to the shared engines"
-            );
-            Arc::new(tideway_store::Split::new(Arc::new(sql), Arc::new(redis)))
-        }
-        BackendKind::Memory => {
-            tracing::warn!("storage.backend = memory: nothing is written to disk");
-            Arc::new(Store::in_memory(cap))
-        }
-        BackendKind::Embedded => {
-            let sync = match cfg.storage.sync {
-                SyncKind::Fsync => SyncMode::Fsync,
-                SyncKind::Buffer => SyncMode::Buffer,
-            };
-            let started = std::time::Instant::now();
-            let store = tideway_store_fjall::open_cached(&cfg.storage.data_dir, sync, cap, cfg.storage.cache_size.0)
-                .map_err(|e| e.chain())?;
-            tracing::info!(
-                data_dir = %cfg.storage.data_dir.display(),
-                elapsed_ms = started.elapsed().as_millis() as u64,
-                "embedded store opened"
-            );
-            Arc::new(store)
-        }
-    })
 }
 
 /// Resolves on SIGINT or SIGTERM.
@@ -145,9 +102,9 @@ pub async fn serve(
     metrics: Option<PrometheusHandle>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    let backend = open_backend(&cfg).await?;
+    let backend = tideway_engines::open(&cfg).await.map_err(|e| e.chain())?.backend();
     let svc = Arc::new(
-        FeedService::new(backend, ServiceOptions::from_config(&cfg), Arc::new(SystemClock))
+        FeedService::new(backend.clone(), ServiceOptions::new(&cfg, backend.profile()), Arc::new(SystemClock))
             .await
             .map_err(|e| e.to_string())?,
     );

@@ -38,7 +38,7 @@ use std::time::Instant;
 use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Millis, UserId};
 use tideway_service::{FeedService, PageRequest, ServiceOptions, SystemClock};
 use tideway_store::{Backend, Store};
-use tideway_store_fjall::{Importer, SyncMode};
+use tideway_store_fjall::Importer;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -198,11 +198,12 @@ async fn main() -> Result<(), String> {
     // ------------------------------------------------------------ open
     let rss0 = rss_bytes();
     let t = Instant::now();
+    let mut cfg = tideway_service::Config::default();
+    cfg.storage.data_dir = dir.path().to_owned();
+    cfg.storage.cache_size = tideway_service::config::ByteSize(cache);
+    cfg.timeline.max_len = opts.max_len;
     let open = || -> Result<Arc<dyn Backend>, String> {
-        Ok(Arc::new(
-            tideway_store_fjall::open_cached(dir.path(), SyncMode::Fsync, opts.max_len, cache)
-                .map_err(|e| e.to_string())?,
-        ))
+        Ok(Arc::new(tideway_engines::open_embedded(&cfg).map_err(|e| e.chain())?))
     };
     let backend = open()?;
     let svc =

@@ -21,7 +21,7 @@ use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::{DEFAULT_PAGE, MAX_PAGE};
 use tideway_core::merge::Direction;
 use tideway_core::{IdGenerator, Key, Millis};
-use tideway_store::Backend;
+use tideway_store::{Backend, Profile};
 
 /// Ids tried for one new item before giving up (a collision only happens
 /// for imported times; each one makes the allocator jump further).
@@ -40,23 +40,21 @@ pub struct ServiceOptions {
     pub max_clock_skew_ms: i64,
     /// How long a fan-out worker holds a job it claimed without progress.
     pub lease_ms: i64,
-    /// Chunks of a worker step in flight at once (the backend's
-    /// [`BackendKind::chunks_in_flight`](crate::config::BackendKind::chunks_in_flight)).
+    /// Chunks of a worker step in flight at once
+    /// ([`Profile::chunks_in_flight`]).
     pub chunks_in_flight: usize,
     /// Whether pages read ahead: the counts and marks of the items they will
-    /// likely show beside the reads that filter them (the backend's
-    /// [`BackendKind::reads_ahead`](crate::config::BackendKind::reads_ahead)).
+    /// likely show beside the reads that filter them ([`Profile::reads_ahead`]).
     pub read_ahead: bool,
     /// Whether a post wakes the fan-out workers from a task of its own
-    /// instead of before it answers (the backend's
-    /// [`BackendKind::is_shared`](crate::config::BackendKind::is_shared): a
-    /// remote hub's publish is a round trip; a local one is immediate, and
-    /// a task would keep the store open past the service).
+    /// instead of before it answers ([`Profile::background_signals`]).
     pub background_signals: bool,
 }
 
 impl ServiceOptions {
-    pub fn from_config(c: &Config) -> Self {
+    /// The options of `c` for a backend of this [`Profile`] (what the
+    /// backend's engines report: `backend.profile()`).
+    pub fn new(c: &Config, profile: Profile) -> Self {
         Self {
             max_len: c.timeline.max_len,
             max_following: c.graph.max_following,
@@ -66,16 +64,16 @@ impl ServiceOptions {
             node_id: c.server.node_id,
             max_clock_skew_ms: i64::try_from(c.items.max_clock_skew.0.as_millis()).unwrap_or(i64::MAX),
             lease_ms: i64::try_from(c.fanout.lease.0.as_millis()).unwrap_or(i64::MAX),
-            chunks_in_flight: c.storage.backend.chunks_in_flight(),
-            read_ahead: c.storage.backend.reads_ahead(),
-            background_signals: c.storage.backend.is_shared(),
+            chunks_in_flight: profile.chunks_in_flight(),
+            read_ahead: profile.reads_ahead(),
+            background_signals: profile.background_signals(),
         }
     }
 }
 
 impl Default for ServiceOptions {
     fn default() -> Self {
-        Self::from_config(&Config::default())
+        Self::new(&Config::default(), Profile::IN_PROCESS)
     }
 }
 

@@ -30,11 +30,10 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tideway_core::{ItemKind, NewItem, UserId};
-use tideway_service::config::BackendKind;
-use tideway_service::{FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
-use tideway_store::{Backend, Split};
-use tideway_store_redis::{RedisOptions, RedisShared};
-use tideway_store_sql::SqlStore;
+use tideway_engines::Opened;
+use tideway_service::config::{BackendKind, SyncKind};
+use tideway_service::{Config, FanoutWorker, FeedService, PageRequest, ServiceOptions, SystemClock};
+use tideway_store::Backend;
 use tideway_store_sql::testing::FreshDatabase;
 
 mod seeds;
@@ -182,25 +181,46 @@ where
     Ok(Figures { posts_per_sec, deliveries_per_sec, warm, returning: pct(&h) })
 }
 
-fn opts(node_id: u16, backend: BackendKind) -> ServiceOptions {
+fn opts(node_id: u16, backend: &dyn Backend) -> ServiceOptions {
+    let profile = backend.profile();
     // Every reader's inbox is pushed to (no hot authors at this size); the
     // settings of `tideway serve` for the backend.
     ServiceOptions {
         node_id,
-        chunks_in_flight: backend.chunks_in_flight(),
-        read_ahead: backend.reads_ahead(),
-        background_signals: backend.is_shared(),
+        chunks_in_flight: profile.chunks_in_flight(),
+        read_ahead: profile.reads_ahead(),
+        background_signals: profile.background_signals(),
         ..ServiceOptions::default()
     }
 }
 
+/// The settings of a benchmark node (inboxes of 800 keys), as `tideway
+/// serve` would be given them: the embedded store unless changed.
+fn node_config() -> Config {
+    let mut cfg = Config::default();
+    cfg.timeline.max_len = 800;
+    cfg.storage.sync = SyncKind::Fsync;
+    cfg
+}
+
+/// A node on the database at `url` and the Redis at `redis`, its keys under
+/// `prefix`.
+fn shared_config(url: &str, redis: &str, prefix: &str) -> Config {
+    let mut cfg = node_config();
+    cfg.storage.backend = if url.starts_with("postgres") { BackendKind::Postgres } else { BackendKind::Mysql };
+    cfg.storage.url = Some(url.to_owned());
+    cfg.redis.urls = vec![redis.to_owned()];
+    cfg.redis.prefix = prefix.to_owned();
+    cfg
+}
+
 async fn embedded(args: &Args) -> Result<Figures, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let store =
-        tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Fsync, 800).map_err(|e| e.to_string())?;
-    let backend: Arc<dyn Backend> = Arc::new(store);
+    let mut cfg = node_config();
+    cfg.storage.data_dir = dir.path().to_owned();
+    let backend = tideway_engines::open(&cfg).await.map_err(|e| e.chain())?.backend();
     let svc = Arc::new(
-        FeedService::new(backend.clone(), opts(0, BackendKind::Embedded), Arc::new(SystemClock))
+        FeedService::new(backend.clone(), opts(0, &*backend), Arc::new(SystemClock))
             .await
             .map_err(|e| e.to_string())?,
     );
@@ -219,20 +239,19 @@ async fn embedded(args: &Args) -> Result<Figures, String> {
 }
 
 async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
-    let kind = if args.sql.starts_with("postgres") { BackendKind::Postgres } else { BackendKind::Mysql };
     let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
     let prefix = format!("benchnodes{}x{n}:", std::process::id());
     let mut nodes = Vec::new();
     let mut flusher = None;
     for i in 0..n {
-        let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
-        let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
-        ro.prefix = prefix.clone();
-        let redis = Arc::new(RedisShared::connect(ro).await.map_err(|e| e.to_string())?);
-        flusher.get_or_insert_with(|| redis.clone());
-        let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis));
+        let opened =
+            tideway_engines::open(&shared_config(&db.url, &args.redis, &prefix)).await.map_err(|e| e.chain())?;
+        if let Opened::Shared { redis, .. } = &opened {
+            flusher.get_or_insert_with(|| redis.clone());
+        }
+        let backend = opened.backend();
         nodes.push(Arc::new(
-            FeedService::new(backend, opts(i as u16 + 1, kind), Arc::new(SystemClock))
+            FeedService::new(backend.clone(), opts(i as u16 + 1, &*backend), Arc::new(SystemClock))
                 .await
                 .map_err(|e| e.to_string())?,
         ));
@@ -257,17 +276,17 @@ async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
 #[allow(clippy::print_stdout, reason = "the report is this command's output")]
 async fn celebrity(args: &Args) -> Result<(), String> {
     let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
-    let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
+    let prefix = format!("celebrity{}:", std::process::id());
+    let opened = tideway_engines::open(&shared_config(&db.url, &args.redis, &prefix)).await.map_err(|e| e.chain())?;
+    let Opened::Shared { redis, .. } = &opened else { return Err("not a shared backend".into()) };
+    let redis = redis.clone();
     let (star, first, n) = (7u64, 1_000_000u64, args.celebrity);
     let t = Instant::now();
     // The followers' follow times are their ids (a spread, as real follows have).
     db.execute(&FreshDatabase::followers_sql(star, first, n, "g")).await.map_err(|e| e.to_string())?;
     eprintln!("  {n} follows loaded in {:.1} s", t.elapsed().as_secs_f64());
-    let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
-    ro.prefix = format!("celebrity{}:", std::process::id());
-    let redis = Arc::new(RedisShared::connect(ro).await.map_err(|e| e.to_string())?);
-    let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(sql), redis.clone()));
-    let svc = FeedService::new(backend, opts(1, BackendKind::Postgres), Arc::new(SystemClock))
+    let backend = opened.backend();
+    let svc = FeedService::new(backend.clone(), opts(1, &*backend), Arc::new(SystemClock))
         .await
         .map_err(|e| e.to_string())?;
     let reader = UserId(first + n / 2);
@@ -295,10 +314,9 @@ async fn celebrity(args: &Args) -> Result<(), String> {
 async fn probe(args: &Args) -> Result<(), String> {
     use tideway_store::{Graph, Inboxes};
     let db = FreshDatabase::create(&args.sql).await.map_err(|e| e.to_string())?;
-    let sql = SqlStore::connect(&db.url).await.map_err(|e| e.to_string())?;
-    let mut ro = RedisOptions::new(vec![args.redis.clone()], 800);
-    ro.prefix = format!("probe{}:", std::process::id());
-    let redis = RedisShared::connect(ro).await.map_err(|e| e.to_string())?;
+    let prefix = format!("probe{}:", std::process::id());
+    let (sql, redis) =
+        tideway_engines::open_shared(&shared_config(&db.url, &args.redis, &prefix)).await.map_err(|e| e.chain())?;
     redis.finish_rebuild(UserId(1), &(1..=800).collect::<Vec<u64>>(), 0).await.map_err(|e| e.to_string())?;
     let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     for _ in 0..2000 {
@@ -390,7 +408,7 @@ async fn probe(args: &Args) -> Result<(), String> {
 /// (schema 5), and beside it, in the same run, by counting the rows as the
 /// read did before (the same query shape, on the same rows).
 #[allow(clippy::print_stdout, reason = "the report is this command's output")]
-async fn viral(sql: &SqlStore, url: &str, ids: &[tideway_core::ItemId]) -> Result<(), String> {
+async fn viral(sql: &tideway_store_sql::SqlStore, url: &str, ids: &[tideway_core::ItemId]) -> Result<(), String> {
     use futures_util::StreamExt;
     use tideway_store::Items;
     const VIRAL: u64 = 20_000;

@@ -1,0 +1,345 @@
+//! Backends that forward every call of the seam to other backends:
+//! [`Split`](crate::Split) (the durable traits to one engine, the shared ones
+//! to another) and [`Counted`](crate::Counted) (every call counted, and seen
+//! by a hook, before it reaches the backend it wraps).
+//!
+//! [`forward_backend!`] spells every trait method once, so a method added to
+//! the seam is forwarded by every such backend from this one place.
+
+/// Implements every storage trait for `$ty` by forwarding: the durable
+/// traits (`Items`, `Graph`, `Jobs`) to `$durable`, the shared ones
+/// (`Activity`, `HotAuthors`, `Inboxes`, `Hub`) to `$shared`, after running
+/// `$before` if given (each an expression over `$s`, which names `self`).
+macro_rules! forward_backend {
+    ($ty:ty, $s:ident => durable: $durable:expr, shared: $shared:expr $(, before: $before:expr)?) => {
+        const _: () = {
+            use std::sync::Arc;
+            use tideway_core::merge::{Direction, KeyRange};
+            use tideway_core::{Body, ItemId, Key, Millis, Relation, UserId};
+            use $crate::change::{Job, Promotion, Record};
+            use $crate::inbox::{InboxRead, InboxStats};
+            use $crate::traits::*;
+            #[async_trait::async_trait]
+            impl Items for $ty {
+                async fn create_item(
+                    &self,
+                    item: tideway_core::Item,
+                    fan_out: bool,
+                    now: Millis,
+                ) -> Result<CreateOutcome> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.create_item(item, fan_out, now).await
+                }
+                async fn update_item(
+                    &self,
+                    id: ItemId,
+                    change: &ItemChange,
+                ) -> Result<Option<Arc<tideway_core::Item>>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.update_item(id, change).await
+                }
+                async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.records(keys).await
+                }
+                async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.bodies(ids).await
+                }
+                async fn outbox_merge(
+                    &self,
+                    authors: &[UserId],
+                    range: KeyRange,
+                    dir: Direction,
+                    limit: usize,
+                ) -> Result<Vec<Key>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.outbox_merge(authors, range, dir, limit).await
+                }
+                async fn reposts_by(
+                    &self,
+                    originals: &[ItemId],
+                    reposters: &[UserId],
+                ) -> Result<Vec<Vec<(UserId, ItemId)>>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.reposts_by(originals, reposters).await
+                }
+                async fn hydration(
+                    &self,
+                    ids: &[ItemId],
+                    viewer: Option<UserId>,
+                ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.hydration(ids, viewer).await
+                }
+                async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.set_reaction(item, user, kind, on).await
+                }
+                async fn create_promotion(&self, p: Promotion) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.create_promotion(p).await
+                }
+                async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.active_promotions(now).await
+                }
+                async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.insert_home(user, item, key).await
+                }
+                async fn inserts(
+                    &self,
+                    user: UserId,
+                    range: KeyRange,
+                    dir: Direction,
+                    limit: usize,
+                ) -> Result<Vec<Key>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.inserts(user, range, dir, limit).await
+                }
+                async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.inserted_keys(user, items).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Graph for $ty {
+                async fn follow_many(
+                    &self,
+                    user: UserId,
+                    targets: &[UserId],
+                    at: Millis,
+                    max_following: usize,
+                ) -> Result<Vec<FollowStatus>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.follow_many(user, targets, at, max_following).await
+                }
+                async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.unfollow(user, target).await
+                }
+                async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.set_block(user, target, on, at).await
+                }
+                async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.set_mute(user, target, on, at).await
+                }
+                async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.followees(user).await
+                }
+                async fn list(
+                    &self,
+                    user: UserId,
+                    which: ListKind,
+                    after: Option<(Millis, UserId)>,
+                    limit: usize,
+                ) -> Result<Vec<(UserId, Millis)>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.list(user, which, after, limit).await
+                }
+                async fn followers_chunk(
+                    &self,
+                    user: UserId,
+                    after: Option<FollowerPos>,
+                    limit: usize,
+                ) -> Result<Vec<FollowerPos>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.followers_chunk(user, after, limit).await
+                }
+                async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.relations(user, others).await
+                }
+                async fn counts(&self, user: UserId) -> Result<UserCounts> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.counts(user).await
+                }
+                async fn stats(&self) -> Result<StoreStats> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.stats().await
+                }
+                async fn health(&self) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.health().await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Jobs for $ty {
+                async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.pending_jobs(limit).await
+                }
+                async fn claim_jobs(
+                    &self,
+                    worker: WorkerId,
+                    now: Millis,
+                    lease_ms: i64,
+                    limit: usize,
+                ) -> Result<Vec<Job>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.claim_jobs(worker, now, lease_ms, limit).await
+                }
+                async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.advance(worker, progress).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Activity for $ty {
+                async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.touch(user, at).await
+                }
+                async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.last_active(users).await
+                }
+                async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.inactive_before(cutoff).await
+                }
+                async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.export_activity().await
+                }
+                async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.import_activity(entries).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl HotAuthors for $ty {
+                async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.mark_unpushed(author, key).await
+                }
+                async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.unpushed_above(authors, floor).await
+                }
+                async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.export_unpushed().await
+                }
+                async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.import_unpushed(entries).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Inboxes for $ty {
+                async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.deliver(key, users).await
+                }
+                async fn read_inbox(
+                    &self,
+                    user: UserId,
+                    range: KeyRange,
+                    dir: Direction,
+                    limit: usize,
+                ) -> Result<Option<InboxRead>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.read_inbox(user, range, dir, limit).await
+                }
+                async fn begin_rebuild(&self, user: UserId) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.begin_rebuild(user).await
+                }
+                async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.finish_rebuild(user, keys, floor).await
+                }
+                async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.merge_inbox(user, keys, floor).await
+                }
+                async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.inbox_floor(user).await
+                }
+                async fn drop_inbox(&self, user: UserId) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.drop_inbox(user).await
+                }
+                async fn inbox_stats(&self) -> Result<InboxStats> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.inbox_stats().await
+                }
+                async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.export_inboxes().await
+                }
+                async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.import_inbox(user, floor, keys).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Hub for $ty {
+                async fn publish(&self, signals: &[Signal]) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.publish(signals).await
+                }
+                async fn subscribe(&self) -> Result<Subscription> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.subscribe().await
+                }
+            }
+        };
+    };
+}
+
+pub(crate) use forward_backend;
