@@ -10,6 +10,7 @@
 
 use crate::ids::{ItemId, Key, UserId};
 use crate::item::Item;
+use crate::time::Millis;
 
 /// The viewer's relation to another user (both directions of follows, and
 /// the viewer's blocks and mutes).
@@ -25,6 +26,24 @@ pub struct Relation {
     pub blocked_by: bool,
     /// viewer mutes other
     pub muting: bool,
+}
+
+/// What a follow of one target did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FollowStatus {
+    Followed(Millis),
+    Already(Millis),
+    /// A block separates the two users.
+    Blocked,
+    /// The follower is at `graph.max_following`.
+    Limit,
+}
+
+/// Which list of a user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    Following,
+    Followers,
 }
 
 impl Relation {

@@ -21,6 +21,21 @@ pub enum ItemKind {
 }
 
 impl ItemKind {
+    /// The kind of a new item: `given`, else inferred (`repost` with a
+    /// `repost_of`, `reply` with a `reply_to`, else `post`).
+    pub fn resolve(
+        given: Option<&str>,
+        repost_of: Option<ItemId>,
+        reply_to: Option<ItemId>,
+    ) -> Result<Self, DomainError> {
+        Ok(match given {
+            Some(k) => Self::parse(k)?,
+            None if repost_of.is_some() => Self::Repost,
+            None if reply_to.is_some() => Self::Reply,
+            None => Self::Post,
+        })
+    }
+
     pub fn parse(s: &str) -> Result<Self, DomainError> {
         Ok(match s {
             "post" => Self::Post,

@@ -13,10 +13,11 @@ pub mod ids;
 pub mod item;
 pub mod limits;
 pub mod merge;
+pub mod promote;
 pub mod time;
 
 pub use cursor::{Cursor, FeedScope};
-pub use entry::{Appearance, AppearanceKind, Entry, Relation};
+pub use entry::{Appearance, AppearanceKind, Entry, FollowStatus, ListKind, Relation};
 pub use error::DomainError;
 pub use ids::{IdGenerator, ItemId, Key, UserId};
 pub use item::{Body, Item, ItemKind, NewItem, ObjectRef, Visibility};

@@ -22,6 +22,16 @@ pub const MAX_BATCH_IDS: usize = 100;
 pub const MAX_PAGE: usize = 100;
 /// Default page size.
 pub const DEFAULT_PAGE: usize = 20;
+
+/// A page size as asked: `None` is the default; otherwise 1..=[`MAX_PAGE`].
+/// The one check of a page's `limit`, whoever asks (feeds and lists).
+pub fn page_limit(asked: Option<usize>) -> Result<usize, crate::DomainError> {
+    match asked {
+        None => Ok(DEFAULT_PAGE),
+        Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+        Some(n) => Err(crate::DomainError::invalid("limit", format!("{n} must be a whole number 1..={MAX_PAGE}"))),
+    }
+}
 /// Largest request body accepted by the HTTP layer (an item body plus its
 /// envelope, or a 1000-target batch follow).
 pub const MAX_REQUEST_BYTES: usize = 64 * 1024;

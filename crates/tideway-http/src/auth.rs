@@ -11,6 +11,11 @@ use std::sync::Arc;
 use tideway_core::UserId;
 use tideway_service::config::AuthConfig;
 
+/// The caller as the edge authenticated it, once per request (the [`Actor`]
+/// extractor reads it).
+#[derive(Clone)]
+pub struct Authenticated(pub Result<Actor, ApiError>);
+
 /// Checks bearer tokens. Built once from the configuration.
 pub struct Authenticator {
     server_keys: Vec<Vec<u8>>,
@@ -119,7 +124,7 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         // The edge middleware authenticated the request once already.
-        if let Some(crate::edge::Authenticated(a)) = parts.extensions.get::<crate::edge::Authenticated>() {
+        if let Some(Authenticated(a)) = parts.extensions.get::<Authenticated>() {
             return a.clone();
         }
         let auth: Arc<Authenticator> = axum::extract::FromRef::from_ref(state);

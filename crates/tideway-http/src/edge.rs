@@ -2,7 +2,7 @@
 //! tracing span, authentication (once), rate limits, the RED metrics and the
 //! optional access log.
 
-use crate::auth::{Actor, Authenticator};
+use crate::auth::{Actor, Authenticated, Authenticator};
 use crate::error::ApiError;
 use crate::ratelimit::{RateLimits, Verdict};
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
@@ -43,10 +43,6 @@ impl Edge {
         format!("{:08x}-{:x}", self.prefix, self.counter.fetch_add(1, Ordering::Relaxed))
     }
 }
-
-/// The caller as the edge authenticated it (the `Actor` extractor reads it).
-#[derive(Clone)]
-pub struct Authenticated(pub Result<Actor, ApiError>);
 
 /// Paths that are never rate limited and need no token: probes, metrics
 /// and the API document.

@@ -112,16 +112,13 @@ pub fn id_list<T>(
     parts.into_iter().map(|p| parse(field, p)).collect()
 }
 
-/// Parses `?limit=` (absent: the default page size).
-pub fn limit(s: Option<&str>) -> Result<usize, ApiError> {
-    match s {
-        None => Ok(tideway_core::limits::DEFAULT_PAGE),
-        Some(v) => match v.parse::<usize>() {
-            Ok(n) if (1..=tideway_core::limits::MAX_PAGE).contains(&n) => Ok(n),
-            _ => Err(ApiError::invalid(format!(
-                "limit: {v:?} must be a whole number 1..={}",
-                tideway_core::limits::MAX_PAGE
-            ))),
-        },
-    }
+/// Reads `?limit=` as a number (absent: `None`); the service checks its
+/// range (`tideway_core::limits::page_limit`).
+pub fn limit(s: Option<&str>) -> Result<Option<usize>, ApiError> {
+    s.map(|v| {
+        v.parse::<usize>().map_err(|_| {
+            ApiError::invalid(format!("limit: {v:?} must be a whole number 1..={}", tideway_core::limits::MAX_PAGE))
+        })
+    })
+    .transpose()
 }

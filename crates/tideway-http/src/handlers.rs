@@ -6,15 +6,15 @@ use crate::auth::Actor;
 use crate::dto::*;
 use crate::error::{ApiError, ApiResult, ErrorBody};
 use crate::extract::{self, Json, Path, Query};
-use crate::router::AppState;
+use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS};
+use tideway_core::{FollowStatus, ListKind};
 use tideway_core::{ItemKind, Millis, NewItem, ObjectRef, Visibility};
 use tideway_service::PageRequest;
-use tideway_store::{FollowStatus, ListKind};
 
 /// A feed page as JSON, serialized into one buffer sized for a page: axum's
 /// `Json` starts at 128 bytes and grows about seven times for the ~15 KB of
@@ -54,12 +54,7 @@ pub async fn create_item(
     actor.act_as(author)?;
     let repost_of = b.repost_of.as_deref().map(|s| extract::item("repost_of", s)).transpose()?;
     let reply_to = b.reply_to.as_deref().map(|s| extract::item("reply_to", s)).transpose()?;
-    let kind = match b.kind.as_deref() {
-        Some(k) => ItemKind::parse(k)?,
-        None if repost_of.is_some() => ItemKind::Repost,
-        None if reply_to.is_some() => ItemKind::Reply,
-        None => ItemKind::Post,
-    };
+    let kind = ItemKind::resolve(b.kind.as_deref(), repost_of, reply_to)?;
     let mentions =
         b.mentions.unwrap_or_default().iter().map(|m| extract::user("mentions", m)).collect::<ApiResult<Vec<_>>>()?;
     let new = NewItem {
@@ -400,13 +395,7 @@ pub async fn insert_home(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let item = extract::item("item", &b.item)?;
-    let (view, key) = st.svc.insert_home(u, item).await?;
-    let entry = tideway_service::EntryView {
-        cursor: tideway_core::Cursor::new(key).encode(&tideway_core::FeedScope::Home(u.0)),
-        reason: tideway_service::Reason::Inserted,
-        item: view,
-        sources: vec![],
-    };
+    let entry = st.svc.insert_home(u, item).await?;
     Ok((StatusCode::CREATED, axum::Json(InsertedJson { entry: EntryJson::from(&entry) })))
 }
 
@@ -447,10 +436,6 @@ pub async fn metrics(State(st): State<AppState>) -> Response {
     }
     let body = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
-}
-
-pub async fn openapi_json() -> Response {
-    ([(CONTENT_TYPE, "application/json")], crate::openapi::document_json()).into_response()
 }
 
 pub async fn not_found(uri: axum::http::Uri) -> ApiError {

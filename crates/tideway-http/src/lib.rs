@@ -23,6 +23,7 @@ pub mod openapi;
 pub mod ratelimit;
 pub mod router;
 pub mod serve;
+pub mod state;
 
 pub use auth::Authenticator;
 pub use ratelimit::RateLimits;

@@ -49,6 +49,12 @@ pub fn document() -> Value {
     doc
 }
 
+/// `GET /openapi.json`: the document.
+pub async fn serve() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    ([(axum::http::header::CONTENT_TYPE, "application/json")], document_json()).into_response()
+}
+
 /// The document as JSON (built once).
 pub fn document_json() -> String {
     static DOC: LazyLock<String> = LazyLock::new(|| {

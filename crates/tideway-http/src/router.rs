@@ -1,47 +1,14 @@
 //! The whole URL surface of the API, in one place.
 
-use crate::auth::Authenticator;
-use crate::edge::Edge;
 use crate::error::ApiError;
 use crate::handlers as h;
-use crate::ratelimit::RateLimits;
+pub use crate::state::AppState;
 use axum::Router;
 use axum::error_handling::HandleErrorLayer;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post, put};
-use metrics_exporter_prometheus::PrometheusHandle;
-use std::sync::Arc;
 use std::time::Duration;
-use tideway_service::FeedService;
 use tower::ServiceBuilder;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub struct AppState {
-    pub svc: Arc<FeedService>,
-    /// Authentication, rate limits and the request log of the edge.
-    pub edge: Arc<Edge>,
-    /// The Prometheus recorder's handle (absent in tests that install none).
-    pub metrics: Option<PrometheusHandle>,
-}
-
-impl AppState {
-    pub fn new(
-        svc: Arc<FeedService>,
-        auth: Authenticator,
-        limits: RateLimits,
-        access_log: bool,
-        metrics: Option<PrometheusHandle>,
-    ) -> Self {
-        Self { svc, edge: Arc::new(Edge::new(Arc::new(auth), limits, access_log)), metrics }
-    }
-}
-
-impl FromRef<AppState> for Arc<Authenticator> {
-    fn from_ref(s: &AppState) -> Self {
-        s.edge.auth.clone()
-    }
-}
 
 /// Builds the router with its limits: request body size and a request
 /// timeout answered `503 unavailable`.
@@ -66,7 +33,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/healthz", get(h::healthz))
         .route("/readyz", get(h::readyz))
         .route("/metrics", get(h::metrics))
-        .route("/openapi.json", get(h::openapi_json))
+        .route("/openapi.json", get(crate::openapi::serve))
         .fallback(h::not_found)
         .method_not_allowed_fallback(h::method_not_allowed)
         .with_state(state);

@@ -63,10 +63,11 @@ pub struct Page {
     pub prev_cursor: Option<String>,
 }
 
-/// A page request: at most one of `before` / `after`.
+/// A page request: at most one of `before` / `after`; `limit` as asked
+/// (`None`: the default; checked by `tideway_core::limits::page_limit`).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct PageRequest {
-    pub limit: usize,
+    pub limit: Option<usize>,
     pub before: Option<String>,
     pub after: Option<String>,
 }

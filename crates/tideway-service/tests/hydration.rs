@@ -89,7 +89,8 @@ async fn constant_calls(store: &Counted, svc: &FeedService) {
     for limit in [5, 20, 100] {
         home_calls.push(
             calls_of(store, async || {
-                let page = svc.home(UserId(1), &PageRequest { limit, ..Default::default() }).await.expect("home");
+                let page =
+                    svc.home(UserId(1), &PageRequest { limit: Some(limit), ..Default::default() }).await.expect("home");
                 assert_eq!(page.entries.len(), limit);
                 if limit == 100 {
                     // Hydrated: the reader's likes, counts per kind, replies and reposts.
@@ -115,7 +116,7 @@ async fn constant_calls(store: &Counted, svc: &FeedService) {
         profile_calls.push(
             calls_of(store, async || {
                 let p = svc
-                    .profile(UserId(5), Some(UserId(1)), &PageRequest { limit, ..Default::default() })
+                    .profile(UserId(5), Some(UserId(1)), &PageRequest { limit: Some(limit), ..Default::default() })
                     .await
                     .expect("p");
                 assert_eq!(p.entries.len(), limit);
@@ -126,7 +127,7 @@ async fn constant_calls(store: &Counted, svc: &FeedService) {
     assert_eq!(profile_calls[0], profile_calls[1], "profile calls vary with page size");
 
     let ids: Vec<ItemId> = svc
-        .home(UserId(1), &PageRequest { limit: 100, ..Default::default() })
+        .home(UserId(1), &PageRequest { limit: Some(100), ..Default::default() })
         .await
         .expect("home")
         .entries
@@ -157,7 +158,7 @@ async fn pages_read_ahead_are_the_same_pages() {
     plain.create_promotion(promoted, 3, Millis(0), Millis(i64::MAX)).await.expect("promotion");
     let mut calls = Vec::new();
     for limit in [5, 20, 100] {
-        let req = PageRequest { limit, ..Default::default() };
+        let req = PageRequest { limit: Some(limit), ..Default::default() };
         let want = plain.home(UserId(1), &req).await.expect("home");
         let mut got = None;
         calls.push(calls_of(&store, async || got = Some(ahead.home(UserId(1), &req).await.expect("home"))).await);
@@ -165,18 +166,19 @@ async fn pages_read_ahead_are_the_same_pages() {
         assert_eq!(got, want, "home, limit {limit}");
         assert!(got.entries.iter().any(|e| e.item.item.id == promoted && e.item.viewer.is_some()));
         // The next page (older-ward) and the newer-ward one agree too.
-        let older = PageRequest { limit, before: want.next_cursor.clone(), after: None };
-        let newer = PageRequest { limit, before: None, after: want.entries.last().map(|e| e.cursor.clone()) };
+        let older = PageRequest { limit: Some(limit), before: want.next_cursor.clone(), after: None };
+        let newer =
+            PageRequest { limit: Some(limit), before: None, after: want.entries.last().map(|e| e.cursor.clone()) };
         for req in [older, newer] {
             let want = plain.home(UserId(1), &req).await.expect("home");
             assert!(!want.entries.is_empty() || limit == 100, "limit {limit}: {req:?} is empty");
             assert_eq!(ahead.home(UserId(1), &req).await.expect("home"), want, "home {req:?}");
         }
-        let p = PageRequest { limit: limit.min(8), ..Default::default() };
+        let p = PageRequest { limit: Some(limit.min(8)), ..Default::default() };
         assert_eq!(
             ahead.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
             plain.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
-            "profile, limit {}",
+            "profile, limit {:?}",
             p.limit
         );
     }

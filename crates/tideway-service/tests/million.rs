@@ -21,7 +21,7 @@ async fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> (Arc<dyn Backe
 }
 
 async fn home_ids(svc: &FeedService, u: UserId) -> Vec<u64> {
-    svc.home(u, &PageRequest { limit: 10, ..Default::default() })
+    svc.home(u, &PageRequest { limit: Some(10), ..Default::default() })
         .await
         .expect("home")
         .entries

@@ -220,7 +220,7 @@ async fn check_feed(
 ) {
     let organic = |rows: Vec<Row>| -> Vec<Row> { rows.into_iter().filter(|r| r.1 != "promoted").collect() };
     let mut got_pages: Vec<Vec<Row>> = Vec::new();
-    let mut req = PageRequest { limit, ..Default::default() };
+    let mut req = PageRequest { limit: Some(limit), ..Default::default() };
     let mut last_cursor = None;
     loop {
         let page = read(&req).await;
@@ -234,7 +234,7 @@ async fn check_feed(
         }
         got_pages.push(rows);
         match page.next_cursor {
-            Some(c) => req = PageRequest { limit, before: Some(c), after: None },
+            Some(c) => req = PageRequest { limit: Some(limit), before: Some(c), after: None },
             None => break,
         }
         assert!(got_pages.len() <= want.len() + 2, "{what}: runaway paging");
@@ -247,7 +247,7 @@ async fn check_feed(
     let mut up: Vec<Row> = vec![want[want.len() - 1].clone()];
     let mut after = bottom;
     loop {
-        let page = read(&PageRequest { limit, before: None, after: Some(after.clone()) }).await;
+        let page = read(&PageRequest { limit: Some(limit), before: None, after: Some(after.clone()) }).await;
         let rows = rows_of(&page);
         assert!(rows.len() <= limit, "{what}: newer page over limit");
         let rows = organic(rows);
@@ -440,7 +440,7 @@ async fn check_all(h: &Harness, m: &Model, ctx: &str) {
             })
             .await;
         }
-        let all = h.svc().home(UserId(u), &PageRequest { limit: 100, ..Default::default() }).await.expect("home");
+        let all = h.svc().home(UserId(u), &PageRequest { limit: Some(100), ..Default::default() }).await.expect("home");
         check_hydration(&format!("{ctx} home({u})"), m, u, &all);
         for v in [None, Some(1), Some(u % USERS + 1)] {
             let want = m.profile(u, v);
@@ -720,13 +720,17 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 if o.deleted || !m.visible(o, Some(a)) || m.blocked(a, o.author) {
                     assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("not_found"));
                 } else {
-                    let (_, key) = got.expect("insert");
+                    let entry = got.expect("insert");
+                    let key = tideway_core::Cursor::decode(&entry.cursor, &tideway_core::FeedScope::Home(a))
+                        .expect("the entry's cursor")
+                        .key;
                     m.inserts.push((a, key, t));
                 }
             }
             89..=93 => {
                 // a read: creates or uses the inbox while deliveries may lag
-                let _ = h.svc().home(UserId(a), &PageRequest { limit: 2, ..Default::default() }).await.expect("home");
+                let _ =
+                    h.svc().home(UserId(a), &PageRequest { limit: Some(2), ..Default::default() }).await.expect("home");
             }
             94..=96 => {
                 let _ = h.worker().step().await.expect("step");

@@ -123,7 +123,7 @@ impl HotAuthors for Switch {
 /// Every entry of `user`'s home, walked page by page: (item id, reason).
 async fn whole_home(svc: &FeedService, user: UserId) -> Vec<(String, String)> {
     let mut out = Vec::new();
-    let mut req = PageRequest { limit: 4, ..PageRequest::default() };
+    let mut req = PageRequest { limit: Some(4), ..PageRequest::default() };
     loop {
         let page = svc.home(user, &req).await.expect("home");
         out.extend(page.entries.iter().map(|e| (e.item.item.id.to_string(), format!("{:?}", e.reason))));

@@ -2,7 +2,8 @@
 
 use crate::SyncMode;
 use crate::io;
-use crate::journal::{Batches, FjallJournal, Op};
+use crate::journal::{Batches, FjallJournal};
+use crate::layout::Op;
 use crate::layout::{Space, counters_value, edge_in_key, edge_key, head_value, item_ops, key_of, millis_u64, runs};
 use fjall::PersistMode;
 use std::collections::HashSet;

@@ -1,7 +1,7 @@
 //! The fjall journal: its keyspaces, the encoding of changes into writes,
 //! group commit, and the point reads behind the [`Journal`] trait.
 
-use crate::layout::{Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64};
+use crate::layout::{Op, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64};
 use crate::{DATA_DIR, SyncMode, io};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex};
@@ -33,12 +33,6 @@ pub struct FjallJournal {
     synced: Mutex<(Ticket, bool)>,
     /// Wakes writers waiting for the running flush.
     sync_done: Condvar,
-}
-
-/// One encoded write, queued until the next group commit.
-pub(crate) enum Op {
-    Put(Space, Vec<u8>, Vec<u8>),
-    Del(Space, Vec<u8>),
 }
 
 /// Builds the batches of a bulk rewrite, flushing every 50,000 writes.

@@ -26,12 +26,17 @@
 //! rest: written in the same batches, and rebuilt from it when a directory
 //! of an older format is opened or an import was interrupted.
 
-use crate::journal::Op;
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Millis, UserId};
 use tideway_store::{Counters, EdgeKind, Head, StoreError};
 
 pub(crate) const FORMAT: &[u8] = b"tideway-4";
+
+/// One encoded write, queued until the next group commit.
+pub(crate) enum Op {
+    Put(Space, Vec<u8>, Vec<u8>),
+    Del(Space, Vec<u8>),
+}
 /// Items whole in `items`, replayed at start-up. Migrated in place.
 pub(crate) const FORMAT_2: &[u8] = b"tideway-2";
 /// Per-item index keyspaces loaded at start-up, no reverse edges, counters

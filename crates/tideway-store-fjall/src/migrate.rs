@@ -3,7 +3,8 @@
 //! indexes (also after an interrupted import).
 
 use crate::io;
-use crate::journal::{Batches, FjallJournal, Op};
+use crate::journal::{Batches, FjallJournal};
+use crate::layout::Op;
 use crate::layout::{
     FORMAT, FORMAT_2, FORMAT_3, Space, counters_value, edge_in_key, head_value, item_ops, key_of, u64_at,
 };

@@ -5,6 +5,9 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Key, Millis, UserId};
 
+/// A follower's position in the followers of a user: followers are walked in
+/// order of follow time, then id.
+pub type FollowerPos = (Millis, UserId);
 /// A directed edge kind of the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EdgeKind {
@@ -30,7 +33,7 @@ pub struct Job {
     pub key: Key,
     pub author: UserId,
     /// The last follower delivered to (`[since, id]`), if any.
-    pub cursor: Option<crate::traits::FollowerPos>,
+    pub cursor: Option<FollowerPos>,
     pub created: Millis,
 }
 

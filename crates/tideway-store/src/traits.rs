@@ -7,6 +7,7 @@ use crate::inbox::{InboxRead, InboxStats};
 use async_trait::async_trait;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
+pub use tideway_core::{FollowStatus, ListKind};
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId, Visibility};
 
 pub type Result<T> = std::result::Result<T, StoreError>;
@@ -19,24 +20,6 @@ pub enum CreateOutcome {
     Existing(Arc<Item>),
     /// The author reposted this original before (and has not deleted it).
     AlreadyReposted(Arc<Item>),
-}
-
-/// What a follow of one target did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FollowStatus {
-    Followed(Millis),
-    Already(Millis),
-    /// A block separates the two users.
-    Blocked,
-    /// The follower is at `graph.max_following`.
-    Limit,
-}
-
-/// Which list of a user.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ListKind {
-    Following,
-    Followers,
 }
 
 /// Counters of one user.
@@ -184,9 +167,7 @@ pub trait Graph: Send + Sync {
     async fn health(&self) -> Result<()>;
 }
 
-/// A follower's position in the followers of a user: followers are walked in
-/// order of follow time, then id.
-pub type FollowerPos = (Millis, UserId);
+pub use crate::change::FollowerPos;
 
 /// How far a fan-out job got in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

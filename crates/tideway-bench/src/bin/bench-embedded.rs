@@ -101,7 +101,8 @@ async fn first_pages(svc: &FeedService, readers: &[UserId]) -> Result<(Histogram
     let mut entries = 0;
     for &u in readers {
         let t = Instant::now();
-        let page = svc.home(u, &PageRequest { limit: 20, ..Default::default() }).await.map_err(|e| e.to_string())?;
+        let page =
+            svc.home(u, &PageRequest { limit: Some(20), ..Default::default() }).await.map_err(|e| e.to_string())?;
         h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
         entries += page.entries.len();
     }
@@ -299,7 +300,7 @@ async fn main() -> Result<(), String> {
     let activate = async |svc: &FeedService| -> Result<f64, String> {
         let t = Instant::now();
         for &u in &all_readers {
-            svc.home(u, &PageRequest { limit: 1, ..Default::default() }).await.map_err(|e| e.to_string())?;
+            svc.home(u, &PageRequest { limit: Some(1), ..Default::default() }).await.map_err(|e| e.to_string())?;
         }
         Ok(t.elapsed().as_secs_f64())
     };

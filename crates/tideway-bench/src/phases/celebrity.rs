@@ -63,7 +63,7 @@ pub fn celebrities(args: &Args, svc: &Arc<FeedService>, users: &[u64]) -> Result
     };
     let confirm = |followers: &[u64], id: u64| -> Result<(), String> {
         for &f in followers.iter().step_by((followers.len() / 200).max(1)) {
-            let page = block(svc.home(UserId(f), &PageRequest { limit: 5, ..Default::default() }))
+            let page = block(svc.home(UserId(f), &PageRequest { limit: Some(5), ..Default::default() }))
                 .map_err(|e| e.to_string())?;
             if page.entries.first().map(|e| e.item.item.id.0) != Some(id) {
                 return Err(format!("follower {f} does not see the celebrity's post first"));

@@ -50,7 +50,7 @@ pub fn activate_readers(b: &Bench) -> Result<(), String> {
     let (svc, users) = (&b.svc, &b.users);
     let t = Instant::now();
     for &u in users {
-        block(svc.home(UserId(u), &PageRequest { limit: 1, ..Default::default() })).map_err(|e| e.to_string())?;
+        block(svc.home(UserId(u), &PageRequest { limit: Some(1), ..Default::default() })).map_err(|e| e.to_string())?;
     }
     eprintln!("activated {} readers in {:.1} s", users.len(), t.elapsed().as_secs_f64());
     Ok(())

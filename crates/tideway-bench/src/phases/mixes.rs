@@ -65,7 +65,7 @@ pub fn mix_tideway(
                 } else {
                     let u = readers[rng.random_range(0..readers.len())];
                     let s = Instant::now();
-                    block(svc.home(UserId(u), &PageRequest { limit: 20, ..Default::default() }))
+                    block(svc.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
                         .map_err(|e| e.to_string())?;
                     reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
                 }

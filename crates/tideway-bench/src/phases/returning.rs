@@ -36,8 +36,8 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
             block(svc.follow_many(UserId(*r), chunk)).map_err(|e| e.to_string())?;
         }
         let t = Instant::now();
-        let page =
-            block(svc.home(UserId(*r), &PageRequest { limit: 50, ..Default::default() })).map_err(|e| e.to_string())?;
+        let page = block(svc.home(UserId(*r), &PageRequest { limit: Some(50), ..Default::default() }))
+            .map_err(|e| e.to_string())?;
         hret.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
         if page.entries.len() != 50 {
             return Err(format!("returning reader {r}: {} entries", page.entries.len()));

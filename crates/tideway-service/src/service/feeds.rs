@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
+use tideway_core::promote::{Slot, weave};
 use tideway_core::{Item, ItemId, Key, Relation, UserId};
 use tideway_store::{InboxRead, Promotion};
 
@@ -37,37 +38,20 @@ impl FeedService {
             Direction::Older => spec.index + 1 + p as i64,
             Direction::Newer => spec.index - (m - p as i64),
         };
-        // Weave promotions in: after organic entry k when k % every == 0,
-        // each promotion at most once per page, never with a cursor of its own.
-        let mut rows: Vec<(Option<Found>, usize, i64)> = Vec::with_capacity(found.len() + promos.len());
-        let mut used = vec![false; promos.len()];
-        for (p, f) in found.into_iter().enumerate() {
-            let k = index_at(p);
-            rows.push((Some(f), p, k));
-            for (i, (promo, ..)) in promos.iter().enumerate() {
-                if !used[i] && k > 0 && k % i64::from(promo.every.max(1)) == 0 {
-                    used[i] = true;
-                    rows.push((None, i, k));
-                }
-            }
-        }
-        // `limit` counts every entry: cut the side away from the cursor.
-        // `cut`: an organic entry was left for the next page (dropping only
-        // promotions must not announce a page that would be empty).
-        // Newer pages keep the organic entries nearest the cursor: promotions
-        // give way first, then the newest organic entries (the next poll).
-        let mut cut = false;
-        if rows.len() > spec.limit {
-            match spec.dir {
-                Direction::Older => cut = rows.drain(spec.limit..).any(|r| r.0.is_some()),
-                Direction::Newer => {
-                    while rows.len() > spec.limit {
-                        let at = rows.iter().position(|r| r.0.is_none()).unwrap_or(0);
-                        rows.remove(at);
-                    }
-                }
-            }
-        }
+        // Promotions woven in (tideway_core::promote: positions only).
+        let positions: Vec<i64> = (0..found.len()).map(index_at).collect();
+        let every: Vec<u32> = promos.iter().map(|(p, ..)| p.every).collect();
+        let woven = weave(&positions, &every, spec.limit, spec.dir);
+        let cut = woven.cut;
+        let mut found: Vec<Option<Found>> = found.into_iter().map(Some).collect();
+        let rows: Vec<(Option<Found>, usize, i64)> = woven
+            .rows
+            .into_iter()
+            .map(|(slot, k)| match slot {
+                Slot::Organic(p) => (found[p].take(), p, k),
+                Slot::Promoted(i) => (None, i, k),
+            })
+            .collect();
         let organic: Vec<(Key, i64)> = rows.iter().filter_map(|r| r.0.as_ref().map(|f| (f.entry.key, r.2))).collect();
         let (next, prev) = match spec.dir {
             Direction::Older => {
@@ -280,7 +264,8 @@ impl FeedService {
     /// an unknown id, so an insert never reveals an item its owner could not
     /// read. An item of an author `user` mutes is accepted and stays hidden
     /// from the home while the mute lasts, like the author's other items.
-    pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<(ItemView, Key)> {
+    /// Inserts `item` into `user`'s home now: the entry, with its cursor.
+    pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<EntryView> {
         let it = self.live_item(item).await?;
         let rel = self.relation(user, it.author).await?;
         if !it.visible_to(Some(user), rel.following) || rel.blocked_either_way() {
@@ -293,6 +278,8 @@ impl FeedService {
         // which pages skip.
         self.backend.deliver(key, &[user]).await?;
         self.backend.insert_home(user, item, key).await?;
-        Ok((self.hydrate_one(it, Some(user)).await?, key))
+        let view = self.hydrate_one(it, Some(user)).await?;
+        let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
+        Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
 }

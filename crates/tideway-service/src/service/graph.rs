@@ -5,7 +5,7 @@ use super::FeedService;
 use crate::error::{Result, ServiceError};
 use crate::view::*;
 use tideway_core::cursor::{Cursor, FeedScope};
-use tideway_core::limits::{DEFAULT_PAGE, MAX_BATCH_FOLLOW, MAX_BATCH_IDS, MAX_PAGE};
+use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS, page_limit};
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Millis, Relation, UserId};
 use tideway_store::{FollowStatus, ListKind};
@@ -105,11 +105,15 @@ impl FeedService {
         Ok(())
     }
 
-    pub async fn list(&self, user: UserId, which: ListKind, limit: usize, cursor: Option<&str>) -> Result<UserPage> {
-        let limit = if limit == 0 { DEFAULT_PAGE } else { limit };
-        if limit > MAX_PAGE {
-            return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
-        }
+    /// A page of a follow list (`limit` as asked: `None` is the default).
+    pub async fn list(
+        &self,
+        user: UserId,
+        which: ListKind,
+        limit: Option<usize>,
+        cursor: Option<&str>,
+    ) -> Result<UserPage> {
+        let limit = page_limit(limit)?;
         let scope = match which {
             ListKind::Following => FeedScope::Following(user.0),
             ListKind::Followers => FeedScope::Followers(user.0),

@@ -18,7 +18,7 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use tideway_core::cursor::{Cursor, FeedScope};
-use tideway_core::limits::{DEFAULT_PAGE, MAX_PAGE};
+use tideway_core::limits::page_limit;
 use tideway_core::merge::Direction;
 use tideway_core::{IdGenerator, Key, Millis};
 use tideway_store::{Backend, Profile};
@@ -106,10 +106,7 @@ fn cursor_of(s: &str, scope: &FeedScope<'_>) -> Result<(Option<Key>, i64)> {
 }
 
 fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
-    let limit = if req.limit == 0 { DEFAULT_PAGE } else { req.limit };
-    if limit > MAX_PAGE {
-        return Err(ServiceError::invalid("limit", format!("must be 1..={MAX_PAGE}")));
-    }
+    let limit = page_limit(req.limit)?;
     let (dir, (cursor, index)) = match (&req.before, &req.after) {
         (Some(_), Some(_)) => return Err(ServiceError::invalid("before", "give before or after, not both")),
         (Some(b), None) => (Direction::Older, cursor_of(b, scope)?),
