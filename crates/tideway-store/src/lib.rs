@@ -3,7 +3,8 @@
 //! implements them over an in-memory index plus a [`Journal`] that makes
 //! every change durable before it is acknowledged.
 //!
-//! * With [`NoJournal`] a `Store` is the in-memory backend of the tests.
+//! * With [`NoJournal`] a `Store` is the in-memory backend of the tests
+//!   ([`MemoryStore`]).
 //! * `tideway-store-fjall` provides the durable journal of the embedded
 //!   default; the index is then lazy: it loads each part (a user's edges,
 //!   an author's outbox, an item's reactions…) from the journal on first
@@ -15,6 +16,29 @@
 //! Every trait method is one call per page or per fan-out chunk (never one
 //! call per item), so that a Redis pipeline or one SQL statement can
 //! implement it in a remote backend.
+//!
+//! Where things are:
+//!
+//! * `traits.rs`: the storage traits ([`Items`], [`Graph`], [`Jobs`], [`Inboxes`]…) and their types.
+//! * `error.rs`: [`StoreError`]: what went wrong, and what the caller can do about it.
+//! * `change.rs`: [`Change`], the unit of durability, and the records, jobs and counters it writes.
+//! * `rules.rs`: the rules every engine applies (create, follow, job progress), decided once.
+//! * `state.rs`: [`State`], the in-memory index, eager or lazy (loaded unit by unit).
+//! * `blocks.rs`: [`SortedBlocks`], the ordered sets the follow graph is kept in.
+//! * `reactions.rs`: who reacted to what, and the counts.
+//! * `inbox.rs`: [`InboxSet`], the home inboxes in memory.
+//! * `components.rs`: the in-process activity, hot authors, job leases and event hub.
+//! * `store/mod.rs`: [`Store`]: the index behind one lock, and the write path (decide, journal, apply, sync).
+//! * `store/journal.rs`: [`Journal`] and [`Disk`], what a store writes to and reads back from.
+//! * `store/caches.rs`: the bounded caches of records and bodies of a lazy store.
+//! * `store/load.rs`: lazy loading of units, and the reads past the index to the caches and the disk.
+//! * `store/items.rs`, `store/graph.rs`, `store/jobs.rs`: the [`Items`], [`Graph`] and [`Jobs`] impls of [`Store`].
+//! * `store/shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`] impls of [`Store`].
+//! * `memory.rs`: the memory backend, [`MemoryStore`] = `Store<NoJournal>`.
+//! * `split.rs`: [`Split`], one backend made of a durable and a shared engine.
+//! * `forward.rs`: the macro that forwards every trait method, for [`Split`] and [`Counted`].
+//! * `counted.rs`: [`Counted`], a backend that counts the calls made through it.
+//! * `profile.rs`: [`Profile`], what a backend is like, as its engines report it.
 
 pub mod blocks;
 pub mod change;
@@ -23,6 +47,7 @@ pub mod counted;
 pub mod error;
 mod forward;
 pub mod inbox;
+pub mod memory;
 pub mod profile;
 pub mod reactions;
 pub mod rules;
@@ -36,8 +61,9 @@ pub use change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 pub use counted::Counted;
 pub use error::{BoxError, Engine, StoreError};
 pub use inbox::{InboxRead, InboxSet, InboxStats};
+pub use memory::{MemoryStore, NoJournal};
 pub use profile::{Profile, Profiled};
 pub use split::{Durable, Shared, Split};
 pub use state::{Applied, State, Unit, UnitData};
-pub use store::{DEFAULT_BODY_CACHE, Disk, Journal, NoJournal, Store, Stored, Ticket, is_stripped, stripped_body};
+pub use store::{DEFAULT_BODY_CACHE, Disk, Journal, Store, Stored, Ticket, is_stripped, stripped_body};
 pub use traits::*;

@@ -1,0 +1,262 @@
+//! [`Items`] on a [`Store`]: items, reactions, promotions and insertions.
+//! What a create resolves to is decided by [`rules::create`].
+
+use super::Store;
+use super::journal::{Journal, disk, is_stripped};
+use crate::change::{Change, Job, Promotion, Record};
+use crate::error::StoreError;
+use crate::rules::{self, CreateDecision, CreateFacts};
+use crate::state::Unit;
+use crate::traits::*;
+use async_trait::async_trait;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tideway_core::merge::{Direction, KeyRange, merge_sorted};
+use tideway_core::{Body, Item, ItemId, Key, Millis, UserId};
+
+#[async_trait]
+impl<J: Journal> Items for Store<J> {
+    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        self.commit(|st, need| {
+            let mut facts = CreateFacts::default();
+            if let Some(k) = &item.idempotency_key {
+                // Pending keys are in the index; durable ones, with a lazy
+                // journal, only in the journal.
+                let known = match st.idempotency.get(&(item.author, k.clone())) {
+                    Some(id) => Some(*id),
+                    None if st.lazy => disk(&*self.journal)?.idempotent(item.author, k)?,
+                    None => None,
+                };
+                facts.by_idempotency_key = known.map(|id| self.item_now(st, id)).transpose()?.flatten();
+            }
+            if facts.by_idempotency_key.is_none()
+                && let Some(orig) = item.repost_of
+                && st.item_or_need(orig, need)
+                && let Some(id) = st.repost_by.get(&(item.author, orig))
+            {
+                facts.earlier_repost = self.item_now(st, *id)?;
+            }
+            if facts.by_idempotency_key.is_none() && facts.earlier_repost.is_none() {
+                facts.id_taken =
+                    st.records.contains_key(&item.id.0) || (st.lazy && disk(&*self.journal)?.has_item(item.id)?);
+            }
+            match rules::create(facts) {
+                CreateDecision::Resolved(outcome) => return Ok((outcome, vec![])),
+                CreateDecision::IdTaken => return Err(StoreError::IdTaken(item.id.0)),
+                CreateDecision::Store => {}
+            }
+            let item = Arc::new(item.clone());
+            let mut changes = vec![Change::PutItem(item.clone())];
+            if fan_out {
+                changes.push(Change::PutJob(Job { key: item.id.0, author: item.author, cursor: None, created: now }));
+            }
+            Ok((CreateOutcome::Created(item), changes))
+        })
+        .await
+    }
+
+    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+        self.commit(|st, _| match self.item_now(st, id)? {
+            Some(i) if !i.deleted => {
+                let mut new = change.apply(&i);
+                if is_stripped(&new.body) {
+                    // The change keeps the body, which only the journal has:
+                    // a rare write (a visibility change or a delete) reads it
+                    // in place, so the record written is whole.
+                    new.body = self.body_now(id)?.unwrap_or_default();
+                }
+                let new = Arc::new(new);
+                Ok((Some(new.clone()), vec![Change::UpdateItem(new)]))
+            }
+            _ => Ok((None, vec![])),
+        })
+        .await
+    }
+
+    async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
+        let mut out: Vec<Option<Record>> = Vec::with_capacity(keys.len());
+        let mut missing = Vec::new();
+        {
+            let st = self.state.read();
+            for (n, k) in keys.iter().enumerate() {
+                let found = match (st.records.get(k), &self.caches) {
+                    (Some(r), _) => Some(r.clone()),
+                    (None, Some(c)) => c.records.get(k).map(|(r, _)| r),
+                    (None, None) => None,
+                };
+                if found.is_none() && self.caches.is_some() {
+                    missing.push((n, *k));
+                }
+                out.push(found);
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let want: Vec<Key> = missing.iter().map(|(_, k)| *k).collect();
+        let read = self.read_off_runtime(move |j| disk(j)?.read_records(&want)).await?;
+        for ((n, key), got) in missing.into_iter().zip(read) {
+            if let (Some(c), Some(v)) = (&self.caches, &got) {
+                c.records.insert(key, v.clone());
+            }
+            out[n] = got.map(|(r, _)| r);
+        }
+        Ok(out)
+    }
+
+    async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
+        let mut out: Vec<Option<Body>> = Vec::with_capacity(ids.len());
+        let mut missing = Vec::new();
+        {
+            let st = self.state.read();
+            for (n, id) in ids.iter().enumerate() {
+                match (st.item(*id), &self.caches) {
+                    (Some(i), _) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
+                    (_, Some(c)) => match c.bodies.get(id) {
+                        Some((b, _)) => out.push(Some(b)),
+                        None => {
+                            missing.push((n, *id));
+                            out.push(None);
+                        }
+                    },
+                    (i, None) => out.push(i.map(|i| i.body.clone())),
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(out);
+        }
+        let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
+        let read = self.read_off_runtime(move |j| disk(j)?.read_bodies(&want)).await?;
+        for ((n, id), got) in missing.into_iter().zip(read) {
+            if let (Some(c), Some(v)) = (&self.caches, &got) {
+                c.bodies.insert(id, v.clone());
+            }
+            out[n] = got.map(|(b, _)| b);
+        }
+        Ok(out)
+    }
+
+    async fn outbox_merge(
+        &self,
+        authors: &[UserId],
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Vec<Key>> {
+        self.read(|st, need| {
+            let lists: Vec<&[Key]> = authors
+                .iter()
+                .filter_map(|a| st.user_or_need(Unit::Outbox(*a), need))
+                .map(|u| u.outbox.as_slice())
+                .collect();
+            if need.is_empty() { merge_sorted(&lists, range, dir, limit) } else { Vec::new() }
+        })
+        .await
+    }
+
+    async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>> {
+        self.read(|st, need| {
+            let mut set: Option<HashSet<UserId>> = None;
+            originals
+                .iter()
+                .map(|o| {
+                    if !st.item_or_need(*o, need) {
+                        return Vec::new();
+                    }
+                    let all = st.reposts.get(o).map(Vec::as_slice).unwrap_or(&[]);
+                    if all.len() <= reposters.len() {
+                        let set = set.get_or_insert_with(|| reposters.iter().copied().collect());
+                        all.iter().filter(|(u, _)| set.contains(u)).copied().collect()
+                    } else {
+                        reposters.iter().filter_map(|r| st.repost_by.get(&(*r, *o)).map(|id| (*r, *id))).collect()
+                    }
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn hydration(
+        &self,
+        ids: &[ItemId],
+        viewer: Option<UserId>,
+    ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
+        self.read(|st, need| {
+            ids.iter()
+                .map(|id| {
+                    st.item_or_need(*id, need);
+                    let counts = ItemCounts {
+                        replies: st.replies.get(id).copied().unwrap_or(0),
+                        reposts: st.reposts.get(id).map_or(0, |v| v.len() as u64),
+                        reactions: st.reactions.counts(*id),
+                    };
+                    let marks = viewer.map(|v| ViewerMarks {
+                        reposted: st.repost_by.contains_key(&(v, *id)),
+                        reactions: st.reactions.of_user(*id, v),
+                    });
+                    (counts, marks)
+                })
+                .collect()
+        })
+        .await
+    }
+
+    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+        self.check_failed()?;
+        // A read lock of the state: reactions to one item from many users
+        // proceed in parallel; only the pair (item, user) is locked while its
+        // change is journaled and applied. The item's reactions must be
+        // loaded (the change is decided from them).
+        let ticket = loop {
+            {
+                let st = self.state.read();
+                if st.loaded(Unit::Item(item)) {
+                    let mut pair = st.reactions.lock(item, user);
+                    if pair.has(kind) == on {
+                        return Ok(false);
+                    }
+                    let ticket =
+                        self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
+                    self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
+                    st.reactions.set_locked(&mut pair, kind, on);
+                    break ticket;
+                }
+            }
+            self.load(vec![Unit::Item(item)]).await?;
+        };
+        self.sync(ticket).await?;
+        Ok(true)
+    }
+
+    async fn create_promotion(&self, p: Promotion) -> Result<()> {
+        self.commit(|_, _| Ok(((), vec![Change::PutPromotion(p.clone())]))).await
+    }
+
+    async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
+        let st = self.state.read();
+        Ok(st.promotions.values().filter(|p| p.starts_at <= now && now < p.ends_at).cloned().collect())
+    }
+
+    async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
+        self.commit(|_, _| Ok(((), vec![Change::PutInsert { key, user, item }]))).await
+    }
+
+    async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        self.read(|st, need| {
+            st.user_or_need(Unit::Inserts(user), need)
+                .map(|u| merge_sorted(&[u.inserts.as_slice()], range, dir, limit))
+                .unwrap_or_default()
+        })
+        .await
+    }
+
+    async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
+        self.read(|st, need| {
+            st.user_or_need(Unit::Inserts(user), need);
+            items.iter().map(|i| st.first_insert.get(&(user, *i)).copied()).collect()
+        })
+        .await
+    }
+}

@@ -1,0 +1,73 @@
+//! [`Jobs`] on a [`Store`]: fan-out jobs, their leases and their progress.
+//! What progress records is decided by [`rules::progress`].
+
+use super::journal::Journal;
+use super::{Committed, PROGRESS_SYNC, Store};
+use crate::change::{Change, Job};
+use crate::rules::{self, JobState, ProgressEffect};
+use crate::traits::*;
+use async_trait::async_trait;
+use tideway_core::Millis;
+
+#[async_trait]
+impl<J: Journal> Jobs for Store<J> {
+    async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
+        let st = self.state.read();
+        Ok(st.jobs.values().take(limit).cloned().collect())
+    }
+
+    async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
+        let jobs: Vec<Job> = {
+            let st = self.state.read();
+            let until = Millis(now.0.saturating_add(lease_ms));
+            st.jobs.values().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect()
+        };
+        self.prefetch_followers(&jobs).await?;
+        Ok(jobs)
+    }
+
+    async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
+        let committed = self
+            .write(|st, _| {
+                let mut recorded = Vec::with_capacity(progress.len());
+                let mut changes = Vec::new();
+                for p in progress {
+                    let key = match *p {
+                        JobProgress::Checkpoint(k, _) | JobProgress::Complete(k) => k,
+                    };
+                    let job = st.jobs.get(&key);
+                    let state = job
+                        .map(|j| JobState { held_by_other: !self.leases.may_advance(key, worker), cursor: j.cursor });
+                    let change = match (rules::progress(state, *p), job) {
+                        (Some(ProgressEffect::Advance(pos)), Some(j)) => {
+                            Some(Change::PutJob(Job { cursor: Some(pos), ..j.clone() }))
+                        }
+                        (Some(ProgressEffect::Complete), _) => Some(Change::DelJob(key)),
+                        _ => None,
+                    };
+                    recorded.push(change.is_some());
+                    changes.extend(change);
+                }
+                Ok((recorded, changes))
+            })
+            .await?;
+        let recorded = match committed {
+            Committed::Nothing(r) => r,
+            Committed::Written { out, ticket, .. } => {
+                // Durable at most every PROGRESS_SYNC (see there).
+                let due = self.progress_synced.lock().is_none_or(|t| t.elapsed() >= PROGRESS_SYNC);
+                if due {
+                    self.sync(ticket).await?;
+                    *self.progress_synced.lock() = Some(std::time::Instant::now());
+                }
+                out
+            }
+        };
+        for p in progress {
+            if let JobProgress::Complete(k) = p {
+                self.leases.release(*k);
+            }
+        }
+        Ok(recorded)
+    }
+}

@@ -1,0 +1,86 @@
+//! What a [`Store`](super::Store) writes its changes to ([`Journal`]) and,
+//! when the journal keeps them, reads back from ([`Disk`]); and the shared
+//! body that marks an item whose body was left on disk.
+
+use crate::change::{Change, Record};
+use crate::error::{Engine, StoreError};
+use crate::state::{Unit, UnitData};
+use crate::traits::*;
+use std::sync::Arc;
+use tideway_core::{Body, ItemId, Key, UserId};
+
+pub use crate::state::Ticket;
+
+/// A stored value read back, with its stored size in bytes.
+pub type Stored<T> = Option<(T, usize)>;
+
+/// Where changes go to become durable. Every method is required: what a
+/// journal that keeps its data to read back must also provide is the
+/// separate [`Disk`] trait, which [`Journal::disk`] hands out.
+pub trait Journal: Send + Sync + 'static {
+    /// Writes one atomic batch (all of it or none); returns its ticket.
+    fn write(&self, changes: &[Change]) -> Result<Ticket>;
+    /// Returns once every batch up to `ticket` is durable. Concurrent callers
+    /// share one sync (group commit).
+    fn sync(&self, ticket: Ticket) -> Result<()>;
+    /// Fails when the journal can no longer take writes.
+    fn health(&self) -> Result<()>;
+    /// Whether `sync` blocks (on the disk): the store then waits for it on
+    /// the blocking pool, never on a runtime worker.
+    fn blocks(&self) -> bool;
+    /// Every batch up to this ticket is on disk, where [`Disk::load_units`]
+    /// reads.
+    fn durable(&self) -> Ticket;
+    /// What the journal keeps to read back. `Some` makes the index lazy:
+    /// item records and bodies are read back through bounded caches, the
+    /// index holds an item only until it is durable, and every other unit is
+    /// loaded on first use. `None` (the memory backend): the index keeps
+    /// everything and is the only copy.
+    fn disk(&self) -> Option<&dyn Disk>;
+}
+
+/// What a journal that keeps everything reads back (the embedded store's
+/// keyspaces): the lazy index's units and what pages read past the caches.
+pub trait Disk: Send + Sync {
+    /// Reads units of the index.
+    fn load_units(&self, units: &[Unit]) -> Result<Vec<UnitData>>;
+    /// A page of a user's followers by (since, id): ascending after `from`,
+    /// or descending before it (for sets too big to load whole).
+    fn followers_range(
+        &self,
+        user: UserId,
+        from: Option<FollowerPos>,
+        ascending: bool,
+        limit: usize,
+    ) -> Result<Vec<FollowerPos>>;
+    /// Stored records (items without their bodies, see [`stripped_body`];
+    /// insertions), with their stored size in bytes.
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<Stored<Record>>>;
+    /// The stored bodies of items, with their stored size in bytes.
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Stored<Body>>>;
+    /// Whether an item with this id is stored.
+    fn has_item(&self, id: ItemId) -> Result<bool>;
+    /// The stored item created by `author` with this idempotency key.
+    fn idempotent(&self, author: UserId, key: &str) -> Result<Option<ItemId>>;
+}
+
+/// The journal's [`Disk`]; only a lazy store asks (so never the memory
+/// backend's).
+pub(super) fn disk<J: Journal>(journal: &J) -> Result<&dyn Disk> {
+    journal
+        .disk()
+        .ok_or_else(|| StoreError::unavailable_because(Engine::Embedded, "this journal keeps nothing to read back"))
+}
+
+/// The body of an item whose body the index does not hold (shared: one
+/// allocation for all of them, recognised by address).
+pub fn stripped_body() -> Body {
+    static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(Body::default);
+    STRIPPED.clone()
+}
+
+/// Whether an item's body was left on disk.
+pub fn is_stripped(body: &Body) -> bool {
+    static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(stripped_body);
+    Arc::ptr_eq(body, &STRIPPED)
+}

@@ -1,0 +1,167 @@
+//! Lazy loading: how a read or a write gets the units it needs into the
+//! index ([`Store::load`], [`Store::read`]), and the reads that go past the
+//! index to the caches and the journal.
+
+use super::Store;
+use super::journal::{Journal, disk};
+use crate::blocks::SortedBlocks;
+use crate::change::{Job, Record};
+use crate::error::{Engine, StoreError};
+use crate::state::State;
+use crate::state::{FOLLOWERS_LOADED_WHOLE, Unit};
+use crate::traits::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tideway_core::{Body, Item, ItemId, UserId};
+
+impl<J: Journal> Store<J> {
+    /// An item as stored now: the index, the cache, else the journal (a
+    /// blocking read: for write paths, which hold the write lock anyway;
+    /// pages go through `records`). The body may be stripped.
+    pub(super) fn item_now(&self, st: &State, id: ItemId) -> Result<Option<Arc<Item>>> {
+        if let Some(i) = st.item(id) {
+            return Ok(Some(i.clone()));
+        }
+        let Some(caches) = &self.caches else { return Ok(None) };
+        if let Some((Record::Item(i), _)) = caches.records.get(&id.0) {
+            return Ok(Some(i));
+        }
+        let read = disk(&*self.journal)?.read_records(&[id.0])?.pop().flatten();
+        if let Some(v) = &read {
+            caches.records.insert(id.0, v.clone());
+        }
+        Ok(match read {
+            Some((Record::Item(i), _)) => Some(i),
+            _ => None,
+        })
+    }
+
+    /// Runs a journal read (cache misses read the disk) on the blocking pool.
+    pub(super) async fn read_off_runtime<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&J) -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        let journal = self.journal.clone();
+        tokio::task::spawn_blocking(move || read(&journal))
+            .await
+            .map_err(|e| StoreError::unavailable(Engine::Embedded, e))?
+    }
+
+    /// A stripped item's body: from the cache, else the journal (blocking).
+    pub(super) fn body_now(&self, id: ItemId) -> Result<Option<Body>> {
+        if let Some(caches) = &self.caches
+            && let Some((b, _)) = caches.bodies.get(&id)
+        {
+            return Ok(Some(b));
+        }
+        let read = disk(&*self.journal)?.read_bodies(&[id])?.pop().flatten();
+        if let (Some(caches), Some(v)) = (&self.caches, &read) {
+            caches.bodies.insert(id, v.clone());
+        }
+        Ok(read.map(|(b, _)| b))
+    }
+
+    /// Loads units from a lazy journal into the index. The disk is read
+    /// outside the lock; a unit is installed only if no write skipped it
+    /// after the durable watermark the read started from (else the load
+    /// waits for that write and reads again), so a loaded unit is never
+    /// missing a write (see `State`).
+    pub(super) async fn load(&self, mut units: Vec<Unit>) -> Result<()> {
+        units.sort_unstable();
+        units.dedup();
+        loop {
+            let watermark = self.journal.durable();
+            let want = units.clone();
+            let data = self.read_off_runtime(move |j| disk(j)?.load_units(&want)).await?;
+            let wait = {
+                let mut st = self.state.write();
+                let mut retry = Vec::new();
+                let mut wait = 0;
+                for (unit, data) in units.iter().zip(data) {
+                    match st.skipped_since(*unit, watermark) {
+                        Some(t) if !st.loaded(*unit) => {
+                            retry.push(*unit);
+                            wait = wait.max(t);
+                        }
+                        _ => st.install(*unit, data),
+                    }
+                }
+                self.loads.fetch_add((units.len() - retry.len()) as u64, Ordering::Relaxed);
+                if retry.is_empty() {
+                    return Ok(());
+                }
+                units = retry;
+                wait
+            };
+            self.load_retries.fetch_add(1, Ordering::Relaxed);
+            self.sync(wait).await?;
+        }
+    }
+
+    /// Runs a read under the index's read lock. `read` notes the units it
+    /// found missing (a lazy index); they are loaded and it runs again.
+    pub(super) async fn read<T>(&self, read: impl Fn(&State, &mut Vec<Unit>) -> T) -> Result<T> {
+        loop {
+            let mut need = Vec::new();
+            let out = {
+                let st = self.state.read();
+                read(&st, &mut need)
+            };
+            if need.is_empty() {
+                return Ok(out);
+            }
+            self.load(need).await?;
+        }
+    }
+
+    /// Reads a user's followers from memory, loading them first unless they
+    /// are too many to hold ([`FOLLOWERS_LOADED_WHOLE`]): `None` then, and
+    /// the caller reads the page it needs from the journal.
+    pub(super) async fn followers_in_memory<T>(
+        &self,
+        user: UserId,
+        read: impl Fn(&SortedBlocks<FollowerPos>) -> T,
+    ) -> Result<Option<T>> {
+        self.read(|st, need| match st.user_for(Unit::Followers(user)) {
+            Ok(u) => Some(u.map_or_else(|| read(&SortedBlocks::default()), |u| read(&u.followers))),
+            Err(unit) => {
+                let head = st.user_or_need(Unit::Head(user), need)?;
+                if head.head.followers <= FOLLOWERS_LOADED_WHOLE {
+                    need.push(unit);
+                }
+                None
+            }
+        })
+        .await
+    }
+
+    /// Loads, in one batch, the followers of the authors of claimed jobs
+    /// (their chunks are read next) where they are not loaded and not too
+    /// many to load whole; their counters first, to know.
+    pub(super) async fn prefetch_followers(&self, jobs: &[Job]) -> Result<()> {
+        let missing = |st: &State, unit: fn(UserId) -> Unit| -> Vec<Unit> {
+            jobs.iter().map(|j| unit(j.author)).filter(|u| !st.loaded(*u)).collect()
+        };
+        let heads = missing(&self.state.read(), Unit::Head);
+        if !heads.is_empty() {
+            self.load(heads).await?;
+        }
+        let small: Vec<Unit> = {
+            let st = self.state.read();
+            missing(&st, Unit::Followers)
+                .into_iter()
+                .filter(|u| {
+                    let Unit::Followers(a) = u else { return false };
+                    st.user_for(Unit::Head(*a))
+                        .ok()
+                        .flatten()
+                        .is_some_and(|s| s.head.followers <= FOLLOWERS_LOADED_WHOLE)
+                })
+                .collect()
+        };
+        if !small.is_empty() {
+            self.load(small).await?;
+        }
+        Ok(())
+    }
+}

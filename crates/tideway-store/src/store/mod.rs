@@ -1,0 +1,308 @@
+//! [`Store`]: the in-memory index behind one lock, a [`Journal`] that makes
+//! changes durable, and the inboxes. It implements every storage trait.
+//!
+//! A write takes the index's write lock, decides its changes from the
+//! current state (so rules such as "at most `max_following`" hold under
+//! concurrent writers), writes them to the journal, applies them to the
+//! index, releases the lock, and only then waits for the journal to be
+//! synced to disk: concurrent writers share one fsync, and readers never
+//! wait behind a disk flush. A write is acknowledged only after that sync;
+//! writers arriving while a sync runs are all covered by the next one.
+//!
+//! With a lazy journal (the embedded store) the index loads what a read or
+//! a write needs on first use ([`State`]'s module docs): every read runs
+//! under the read lock, reports the units it found missing, and runs again
+//! once `Store::load` has installed them; every write does the same with
+//! its decision and with the counters its changes touch.
+//!
+//! The files of this module:
+//!
+//! * `mod.rs`: [`Store`], its inspection methods, and the write path
+//!   (`commit`: decide, journal, apply, then `sync`; `settle`).
+//! * `journal.rs`: [`Journal`] and [`Disk`], what a store writes to and
+//!   reads back from.
+//! * `caches.rs`: the bounded caches of records and bodies of a lazy store.
+//! * `load.rs`: lazy loading (`load`, `read`) and the reads past the index.
+//! * `items.rs`, `graph.rs`, `jobs.rs`: the [`Items`], [`Graph`] and
+//!   [`Jobs`] impls; the rules they apply are in [`crate::rules`].
+//! * `shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`]
+//!   impls, forwarded to the in-process components and the inbox set.
+//!
+//! The memory backend, `Store<NoJournal>`, is in [`crate::memory`].
+
+mod caches;
+mod graph;
+mod items;
+mod jobs;
+mod journal;
+mod load;
+mod shared;
+
+use crate::change::{Change, Record};
+use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub};
+use crate::error::{Engine, StoreError};
+use crate::inbox::InboxSet;
+use crate::state::State;
+use crate::state::{Applied, Unit};
+use crate::traits::*;
+use caches::Caches;
+use parking_lot::{RwLock, RwLockReadGuard};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use tideway_core::Item;
+
+pub use crate::memory::NoJournal;
+pub use caches::DEFAULT_BODY_CACHE;
+pub use journal::{Disk, Journal, Stored, Ticket, is_stripped, stripped_body};
+
+/// A backend: index + journal + inboxes.
+pub struct Store<J: Journal> {
+    /// One lock for the index: reads are short and parallel; writes are short
+    /// (the fsync happens after it is released).
+    state: RwLock<State>,
+    /// Shared with the blocking-pool tasks that wait for its syncs.
+    journal: Arc<J>,
+    inboxes: InboxSet,
+    /// Set when a write failed to reach the disk after the index applied it:
+    /// the index may then show changes that were never acknowledged nor made
+    /// durable, so no further write is taken and [`Graph::health`] fails
+    /// until a restart reloads the index from disk.
+    failed: AtomicBool,
+    /// The shared components, in process (see `components`).
+    activity: MemoryActivity,
+    hot: MemoryHotAuthors,
+    leases: JobLeases,
+    hub: MemoryHub,
+    /// Recent and hot records and bodies, when the journal is lazy.
+    caches: Option<Caches>,
+    /// Units loaded from a lazy journal, and loads that had to read again
+    /// because a write skipped their unit meanwhile.
+    loads: AtomicU64,
+    load_retries: AtomicU64,
+    /// The last ticket written, and when fan-out progress was last made
+    /// durable (see [`PROGRESS_SYNC`]).
+    last_ticket: AtomicU64,
+    progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
+}
+
+/// How often fan-out progress is made durable. Progress only saves work: a
+/// crash loses every inbox of this process anyway, and a chunk delivered
+/// again is ignored by the inboxes that hold it; so a worker step waits for
+/// the disk at most this often, and a crash repeats at most this much
+/// delivery. (A write that must be durable syncs everything before it.)
+pub const PROGRESS_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// What a decided write did: nothing, or a batch written at a ticket.
+enum Committed<T> {
+    Nothing(T),
+    Written { out: T, ticket: Ticket, written: Vec<Arc<Item>> },
+}
+
+impl<J: Journal> Drop for Store<J> {
+    fn drop(&mut self) {
+        // Progress written without waiting for the disk (fan-out
+        // checkpoints) is made durable when the store closes.
+        if !self.failed.load(Ordering::Acquire)
+            && let Err(e) = self.journal.sync(self.last_ticket.load(Ordering::Acquire))
+        {
+            tracing::warn!(error = %e, "fan-out progress could not be made durable at close; it will be repeated");
+        }
+    }
+}
+
+/// The items a batch of changes writes (they move to the caches once durable).
+fn written_items(changes: &[Change]) -> Vec<Arc<Item>> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            Change::PutItem(i) | Change::UpdateItem(i) => Some(i.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+impl<J: Journal> Store<J> {
+    pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
+        state.lazy = journal.disk().is_some();
+        Self {
+            state: RwLock::new(state),
+            journal: Arc::new(journal),
+            inboxes: InboxSet::new(inbox_cap),
+            failed: AtomicBool::new(false),
+            activity: MemoryActivity::default(),
+            hot: MemoryHotAuthors::default(),
+            leases: JobLeases::default(),
+            hub: MemoryHub::default(),
+            caches: None,
+            loads: AtomicU64::new(0),
+            load_retries: AtomicU64::new(0),
+            last_ticket: AtomicU64::new(0),
+            progress_synced: parking_lot::Mutex::new(None),
+        }
+        .with_body_cache(DEFAULT_BODY_CACHE)
+    }
+
+    /// Sizes the caches of records and bodies (bytes in all; used only when
+    /// the journal is lazy).
+    pub fn with_body_cache(mut self, bytes: u64) -> Self {
+        self.caches = self.journal.disk().is_some().then(|| Caches::new(bytes));
+        self
+    }
+
+    /// Bodies cached now (entries, bytes).
+    pub fn body_cache_usage(&self) -> (u64, u64) {
+        self.caches.as_ref().map_or((0, 0), |c| (c.bodies.len() as u64, c.bodies.weight()))
+    }
+
+    /// Records cached now (entries, bytes).
+    pub fn record_cache_usage(&self) -> (u64, u64) {
+        self.caches.as_ref().map_or((0, 0), |c| (c.records.len() as u64, c.records.weight()))
+    }
+
+    /// Units loaded from the journal so far, and loads that read again.
+    pub fn load_counts(&self) -> (u64, u64) {
+        (self.loads.load(Ordering::Relaxed), self.load_retries.load(Ordering::Relaxed))
+    }
+
+    /// Once a write is durable, its items leave the index for the caches
+    /// (the journal has them). An item replaced meanwhile by a later write
+    /// stays: that write settles it. Runs under the write lock, so a reader
+    /// finds each item in the index or in the cache, never in neither.
+    fn settle(&self, written: &[Arc<Item>]) {
+        let Some(caches) = &self.caches else { return };
+        if written.is_empty() {
+            return;
+        }
+        let mut st = self.state.write();
+        for item in written {
+            let id = item.id;
+            match st.records.get(&id.0) {
+                Some(Record::Item(i)) if Arc::ptr_eq(i, item) => {}
+                _ => continue,
+            }
+            st.records.remove(&id.0);
+            if let Some(k) = &item.idempotency_key
+                && st.idempotency.get(&(item.author, k.clone())) == Some(&id)
+            {
+                st.idempotency.remove(&(item.author, k.clone()));
+            }
+            let body_size = serde_json::to_vec(&*item.body).map_or(0, |v| v.len());
+            let record = Arc::new(Item { body: stripped_body(), ..(**item).clone() });
+            let record_size = 128 + item.tags.iter().map(String::len).sum::<usize>() + 8 * item.mentions.len();
+            caches.bodies.insert(id, (item.body.clone(), body_size));
+            caches.records.insert(id.0, (Record::Item(record), record_size));
+        }
+    }
+
+    /// A read view of the index (benchmarks and tests).
+    pub fn state(&self) -> RwLockReadGuard<'_, State> {
+        self.state.read()
+    }
+
+    /// Makes every write durable and drops every loaded unit (a lazy
+    /// journal). Tests run it before every call (through
+    /// [`Counted::before_each`](crate::Counted::before_each)) so each call
+    /// loads what it reads from disk, as the first calls after a start do.
+    /// Slow, and blocking: never for serving.
+    pub fn evict_all(&self) {
+        let mut st = self.state.write();
+        if let Err(e) = self.journal.sync(self.last_ticket.load(Ordering::Acquire)) {
+            tracing::warn!(error = %e, "could not sync before evicting; units stay loaded");
+            return;
+        }
+        st.evict_all();
+    }
+
+    pub fn journal(&self) -> &J {
+        &self.journal
+    }
+
+    fn check_failed(&self) -> Result<()> {
+        if self.failed.load(Ordering::Acquire) {
+            return Err(StoreError::unavailable_because(
+                Engine::Embedded,
+                "an earlier write failed to reach the disk; restart the process to reload from disk",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Marks the store failed: the index may hold a change the disk never got.
+    fn fail(&self, e: &StoreError) {
+        tracing::error!(error = %e, "a write failed to reach the disk: taking no more writes until a restart");
+        self.failed.store(true, Ordering::Release);
+    }
+
+    /// Waits for `ticket` to be durable, on the blocking pool when the
+    /// journal blocks; a failure marks the store failed.
+    async fn sync(&self, ticket: Ticket) -> Result<()> {
+        let res = if self.journal.blocks() {
+            let journal = self.journal.clone();
+            match tokio::task::spawn_blocking(move || journal.sync(ticket)).await {
+                Ok(r) => r,
+                Err(e) => Err(StoreError::unavailable(Engine::Embedded, e)),
+            }
+        } else {
+            self.journal.sync(ticket)
+        };
+        res.inspect_err(|e| self.fail(e))
+    }
+
+    /// Decides the changes of a write under the index lock, applies and
+    /// journals them, releases the lock, then waits until they are durable.
+    /// `decide` notes the units it found missing; they, and the counters the
+    /// changes touch, are loaded first (and it decides again).
+    async fn commit<T: Send>(
+        &self,
+        decide: impl Fn(&State, &mut Vec<Unit>) -> Result<(T, Vec<Change>)> + Send + Sync,
+    ) -> Result<T> {
+        match self.write(decide).await? {
+            Committed::Nothing(out) => Ok(out),
+            Committed::Written { out, ticket, written } => {
+                self.sync(ticket).await?;
+                self.settle(&written);
+                Ok(out)
+            }
+        }
+    }
+
+    /// The first half of [`Store::commit`]: decided, applied and journaled,
+    /// not yet waited for.
+    async fn write<T: Send>(
+        &self,
+        decide: impl Fn(&State, &mut Vec<Unit>) -> Result<(T, Vec<Change>)> + Send + Sync,
+    ) -> Result<Committed<T>> {
+        self.check_failed()?;
+        loop {
+            let need = {
+                let mut st = self.state.write();
+                let mut need = Vec::new();
+                let decided = decide(&st, &mut need);
+                if need.is_empty() {
+                    let (out, changes) = decided?;
+                    if changes.is_empty() {
+                        return Ok(Committed::Nothing(out));
+                    }
+                    st.required(&changes, &mut need);
+                    if need.is_empty() {
+                        let written = written_items(&changes);
+                        let mut ap = Applied::default();
+                        for c in &changes {
+                            st.apply(c.clone(), &mut ap);
+                        }
+                        let mut all = changes;
+                        all.extend(st.derived(&ap));
+                        // The index already has the batch: a journal that
+                        // cannot take it leaves the store failed.
+                        let ticket = self.journal.write(&all).inspect_err(|e| self.fail(e))?;
+                        self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
+                        st.note_skips(&ap.skipped, ticket, self.journal.durable());
+                        return Ok(Committed::Written { out, ticket, written });
+                    }
+                }
+                need
+            };
+            self.load(need).await?;
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! The shared components on a [`Store`]: [`Activity`], [`HotAuthors`],
+//! [`Inboxes`] and [`Hub`], forwarded to the in-process components and the
+//! inbox set; and its [`Profiled`](crate::Profiled) answer.
+
+use super::Store;
+use super::journal::Journal;
+use crate::inbox::{InboxRead, InboxStats};
+use crate::traits::*;
+use async_trait::async_trait;
+use std::collections::HashSet;
+use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::{Key, Millis, UserId};
+
+/// Answered in process (the memory backend, the embedded store).
+impl<J: Journal> crate::Profiled for Store<J> {
+    fn profile(&self) -> crate::Profile {
+        crate::Profile::IN_PROCESS
+    }
+}
+
+#[async_trait]
+impl<J: Journal> Activity for Store<J> {
+    async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
+        self.activity.record(user, at);
+        Ok(())
+    }
+    async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
+        Ok(self.activity.get(users))
+    }
+    async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
+        Ok(self.activity.users_where(|t| t < cutoff))
+    }
+    async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
+        Ok(self.activity.export())
+    }
+    async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
+        self.activity.import(entries);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<J: Journal> HotAuthors for Store<J> {
+    async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
+        self.hot.record(author, key);
+        Ok(())
+    }
+    async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
+        // Hot authors are few and a reader follows up to 2,000: scan the
+        // few, then keep the reader's order, rather than look up every
+        // followee on every home page.
+        let hot = self.hot.users_where(|k| k > floor);
+        if hot.is_empty() {
+            return Ok(Vec::new());
+        }
+        if hot.len() <= 16 {
+            return Ok(authors.iter().filter(|a| hot.contains(a)).copied().collect());
+        }
+        let hot: HashSet<UserId> = hot.into_iter().collect();
+        Ok(authors.iter().filter(|a| hot.contains(a)).copied().collect())
+    }
+    async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
+        Ok(self.hot.export())
+    }
+    async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
+        self.hot.import(entries);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<J: Journal> Inboxes for Store<J> {
+    async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
+        Ok(self.inboxes.deliver(key, users))
+    }
+    async fn read_inbox(
+        &self,
+        user: UserId,
+        range: KeyRange,
+        dir: Direction,
+        limit: usize,
+    ) -> Result<Option<InboxRead>> {
+        Ok(self.inboxes.read(user, range, dir, limit))
+    }
+    async fn begin_rebuild(&self, user: UserId) -> Result<()> {
+        self.inboxes.begin_rebuild(user);
+        Ok(())
+    }
+    async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+        self.inboxes.finish_rebuild(user, keys, floor);
+        Ok(())
+    }
+    async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+        self.inboxes.merge(user, keys, floor);
+        Ok(())
+    }
+    async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
+        Ok(self.inboxes.floor(user))
+    }
+    async fn drop_inbox(&self, user: UserId) -> Result<()> {
+        self.inboxes.drop_inbox(user);
+        Ok(())
+    }
+    async fn inbox_stats(&self) -> Result<InboxStats> {
+        Ok(self.inboxes.stats())
+    }
+    async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
+        Ok(self.inboxes.export())
+    }
+    async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
+        self.inboxes.import(user, floor, keys);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<J: Journal> Hub for Store<J> {
+    async fn publish(&self, signals: &[Signal]) -> Result<()> {
+        self.hub.publish(signals);
+        Ok(())
+    }
+    async fn subscribe(&self) -> Result<Subscription> {
+        Ok(self.hub.subscribe())
+    }
+}
