@@ -1,6 +1,6 @@
 //! The HTTP API v1 of tideway (axum).
 //!
-//! * [`router`] lists the whole URL surface in one place.
+//! * [`router`](mod@router) lists the whole URL surface in one place.
 //! * [`handlers`] are thin: extract, call one service method, map the answer.
 //! * [`error::ApiError`] is the only error type at the edge: every handled
 //!   case is a 4xx with a stable code, everything else an opaque 500/503
@@ -10,7 +10,7 @@
 //! * [`auth`] checks bearer tokens: server keys and HS256 user tokens.
 //! * [`edge`] runs before every handler: request id and span, authentication
 //!   once, [`ratelimit`], the RED metrics, the access log.
-//! * [`serve`] is the connection loop: header timeout, connection cap,
+//! * [`serve`](mod@serve) is the connection loop: header timeout, connection cap,
 //!   bounded shutdown, JSON for hyper's own parse errors.
 
 pub mod auth;

@@ -9,7 +9,7 @@
 //! graph; each part of the index (a user's counters, out edges, followers,
 //! blockers, outbox or insertions; an item's reposts, replies and
 //! reactions) is read from the keyspaces (see `layout.rs`) the first time
-//! a page or a write needs it ([`Journal::load_units`]), and pages read
+//! a page or a write needs it ([`Disk::load_units`]), and pages read
 //! records and bodies through bounded caches. Why fjall: see
 //! ARCHITECTURE.md ("Embedded engine").
 //!
@@ -25,7 +25,7 @@
 //! - `import.rs`: [`Importer`], bulk loading for `tideway import`.
 //!
 //! [`Journal`]: tideway_store::Journal
-//! [`Journal::load_units`]: tideway_store::Journal::load_units
+//! [`Disk::load_units`]: tideway_store::Disk::load_units
 
 mod import;
 mod journal;

@@ -1,5 +1,28 @@
 //! The traits the service uses. Each is batch-shaped: one call serves a page
 //! or a fan-out chunk.
+//!
+//! # Adding a storage concern
+//!
+//! What a new concern (postings, notifications, live sessions) touches, in
+//! order (ARCHITECTURE.md, "Adding a storage concern", says more):
+//!
+//! 1. its domain types and read-time rules in `tideway-core`;
+//! 2. the decisions every engine must agree on, as pure functions in
+//!    [`crate::rules`];
+//! 3. a trait here (batch-shaped, async, fallible, its contract in its doc),
+//!    added to [`Backend`] and to `Durable` or `Shared` in [`crate::split`];
+//! 4. its methods spelled once in `forward_backend!` (`forward.rs`), so
+//!    [`crate::Split`] and [`crate::Counted`] forward them;
+//! 5. a conformance suite in `tideway-conformance`, listed in `SUITES`;
+//! 6. the memory and embedded index: `Change` variants, `State` and its
+//!    `Unit`s, and a file `store/<concern>.rs` deciding by the rule;
+//! 7. the embedded disk (`tideway-store-fjall`): keyspace and codec, encoding,
+//!    loading, a migration of existing directories;
+//! 8. SQL (`tideway-store-sql`): a migration and a file `<concern>.rs`,
+//!    dialect differences in `dialect.rs` only;
+//! 9. Redis (`tideway-store-redis`) for shared state only;
+//! 10. the service, the HTTP edge, the model test's reference, black-box
+//!     tests and the docs.
 
 use crate::change::{Job, Promotion, Record};
 use crate::error::StoreError;
