@@ -58,7 +58,8 @@ fn every_suite_is_in_the_matrix() {
             "hub",
             "reactions",
             "graph_lists",
-            "items_feeds"
+            "items_feeds",
+            "postings"
         ]
     );
 }

@@ -39,7 +39,9 @@ impl FeedScope<'_> {
         }
     }
 
-    fn fingerprint(&self) -> u64 {
+    /// A stable 64-bit name of the feed (FNV-1a of its kind and identity):
+    /// cursors carry it, and posting feeds are stored under it.
+    pub fn fingerprint(&self) -> u64 {
         let mut h = Fnv::new();
         h.write(&[self.tag()]);
         match self {

@@ -216,11 +216,13 @@ pub fn check_body(body: &serde_json::Map<String, serde_json::Value>) -> Result<(
     Ok(())
 }
 
-fn normalize_tag(t: &str) -> Result<String, DomainError> {
+/// A tag as stored: lowercased, 1..=`MAX_TAG_LEN` bytes of letters,
+/// digits, `_` or `-` (`field` names it in the error).
+fn normalize_tag(field: &'static str, t: &str) -> Result<String, DomainError> {
     let t = t.to_lowercase();
     if t.is_empty() || t.len() > MAX_TAG_LEN || !t.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') {
         return Err(DomainError::invalid(
-            "tags",
+            field,
             format!("{t:?} must be 1..={MAX_TAG_LEN} bytes of letters, digits, '_' or '-'"),
         ));
     }
@@ -246,7 +248,7 @@ pub fn check_object(o: &ObjectRef) -> Result<(), DomainError> {
 
 /// Checks a tag given in a path (a feed's name), returning its normal form.
 pub fn parse_tag(t: &str) -> Result<String, DomainError> {
-    normalize_tag(t)
+    normalize_tag("tag", t)
 }
 
 impl NewItem {
@@ -278,7 +280,7 @@ impl NewItem {
         }
         let mut tags: Vec<String> = Vec::with_capacity(self.tags.len());
         for t in &self.tags {
-            let t = normalize_tag(t)?;
+            let t = normalize_tag("tags", t)?;
             if !tags.contains(&t) {
                 tags.push(t);
             }

@@ -13,6 +13,7 @@ pub mod ids;
 pub mod item;
 pub mod limits;
 pub mod merge;
+pub mod posting;
 pub mod promote;
 pub mod time;
 
@@ -21,4 +22,5 @@ pub use entry::{Appearance, AppearanceKind, Entry, FollowStatus, ListKind, Relat
 pub use error::DomainError;
 pub use ids::{IdGenerator, ItemId, Key, UserId};
 pub use item::{Body, Item, ItemKind, NewItem, ObjectRef, Visibility};
+pub use posting::PostingFeed;
 pub use time::Millis;

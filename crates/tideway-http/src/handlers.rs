@@ -384,6 +384,61 @@ pub async fn profile(
     Ok(page_response(&PageJson::from(&page)))
 }
 
+#[utoipa::path(get, path = "/v1/users/{u}/mentions", tag = "feeds",
+    params(("u" = String, Path), ("viewer" = Option<String>, Query, description = "only `u` itself: mentions are read as their user"),
+           ("limit" = Option<u32>, Query), ("before" = Option<String>, Query), ("after" = Option<String>, Query)),
+    responses((status = 200, body = PageJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn mentions(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Response> {
+    let u = extract::user("u", &u)?;
+    // Read as the user mentioned, like their home: the feed shows what is
+    // visible to them (a user token names no one else, as everywhere).
+    let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
+    actor.act_as(u)?;
+    if viewer.is_some_and(|v| v != u) {
+        return Err(ApiError::invalid(format!("viewer: mentions of {u} are read as {u}")));
+    }
+    let req = page_request(&q)?;
+    let page = st.svc.mentions(u, &req).await?;
+    Ok(page_response(&PageJson::from(&page)))
+}
+
+#[utoipa::path(get, path = "/v1/tags/{tag}/feed", tag = "feeds",
+    params(("tag" = String, Path, description = "matched lowercased, as stored"), ("viewer" = Option<String>, Query),
+           ("limit" = Option<u32>, Query), ("before" = Option<String>, Query), ("after" = Option<String>, Query)),
+    responses((status = 200, body = PageJson), (status = 400, body = ErrorBody)))]
+pub async fn tag_feed(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(tag): Path<String>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Response> {
+    let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
+    let req = page_request(&q)?;
+    let page = st.svc.tag_feed(&tag, viewer, &req).await?;
+    Ok(page_response(&PageJson::from(&page)))
+}
+
+#[utoipa::path(get, path = "/v1/objects/{type}/{object_id}/feed", tag = "feeds",
+    params(("type" = String, Path), ("object_id" = String, Path), ("viewer" = Option<String>, Query),
+           ("limit" = Option<u32>, Query), ("before" = Option<String>, Query), ("after" = Option<String>, Query)),
+    responses((status = 200, body = PageJson), (status = 400, body = ErrorBody)))]
+pub async fn object_feed(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path((kind, id)): Path<(String, String)>,
+    Query(q): Query<PageQuery>,
+) -> ApiResult<Response> {
+    let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
+    let req = page_request(&q)?;
+    let page = st.svc.object_feed(&kind, &id, viewer, &req).await?;
+    Ok(page_response(&PageJson::from(&page)))
+}
+
 #[utoipa::path(post, path = "/v1/users/{u}/home/entries", tag = "feeds", request_body = InsertBody, params(("u" = String, Path)),
     responses((status = 201, body = InsertedJson), (status = 404, body = ErrorBody)))]
 pub async fn insert_home(

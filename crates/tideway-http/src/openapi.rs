@@ -15,7 +15,8 @@ use utoipa::OpenApi;
         handlers::react, handlers::unreact, handlers::create_promotion,
         handlers::follow, handlers::unfollow, handlers::follow_many, handlers::following, handlers::followers,
         handlers::relationships, handlers::block, handlers::unblock, handlers::mute, handlers::unmute, handlers::user,
-        handlers::home, handlers::profile, handlers::insert_home,
+        handlers::home, handlers::profile, handlers::mentions, handlers::tag_feed, handlers::object_feed,
+        handlers::insert_home,
         handlers::stats, handlers::healthz, handlers::readyz, handlers::metrics,
     ),
     components(schemas(ErrorBody, ErrorDetail, ItemJson, ItemEnvelope, ItemsEnvelope, CountsJson, ViewerJson, ObjectJson,
@@ -148,6 +149,15 @@ fn exact_operation(op: &mut Value) {
                 "limit" => json!({"type": "integer", "minimum": 1, "maximum": tideway_core::limits::MAX_PAGE,
                                   "description": format!("page size, default {}", tideway_core::limits::DEFAULT_PAGE)}),
                 "kind" => json!({"type": "string", "pattern": "^[a-z][a-z0-9_]{0,31}$"}),
+                "tag" => json!({"type": "string", "minLength": 1, "maxLength": tideway_core::limits::MAX_TAG_LEN,
+                                "description": "letters, digits, '_' or '-'; matched lowercased"}),
+                "type" => {
+                    json!({"type": "string", "pattern": format!("^[a-z0-9_-]{{1,{}}}$", tideway_core::limits::MAX_OBJECT_TYPE_LEN)})
+                }
+                "object_id" => {
+                    json!({"type": "string", "minLength": 1, "maxLength": tideway_core::limits::MAX_OBJECT_ID_LEN,
+                                      "description": "printable, without '/'"})
+                }
                 _ => continue,
             };
             p["schema"] = schema;

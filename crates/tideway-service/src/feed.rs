@@ -18,9 +18,10 @@ use crate::error::Result;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use tideway_core::entry::AppearanceKind;
 use tideway_core::entry::{home_entry, profile_entry};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
-use tideway_core::{Entry, Item, ItemId, Key, Relation, UserId};
+use tideway_core::{Entry, Item, ItemId, Key, PostingFeed, Relation, UserId};
 use tideway_store::{Backend, InboxRead, ItemCounts, Record, ViewerMarks};
 
 /// What a page shows of an item beside the item itself: its counts and the
@@ -45,6 +46,9 @@ pub enum Evaluator<'a> {
     Home { backend: &'a dyn Backend, user: UserId, f_list: &'a [UserId], f_set: &'a HashSet<UserId>, read_ahead: bool },
     /// Profile of `author` seen by `viewer`.
     Profile { backend: &'a dyn Backend, author: UserId, viewer: Option<UserId>, read_ahead: bool },
+    /// A mention, tag or object feed seen by `viewer` (for mentions: the
+    /// user mentioned).
+    Postings { backend: &'a dyn Backend, feed: &'a PostingFeed, viewer: Option<UserId>, read_ahead: bool },
 }
 
 impl Evaluator<'_> {
@@ -59,6 +63,10 @@ impl Evaluator<'_> {
             Evaluator::Profile { backend, author, viewer, read_ahead } => {
                 let ahead = if read_ahead { want } else { 0 };
                 evaluate_profile(backend, author, viewer, keys, ahead).await
+            }
+            Evaluator::Postings { backend, feed, viewer, read_ahead } => {
+                let ahead = if read_ahead { want } else { 0 };
+                evaluate_postings(backend, feed, viewer, keys, ahead).await
             }
         }
     }
@@ -478,4 +486,76 @@ pub async fn evaluate_profile(
         }
     }
     Ok(out)
+}
+
+/// A mention, tag or object feed's keys: one range of its postings.
+pub struct PostingSource<'a> {
+    pub backend: &'a dyn Backend,
+    /// The feed's id (`PostingFeed::id`).
+    pub feed: u64,
+    pub dir: Direction,
+    /// Exclusive bound in walk direction.
+    pub bound: Option<Key>,
+}
+
+#[async_trait]
+impl KeySource for PostingSource<'_> {
+    async fn next_batch(&mut self, n: usize) -> Result<Vec<Key>> {
+        let range = match self.dir {
+            Direction::Older => KeyRange { above: None, below: self.bound },
+            Direction::Newer => KeyRange { above: self.bound, below: None },
+        };
+        let keys = self.backend.postings(self.feed, range, self.dir, n).await?;
+        if let Some(&last) = keys.last() {
+            self.bound = Some(last);
+        }
+        Ok(keys)
+    }
+}
+
+/// Evaluates a batch of a posting feed's keys: each item, as it is now,
+/// that the feed shows `viewer` (`PostingFeed::shows`) is an entry of its
+/// own, at its own key.
+pub async fn evaluate_postings(
+    backend: &dyn Backend,
+    feed: &PostingFeed,
+    viewer: Option<UserId>,
+    keys: &[Key],
+    ahead: usize,
+) -> Result<Vec<Found>> {
+    let items: Vec<Option<Arc<Item>>> = backend
+        .records(keys)
+        .await?
+        .into_iter()
+        .map(|r| match r {
+            Some(Record::Item(i)) if !i.deleted && feed.holds(&i) => Some(i),
+            _ => None,
+        })
+        .collect();
+    let early: Vec<ItemId> = items.iter().flatten().take(ahead).map(|i| i.id).collect();
+    let (rels, hydrated) = tokio::try_join!(
+        async {
+            match viewer {
+                Some(v) => {
+                    relations_of(backend, v, items.iter().flatten().map(|i| i.author).filter(|a| *a != v).collect())
+                        .await
+                }
+                None => Ok(HashMap::new()),
+            }
+        },
+        hydrate_ahead(backend, &early, viewer),
+    )?;
+    Ok(items
+        .into_iter()
+        .zip(keys)
+        .filter_map(|(item, key)| {
+            let item = item?;
+            let rel = rels.get(&item.author).copied().unwrap_or_default();
+            feed.shows(&item, viewer, rel).then(|| Found {
+                entry: Entry { key: *key, reason: AppearanceKind::Authored, original: item.id, sources: vec![] },
+                hydrated: hydrated.get(&item.id).cloned(),
+                item,
+            })
+        })
+        .collect())
 }

@@ -25,6 +25,8 @@ struct MItem {
     card: bool,
     vis: Visibility,
     mentions: Vec<u64>,
+    tags: Vec<&'static str>,
+    object: Option<&'static str>,
     repost_of: Option<u64>,
     reply_to: Option<u64>,
     reply_to_author: Option<u64>,
@@ -140,6 +142,29 @@ impl Model {
         }
         rows.sort_by_key(|r| std::cmp::Reverse(r.0));
         rows.into_iter().map(|(_, r)| r).collect()
+    }
+
+    /// A posting feed's rows: the items (never reposts) it holds and shows,
+    /// newest first, each an entry of its own.
+    fn postings(&self, holds: impl Fn(&MItem) -> bool, shows: impl Fn(&MItem) -> bool) -> Vec<Row> {
+        let mut rows: Vec<Row> = self
+            .items
+            .values()
+            .filter(|i| i.repost_of.is_none() && !i.deleted && holds(i) && shows(i))
+            .map(|i| (i.id, "authored", vec![]))
+            .collect();
+        rows.reverse();
+        rows
+    }
+
+    /// mentions(u): items that mention u, visible(i, u), not hidden(author, u).
+    fn mentions(&self, u: u64) -> Vec<Row> {
+        self.postings(|i| i.mentions.contains(&u), |i| self.visible(i, Some(u)) && !self.hidden(i.author, u, true))
+    }
+
+    /// tag(t) / object(o) seen by v: public items that hold it, minus hidden(author, v).
+    fn tagged(&self, holds: impl Fn(&MItem) -> bool, v: Option<u64>) -> Vec<Row> {
+        self.postings(holds, |i| i.vis == Visibility::Public && v.is_none_or(|v| !self.hidden(i.author, v, true)))
     }
 
     fn profile(&self, a: u64, v: Option<u64>) -> Vec<Row> {
@@ -442,6 +467,14 @@ async fn check_all(h: &Harness, m: &Model, ctx: &str) {
         }
         let all = h.svc().home(UserId(u), &PageRequest { limit: Some(100), ..Default::default() }).await.expect("home");
         check_hydration(&format!("{ctx} home({u})"), m, u, &all);
+        let want = m.mentions(u);
+        for limit in [2, 5] {
+            let pages = expected_pages(&want, &[], limit);
+            check_feed(&format!("{ctx} mentions({u})"), &want, &pages, limit, async |r: &PageRequest| {
+                h.svc().mentions(UserId(u), r).await.expect("mentions")
+            })
+            .await;
+        }
         for v in [None, Some(1), Some(u % USERS + 1)] {
             let want = m.profile(u, v);
             for limit in [2, 5] {
@@ -451,6 +484,36 @@ async fn check_all(h: &Harness, m: &Model, ctx: &str) {
                 })
                 .await;
             }
+        }
+    }
+}
+
+/// The tags and objects posts carry (a few, so feeds hold many items).
+const TAGS: [&str; 2] = ["rust", "db"];
+const OBJECTS: [&str; 2] = ["1", "2"];
+
+/// Every tag and object feed, by every kind of viewer, walked both ways.
+async fn check_postings(h: &Harness, m: &Model, ctx: &str) {
+    for v in [None, Some(1), Some(2)] {
+        for t in TAGS {
+            let want = m.tagged(|i| i.tags.contains(&t), v);
+            for limit in [2, 5] {
+                let pages = expected_pages(&want, &[], limit);
+                // Asked in capitals: matched lowercased.
+                let asked = if limit == 2 { t.to_uppercase() } else { t.to_owned() };
+                check_feed(&format!("{ctx} tag({t}) by {v:?}"), &want, &pages, limit, async |r: &PageRequest| {
+                    h.svc().tag_feed(&asked, v.map(UserId), r).await.expect("tag")
+                })
+                .await;
+            }
+        }
+        for o in OBJECTS {
+            let want = m.tagged(|i| i.object == Some(o), v);
+            let pages = expected_pages(&want, &[], 3);
+            check_feed(&format!("{ctx} object(book, {o}) by {v:?}"), &want, &pages, 3, async |r: &PageRequest| {
+                h.svc().object_feed("book", o, v.map(UserId), r).await.expect("object")
+            })
+            .await;
         }
     }
 }
@@ -550,7 +613,17 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let vis = pick_vis(&mut rng);
                 let mentions: Vec<u64> = if rng.random_bool(0.3) { vec![b] } else { vec![] };
                 let kind = if card { ItemKind::User } else { ItemKind::Post };
-                let (v, created) = h.svc().create_item(post(a, kind, vis, mentions.clone())).await.expect("post");
+                let tags: Vec<&'static str> = TAGS.iter().copied().filter(|_| rng.random_bool(0.4)).collect();
+                let object =
+                    if rng.random_bool(0.3) { Some(OBJECTS[rng.random_range(0..OBJECTS.len())]) } else { None };
+                let mut new = post(a, kind, vis, mentions.clone());
+                // Tags as written (any case): feeds match them lowercased.
+                new.tags = tags
+                    .iter()
+                    .map(|t| if rng.random_bool(0.5) { t.to_uppercase() } else { (*t).to_owned() })
+                    .collect();
+                new.object = object.map(|o| tideway_core::ObjectRef { kind: "book".into(), id: o.into() });
+                let (v, created) = h.svc().create_item(new).await.expect("post");
                 assert!(created);
                 let id = v.item.id.0;
                 m.items.insert(
@@ -561,6 +634,8 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                         card,
                         vis,
                         mentions,
+                        tags: tags.clone(),
+                        object,
                         repost_of: None,
                         reply_to: None,
                         reply_to_author: None,
@@ -608,6 +683,8 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                                         card: false,
                                         vis: Visibility::Public,
                                         mentions: vec![],
+                                        tags: vec![],
+                                        object: None,
                                         repost_of: Some(orig.id),
                                         reply_to: None,
                                         reply_to_author: None,
@@ -648,6 +725,8 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                                 card: false,
                                 vis,
                                 mentions: vec![],
+                                tags: vec![],
+                                object: None,
                                 repost_of: None,
                                 reply_to: Some(t),
                                 reply_to_author: Some(parent.author),
@@ -789,9 +868,11 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         }
         if step % 60 == 59 {
             check_all(&h, &m, &format!("seed {seed} step {step}")).await;
+            check_postings(&h, &m, &format!("seed {seed} step {step}")).await;
         }
     }
     check_all(&h, &m, &format!("seed {seed} end")).await;
+    check_postings(&h, &m, &format!("seed {seed} end")).await;
 }
 
 #[tokio::test]

@@ -26,6 +26,7 @@ pub struct FjallJournal {
     pub(crate) jobs: Keyspace,
     pub(crate) reactions: Keyspace,
     pub(crate) promotions: Keyspace,
+    pub(crate) postings: Keyspace,
     sync: SyncMode,
     /// Batches written but not yet committed, and the last ticket handed out.
     pending: Mutex<(Vec<Op>, Ticket)>,
@@ -106,6 +107,7 @@ impl FjallJournal {
             jobs: ks("jobs")?,
             reactions: ks("reactions")?,
             promotions: ks("promotions")?,
+            postings: ks("postings")?,
             db,
             sync,
             pending: Mutex::new((Vec::new(), 0)),
@@ -117,7 +119,7 @@ impl FjallJournal {
         Ok((j, state))
     }
 
-    pub(crate) fn keyspaces(&self) -> [&Keyspace; 15] {
+    pub(crate) fn keyspaces(&self) -> [&Keyspace; 16] {
         [
             &self.meta,
             &self.items,
@@ -134,6 +136,7 @@ impl FjallJournal {
             &self.jobs,
             &self.reactions,
             &self.promotions,
+            &self.postings,
         ]
     }
 
@@ -268,6 +271,7 @@ impl FjallJournal {
             Space::Jobs => &self.jobs,
             Space::Reactions => &self.reactions,
             Space::Promotions => &self.promotions,
+            Space::Postings => &self.postings,
         }
     }
 

@@ -1,7 +1,7 @@
 //! The on-disk layout: the keyspaces, the format versions and the codecs
 //! of their keys and values.
 //!
-//! Layout (format `tideway-4`; all integers big-endian so keys sort
+//! Layout (format `tideway-5`; all integers big-endian so keys sort
 //! numerically):
 //!
 //! | keyspace  | key                          | value                  |
@@ -20,6 +20,7 @@
 //! | `jobs`    | job key (8)                  | job, JSON              |
 //! | `reactions` | item (8) + user (8) + kind | empty                  |
 //! | `promotions` | promotion id (8)          | promotion, JSON        |
+//! | `postings` | feed id (8) + item id (8)   | empty (mention, tag and object feeds; `tideway_store::rules::postings`) |
 //! | `meta`    | `format`; `counters`; `rebuild` (an import is under way) | format version; users, live items, follows, largest key (4 × 8) |
 //!
 //! `edges_in`, `users`, `user_inserts` and the counters are derived from the
@@ -30,7 +31,7 @@ use std::sync::Arc;
 use tideway_core::{Item, ItemId, Millis, UserId};
 use tideway_store::{Counters, EdgeKind, Head, StoreError};
 
-pub(crate) const FORMAT: &[u8] = b"tideway-4";
+pub(crate) const FORMAT: &[u8] = b"tideway-5";
 
 /// One encoded write, queued until the next group commit.
 pub(crate) enum Op {
@@ -42,6 +43,9 @@ pub(crate) const FORMAT_2: &[u8] = b"tideway-2";
 /// Per-item index keyspaces loaded at start-up, no reverse edges, counters
 /// or heads. Migrated in place.
 pub(crate) const FORMAT_3: &[u8] = b"tideway-3";
+/// Everything but the postings. Migrated in place (postings built from the
+/// items).
+pub(crate) const FORMAT_4: &[u8] = b"tideway-4";
 
 /// A keyspace of the table above, as an [`Op`] names it.
 #[derive(Clone, Copy)]
@@ -61,6 +65,7 @@ pub(crate) enum Space {
     Jobs,
     Reactions,
     Promotions,
+    Postings,
 }
 
 pub(crate) fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {
@@ -113,6 +118,9 @@ pub(crate) fn item_ops(item: &Item, new: bool, ops: &mut Vec<Op>) -> Result<(), 
         key.extend_from_slice(k.as_bytes());
         ops.push(Op::Put(Space::Idempotency, key, key_of(&[id])));
     }
+    if new {
+        postings_ops(item, ops);
+    }
     if let Some(orig) = item.repost_of {
         let k = key_of(&[orig.0, item.author.0, id]);
         ops.push(if live { Op::Put(Space::Reposts, k, Vec::new()) } else { Op::Del(Space::Reposts, k) });
@@ -122,6 +130,13 @@ pub(crate) fn item_ops(item: &Item, new: bool, ops: &mut Vec<Op>) -> Result<(), 
         ops.push(if live { Op::Put(Space::Replies, k, Vec::new()) } else { Op::Del(Space::Replies, k) });
     }
     Ok(())
+}
+
+/// The postings of a new item (`tideway_store::rules::postings`).
+pub(crate) fn postings_ops(item: &Item, ops: &mut Vec<Op>) {
+    for feed in tideway_store::rules::postings(item) {
+        ops.push(Op::Put(Space::Postings, key_of(&[feed, item.id.0]), Vec::new()));
+    }
 }
 
 pub(crate) fn decode_record(id: ItemId, v: &[u8]) -> Result<Arc<Item>, StoreError> {

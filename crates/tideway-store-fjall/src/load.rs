@@ -7,6 +7,7 @@ use crate::layout::{counters_of, decode_record, head_of, key_of, millis_u64, pre
 use fjall::Keyspace;
 use std::collections::HashMap;
 use std::sync::Arc;
+use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, Key, Millis, UserId};
 use tideway_store::{Counters, Disk, Record, State, StoreError, Unit, UnitData};
 
@@ -200,5 +201,27 @@ impl Disk for FjallJournal {
             Some(v) => Ok(Some(ItemId(u64_at(&v, 0)?))),
             None => Ok(None),
         }
+    }
+
+    /// One range read of `postings` under the feed's prefix.
+    fn postings_range(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>, StoreError> {
+        use std::ops::Bound::{Excluded, Included};
+        if limit == 0 || range.is_empty() {
+            return Ok(Vec::new());
+        }
+        let low = match range.above {
+            Some(a) => Excluded(key_of(&[feed, a])),
+            None => Included(key_of(&[feed, 0])),
+        };
+        let high = match range.below {
+            Some(b) => Excluded(key_of(&[feed, b])),
+            None => Included(key_of(&[feed, u64::MAX])),
+        };
+        let iter = self.postings.range((low, high));
+        let keys: Box<dyn Iterator<Item = fjall::Guard>> = match dir {
+            Direction::Newer => Box::new(iter),
+            Direction::Older => Box::new(iter.rev()),
+        };
+        keys.take(limit).map(|g| u64_at(&g.key().map_err(io)?, 8)).collect()
     }
 }

@@ -6,7 +6,8 @@ use crate::io;
 use crate::journal::{Batches, FjallJournal};
 use crate::layout::Op;
 use crate::layout::{
-    FORMAT, FORMAT_2, FORMAT_3, Space, counters_value, edge_in_key, head_value, item_ops, key_of, u64_at,
+    FORMAT, FORMAT_2, FORMAT_3, FORMAT_4, Space, counters_value, decode_record, edge_in_key, head_value, item_ops,
+    key_of, postings_ops, u64_at,
 };
 use fjall::PersistMode;
 use std::collections::HashMap;
@@ -28,13 +29,18 @@ impl FjallJournal {
                     self.db.persist(PersistMode::SyncAll).map_err(io)?;
                 }
             }
-            Some(v) if v == FORMAT_2 || v == FORMAT_3 => {
+            Some(v) if v == FORMAT_2 || v == FORMAT_3 || v == FORMAT_4 => {
                 if v == FORMAT_2 {
                     self.migrate_from_2()?;
                     self.meta.insert("format", FORMAT_3).map_err(io)?;
                     self.db.persist(PersistMode::SyncAll).map_err(io)?;
                 }
-                self.build_derived()?;
+                if v != FORMAT_4 {
+                    self.build_derived()?;
+                    self.meta.insert("format", FORMAT_4).map_err(io)?;
+                    self.db.persist(PersistMode::SyncAll).map_err(io)?;
+                }
+                self.build_postings()?;
                 self.meta.insert("format", FORMAT).map_err(io)?;
                 self.db.persist(PersistMode::SyncAll).map_err(io)?;
             }
@@ -42,11 +48,12 @@ impl FjallJournal {
                 return Err(StoreError::config(
                     crate::DATA_DIR,
                     format!(
-                        "data directory has format {:?}, this build reads {:?} (and migrates {:?} and {:?})",
+                        "data directory has format {:?}, this build reads {:?} (and migrates {:?}, {:?} and {:?})",
                         String::from_utf8_lossy(v),
                         String::from_utf8_lossy(FORMAT),
                         String::from_utf8_lossy(FORMAT_2),
                         String::from_utf8_lossy(FORMAT_3),
+                        String::from_utf8_lossy(FORMAT_4),
                     ),
                 ));
             }
@@ -56,6 +63,29 @@ impl FjallJournal {
                 self.db.persist(PersistMode::SyncAll).map_err(io)?;
             }
         }
+        Ok(())
+    }
+
+    /// Posts every stored item to its feeds (a directory written before
+    /// postings existed); idempotent, so a crash midway is finished by the
+    /// next open.
+    fn build_postings(&self) -> Result<(), StoreError> {
+        tracing::info!("building the mention, tag and object feeds' postings from the stored items");
+        let started = std::time::Instant::now();
+        let mut out = Batches { j: self, ops: Vec::new() };
+        let mut n = 0u64;
+        for g in self.items.iter() {
+            let (k, v) = g.into_inner().map_err(io)?;
+            let item = decode_record(tideway_core::ItemId(u64_at(&k, 0)?), &v)?;
+            let mut ops = Vec::new();
+            postings_ops(&item, &mut ops);
+            for op in ops {
+                out.push(op)?;
+            }
+            n += 1;
+        }
+        out.finish()?;
+        tracing::info!(items = n, elapsed_ms = started.elapsed().as_millis() as u64, "postings built");
         Ok(())
     }
 

@@ -7,7 +7,9 @@ use fjall::{Database, KeyspaceCreateOptions, PersistMode};
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, UserId};
-use tideway_store::{Disk, FollowStatus, Graph, Items, JobProgress, Jobs, Journal, ListKind, Promotion, Record, Store};
+use tideway_store::{
+    Disk, FollowStatus, Graph, Items, JobProgress, Jobs, Journal, ListKind, Postings, Promotion, Record, Store,
+};
 
 fn post(id: u64, author: u64) -> Item {
     Item {
@@ -252,7 +254,7 @@ fn a_directory_of_another_format_is_refused() {
     }
     let err = open(dir.path(), SyncMode::Buffer, 10).map(|_| ()).expect_err("refused");
     let msg = err.to_string();
-    assert!(msg.contains("tideway-1") && msg.contains("tideway-4"), "{msg}");
+    assert!(msg.contains("tideway-1") && msg.contains("tideway-5"), "{msg}");
 }
 
 #[tokio::test]
@@ -287,6 +289,47 @@ async fn a_tideway_2_directory_is_migrated_in_place() {
         }
         assert_eq!(s.journal().idempotent(UserId(1), "k1").expect("read"), Some(ItemId(100)));
         assert_eq!(s.counts(UserId(2)).await.expect("counts").items, 1);
+        let rust = tideway_core::PostingFeed::Tag("rust".into()).id();
+        let posted = s.postings(rust, KeyRange::ALL, Direction::Older, 10).await.expect("postings");
+        assert_eq!(posted, vec![101, 100], "posted by the migration; the repost is not");
+    }
+}
+
+/// A `tideway-4` directory (everything but postings) is migrated in place:
+/// the stored items are posted to their feeds, once, and later writes post
+/// as they go.
+#[tokio::test]
+async fn a_tideway_4_directory_gets_its_postings() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let feed = tideway_core::PostingFeed::Mentions(UserId(7)).id();
+    {
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+        for id in [100, 101] {
+            let item = Item { mentions: vec![UserId(7)], idempotency_key: None, ..post(id, 1) };
+            s.create_item(item, false, Millis(1)).await.expect("create");
+        }
+    }
+    {
+        // As a tideway-4 build left it: no postings.
+        let db = Database::builder(dir.path()).open().expect("fjall");
+        let meta = db.keyspace("meta", KeyspaceCreateOptions::default).expect("meta");
+        let postings = db.keyspace("postings", KeyspaceCreateOptions::default).expect("postings");
+        let keys: Vec<_> = postings.iter().map(|g| g.key().expect("key")).collect();
+        assert_eq!(keys.len(), 4, "two items, each in its mention and tag feeds");
+        for k in keys {
+            postings.remove(k).expect("remove");
+        }
+        meta.insert("format", "tideway-4").expect("format");
+        db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    for round in 0..2 {
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open migrates");
+        let want: Vec<Key> = if round == 0 { vec![101, 100] } else { vec![102, 101, 100] };
+        assert_eq!(s.postings(feed, KeyRange::ALL, Direction::Older, 10).await.expect("postings"), want);
+        if round == 0 {
+            let item = Item { mentions: vec![UserId(7)], idempotency_key: None, ..post(102, 2) };
+            s.create_item(item, false, Millis(2)).await.expect("create");
+        }
     }
 }
 

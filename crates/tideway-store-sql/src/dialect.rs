@@ -67,14 +67,15 @@ const ITEM_ROW: &str = "INSERT INTO tw_items (id, author, live, repost_of, reply
 pub(crate) enum PostWrites {
     /// PostgreSQL: one statement (data-modifying CTEs) writes the item, its
     /// author's row and item counter, its parent's count (replies or
-    /// reposts) and, with a fan-out, its job. Binds: the item row, then the
-    /// author's item count (`0` or `1`), then (with a job) the job's key and
-    /// creation time.
+    /// reposts), its postings and, with a fan-out, its job. Binds: the item
+    /// row, then the author's item count (`0` or `1`), then (feed, item) per
+    /// posting, then (with a job) the job's key and creation time.
     One(String),
     /// MySQL (no data-modifying CTEs): the item row; then the author's row
     /// and item counter (binds: author, count); then the parent's count
-    /// ([`SqlStore::count_upsert`]); then the job (binds: key, author, time).
-    Steps { item: String, author: String, job: String },
+    /// ([`SqlStore::count_upsert`]); then the postings (binds: (feed, item)
+    /// each); then the job (binds: key, author, time).
+    Steps { item: String, author: String, postings: Option<String>, job: String },
 }
 
 impl SqlStore {
@@ -101,8 +102,11 @@ impl SqlStore {
         }
     }
 
-    /// What a post writes (see [`PostWrites`]), with or without its job.
-    pub(crate) fn post_writes(&self, fan_out: bool) -> PostWrites {
+    /// What a post writes (see [`PostWrites`]), with or without its job,
+    /// with `postings` (feed, item) rows (a power of two: a few statement
+    /// texts, each prepared once per connection).
+    pub(crate) fn post_writes(&self, fan_out: bool, postings: usize) -> PostWrites {
+        let rows = vec!["(?, ?)"; postings].join(", ");
         match self.dialect {
             Dialect::Postgres => {
                 // A reply counts for its parent ('r'), a repost for its
@@ -115,6 +119,11 @@ impl SqlStore {
                      SELECT COALESCE(reply_to, repost_of), CASE WHEN reply_to IS NULL THEN 'p' ELSE 'r' END, 1 FROM i \
                      WHERE COALESCE(reply_to, repost_of) IS NOT NULL AND live = 1 {PG_ADD_TO_COUNT}) "
                 );
+                let head = if postings == 0 {
+                    head
+                } else {
+                    format!("{head}, p AS (INSERT INTO tw_postings (feed, item) VALUES {rows} ON CONFLICT DO NOTHING) ")
+                };
                 let tail = if fan_out {
                     "INSERT INTO tw_jobs (k, author, created) SELECT ?, author, ? FROM i"
                 } else {
@@ -127,6 +136,7 @@ impl SqlStore {
                 // The author's row and item counter in one statement.
                 author: "INSERT INTO tw_users (id, items) VALUES (?, ?) ON DUPLICATE KEY UPDATE items = items + VALUES(items)"
                     .to_owned(),
+                postings: (postings > 0).then(|| format!("INSERT IGNORE INTO tw_postings (feed, item) VALUES {rows}")),
                 job: "INSERT INTO tw_jobs (k, author, created) VALUES (?, ?, ?)".to_owned(),
             },
         }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Body, Item, ItemId, Key, Millis, UserId};
 use tideway_store::rules::{self, CreateDecision, CreateFacts};
-use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Items, Promotion, Record, Result, StoreError, ViewerMarks};
+use tideway_store::{
+    CreateOutcome, ItemChange, ItemCounts, Items, Postings, Promotion, Record, Result, StoreError, ViewerMarks,
+};
 
 /// Why a create attempt did not finish.
 enum Failed {
@@ -67,7 +69,10 @@ impl SqlStore {
     /// and the item written in one transaction.
     async fn try_create(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<CreateOutcome, Failed> {
         let plain = item.idempotency_key.is_none() && item.repost_of.is_none();
-        let writes = self.post_writes(fan_out);
+        // The postings, padded to a power of two by repeating the last (a
+        // row twice is inserted once).
+        let (_, feeds) = in_list(rules::postings(item).into_iter().map(|f| f as i64));
+        let writes = self.post_writes(fan_out, feeds.len());
         let (record, body) = record_json(item)?;
         let mut tx = None;
         if !plain || matches!(writes, PostWrites::Steps { .. }) {
@@ -93,6 +98,9 @@ impl SqlStore {
         match writes {
             PostWrites::One(sql) => {
                 let mut q = row(&sql).bind(i64::from(!item.deleted));
+                for f in &feeds {
+                    q = q.bind(*f).bind(k(item.id.0));
+                }
                 if fan_out {
                     q = q.bind(k(item.id.0)).bind(now.0);
                 }
@@ -102,7 +110,7 @@ impl SqlStore {
                 }
                 .map_err(duplicate)?;
             }
-            PostWrites::Steps { item: item_sql, author, job } => {
+            PostWrites::Steps { item: item_sql, author, postings, job } => {
                 // (Always begun above: the facts are read in it.)
                 let mut t = match tx.take() {
                     Some(t) => t,
@@ -117,6 +125,13 @@ impl SqlStore {
                     .map_err(self.err())?;
                 if !item.deleted {
                     self.bump_parents(&mut t, item, 1).await?;
+                }
+                if let Some(sql) = postings {
+                    let mut q = sqlx::query(&sql);
+                    for f in &feeds {
+                        q = q.bind(*f).bind(k(item.id.0));
+                    }
+                    q.execute(&mut *t).await.map_err(self.err())?;
                 }
                 if fan_out {
                     sqlx::query(&job)
@@ -166,6 +181,16 @@ impl SqlStore {
         sql.push_str(&format!(" ORDER BY {col} {order} LIMIT {limit}"));
         let rows = self.fetch(&sql, &b).await?;
         rows.iter().map(|r| Ok(int(r, 0)? as u64)).collect()
+    }
+}
+
+#[async_trait]
+impl Postings for SqlStore {
+    async fn postings(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
+        if limit == 0 {
+            return Ok(vec![]);
+        }
+        self.range_keys("SELECT item FROM tw_postings WHERE feed = ?", "item", &[feed as i64], range, dir, limit).await
     }
 }
 

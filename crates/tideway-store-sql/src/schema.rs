@@ -187,7 +187,65 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "CREATE INDEX tw_followers_pair ON tw_followers (followee, follower)",
         ],
     ),
+    (
+        7,
+        &[
+            // The mention, tag and object feeds: an item's postings by feed id
+            // (`PostingFeed::id`), written in the item's own transaction; a
+            // page is one range of the primary key. Items stored before are
+            // posted by `backfill_postings` (their tags and mentions are inside
+            // the record).
+            "CREATE TABLE IF NOT EXISTS tw_postings (
+            feed BIGINT NOT NULL,
+            item BIGINT NOT NULL,
+            PRIMARY KEY (feed, item)
+        ){table}",
+        ],
+    ),
 ];
+
+/// The migration after whose statements the stored items are posted.
+const POSTINGS: i64 = 7;
+
+/// Posts every stored item to its feeds, a thousand items a statement
+/// (idempotent: a migration cut midway is run again whole).
+async fn backfill_postings(conn: &mut sqlx::AnyConnection, dialect: Dialect) -> std::result::Result<u64, String> {
+    let mut after = 0i64;
+    let mut n = 0u64;
+    loop {
+        let rows =
+            sqlx::query(&dialect.placeholders("SELECT id, record FROM tw_items WHERE id > ? ORDER BY id LIMIT 1000"))
+                .bind(after)
+                .fetch_all(&mut *conn)
+                .await
+                .map_err(|e| e.to_string())?;
+        let Some(last) = rows.last() else { return Ok(n) };
+        after = crate::rows::int(last, 0).map_err(|e| e.to_string())?;
+        let mut pairs: Vec<i64> = Vec::new();
+        for row in &rows {
+            let record = crate::rows::text(row, 1).map_err(|e| e.to_string())?;
+            let item = crate::rows::item_of(&record, None).map_err(|e| e.to_string())?;
+            for feed in tideway_store::rules::postings(&item) {
+                pairs.extend([feed as i64, item.id.0 as i64]);
+            }
+        }
+        n += rows.len() as u64;
+        if pairs.is_empty() {
+            continue;
+        }
+        let values = vec!["(?, ?)"; pairs.len() / 2].join(", ");
+        let sql = match dialect {
+            Dialect::Postgres => format!("INSERT INTO tw_postings (feed, item) VALUES {values} ON CONFLICT DO NOTHING"),
+            Dialect::MySql => format!("INSERT IGNORE INTO tw_postings (feed, item) VALUES {values}"),
+        };
+        let sql = dialect.placeholders(&sql);
+        let mut q = sqlx::query(&sql);
+        for v in pairs {
+            q = q.bind(v);
+        }
+        q.execute(&mut *conn).await.map_err(|e| e.to_string())?;
+    }
+}
 
 /// The newest schema version this build knows.
 pub fn current() -> i64 {
@@ -237,6 +295,10 @@ pub(crate) async fn migrate(pool: &sqlx::AnyPool, dialect: Dialect) -> std::resu
             tracing::info!(version, dialect = dialect.engine().name(), "applying a schema migration");
             for s in stmts.iter().filter_map(|s| render(s, dialect)) {
                 sqlx::query(&s).execute(&mut *conn).await.map_err(|e| format!("migration {version}: {e}"))?;
+            }
+            if *version == POSTINGS {
+                let n = backfill_postings(&mut conn, dialect).await.map_err(|e| format!("migration {version}: {e}"))?;
+                tracing::info!(items = n, "the stored items are posted to their feeds");
             }
             sqlx::query(&dialect.placeholders("INSERT INTO tw_schema (version) VALUES (?)"))
                 .bind(*version)

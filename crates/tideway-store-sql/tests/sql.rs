@@ -158,6 +158,52 @@ async fn at_version(base: &str, version: i64) -> (FreshDatabase, sqlx::AnyConnec
     (db, c)
 }
 
+/// An item's record as the store writes it (JSON, without its body).
+fn record_of(item: tideway_core::Item) -> String {
+    serde_json::to_string(&item).expect("json").replace('\'', "''")
+}
+
+/// A database at schema version 6 with items in it is upgraded: every item
+/// stored before is posted to its mention, tag and object feeds (their
+/// fields are inside the records), and later items are posted as written.
+async fn upgrade_posts_items(base: &str) {
+    use tideway_core::merge::{Direction, KeyRange};
+    use tideway_core::{Item, ItemId, ItemKind, ObjectRef, PostingFeed, UserId};
+    use tideway_store::{Items, Postings};
+    let (db, mut c) = at_version(base, 6).await;
+    for id in 1..=5u64 {
+        let mut item =
+            Item::new(ItemId(id), UserId(10 + id % 2), if id == 4 { ItemKind::Repost } else { ItemKind::Post });
+        item.tags = if id % 2 == 1 { vec!["rust".into()] } else { vec!["db".into()] };
+        item.mentions = vec![UserId(7)];
+        item.object = (id < 3).then(|| ObjectRef { kind: "book".into(), id: "1".into() });
+        let record = record_of(item);
+        sqlx::query(&format!(
+            "INSERT INTO tw_items (id, author, live, record, body) VALUES ({id}, {}, 1, '{record}', '{{}}')",
+            10 + id % 2
+        ))
+        .execute(&mut c)
+        .await
+        .expect("item");
+    }
+    c.close().await.expect("close");
+    let store = SqlStore::connect(&db.url).await.expect("upgrade");
+    let feed =
+        async |f: PostingFeed| store.postings(f.id(), KeyRange::ALL, Direction::Older, 10).await.expect("postings");
+    assert_eq!(feed(PostingFeed::Tag("rust".into())).await, vec![5, 3, 1]);
+    assert_eq!(feed(PostingFeed::Tag("db".into())).await, vec![2], "a repost is not posted");
+    assert_eq!(feed(PostingFeed::Mentions(UserId(7))).await, vec![5, 3, 2, 1]);
+    assert_eq!(feed(PostingFeed::Object { kind: "book".into(), id: "1".into() }).await, vec![2, 1]);
+    let mut later = Item::new(ItemId(9), UserId(10), ItemKind::Post);
+    later.tags = vec!["rust".into()];
+    store.create_item(later, false, tideway_core::Millis(9)).await.expect("create");
+    assert_eq!(feed(PostingFeed::Tag("rust".into())).await, vec![9, 5, 3, 1]);
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+on_both_engines!(upgrade_posts_items: postgres_upgrade_posts_items, mysql_upgrade_posts_items);
+
 /// A database at schema version 4 with replies, reposts and reactions is
 /// upgraded: the counts a page reads are kept from then on, starting from
 /// what the rows say (deleted replies and reposts not counted).
@@ -168,9 +214,10 @@ async fn upgrade_counts_items(base: &str) {
     for (id, live, repost_of, reply_to) in
         [(1, 1, "NULL", "NULL"), (2, 1, "NULL", "1"), (3, 0, "NULL", "1"), (4, 1, "1", "NULL"), (5, 0, "1", "NULL")]
     {
+        let record = record_of(tideway_core::Item::new(ItemId(id), UserId(id), tideway_core::ItemKind::Post));
         sqlx::query(&format!(
             "INSERT INTO tw_items (id, author, live, repost_of, reply_to, record, body) \
-             VALUES ({id}, {id}, {live}, {repost_of}, {reply_to}, '{{}}', '{{}}')"
+             VALUES ({id}, {id}, {live}, {repost_of}, {reply_to}, '{record}', '{{}}')"
         ))
         .execute(&mut c)
         .await

@@ -7,7 +7,7 @@
 //! the seam is forwarded by every such backend from this one place.
 
 /// Implements every storage trait for `$ty` by forwarding: the durable
-/// traits (`Items`, `Graph`, `Jobs`) to `$durable`, the shared ones
+/// traits (`Items`, `Postings`, `Graph`, `Jobs`) to `$durable`, the shared ones
 /// (`Activity`, `HotAuthors`, `Inboxes`, `Hub`) to `$shared`, after running
 /// `$before` if given (each an expression over `$s`, which names `self`).
 macro_rules! forward_backend {
@@ -114,6 +114,20 @@ macro_rules! forward_backend {
                     let $s = self;
                     $($before;)?
                     $durable.inserted_keys(user, items).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Postings for $ty {
+                async fn postings(
+                    &self,
+                    feed: u64,
+                    range: KeyRange,
+                    dir: Direction,
+                    limit: usize,
+                ) -> Result<Vec<Key>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.postings(feed, range, dir, limit).await
                 }
             }
             #[async_trait::async_trait]

@@ -98,6 +98,18 @@ pub fn progress(state: Option<JobState>, progress: JobProgress) -> Option<Progre
     }
 }
 
+/// The postings a new item makes: the ids of the feeds it is posted to
+/// (mentions, tags, its object; none for a repost), each once, ascending.
+/// Written in the item's own write, never changed after: pages re-check
+/// each posting against the item as it is now
+/// ([`tideway_core::PostingFeed::shows`]).
+pub fn postings(item: &Item) -> Vec<u64> {
+    let mut ids: Vec<u64> = tideway_core::PostingFeed::of(item).iter().map(|f| f.id()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
 /// What an engine found for a new item before storing it.
 #[derive(Debug, Clone, Default)]
 pub struct CreateFacts {

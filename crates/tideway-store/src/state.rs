@@ -186,6 +186,9 @@ pub struct State {
     /// the state, so a hot item does not serialise on the state lock).
     pub reactions: ReactionIndex,
     pub promotions: BTreeMap<Key, Promotion>,
+    /// Postings by feed id, ascending (eager only: a lazy index reads them
+    /// from the journal's disk by range, as feeds can be very long).
+    pub postings: FxHashMap<u64, Vec<Key>>,
     /// Lazy: the ticket of the latest write that skipped each unit because
     /// it was not loaded (a mutex: reactions write under the read lock).
     skips: Mutex<Skips>,
@@ -535,6 +538,10 @@ impl State {
                 if self.lazy {
                     // A new item has no reposts, replies or reactions yet.
                     self.items_loaded.insert(item.id);
+                } else {
+                    for feed in crate::rules::postings(&item) {
+                        insert_sorted(self.postings.entry(feed).or_default(), item.id.0);
+                    }
                 }
                 self.put_item(item, prev_live, ap);
             }

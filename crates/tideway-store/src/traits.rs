@@ -15,7 +15,8 @@
 //!    [`crate::Split`] and [`crate::Counted`] forward them;
 //! 5. a conformance suite in `tideway-conformance`, listed in `SUITES`;
 //! 6. the memory and embedded index: `Change` variants, `State` and its
-//!    `Unit`s, and a file `store/<concern>.rs` deciding by the rule;
+//!    `Unit`s (or a range read on `Disk` for what is too long to load
+//!    whole), and a file `store/<concern>.rs` deciding by the rule;
 //! 7. the embedded disk (`tideway-store-fjall`): keyspace and codec, encoding,
 //!    loading, a migration of existing directories;
 //! 8. SQL (`tideway-store-sql`): a migration and a file `<concern>.rs`,
@@ -148,6 +149,20 @@ pub trait Items: Send + Sync {
     async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
     /// For each item, the earliest key at which it was inserted into `user`'s home.
     async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>>;
+}
+
+/// The mention, tag and object feeds' postings: item keys by feed.
+///
+/// Contract (the `postings` conformance suite): `create_item` posts a new
+/// item to every feed of [`crate::rules::postings`] in the same atomic write;
+/// postings are never removed (a deleted or re-scoped item is filtered by
+/// the page that reads it); [`Postings::postings`] reads one feed's keys in
+/// an open key range, in `dir` order, at most `limit`, with no scan: a feed
+/// of ten million items pages as fast as a profile.
+#[async_trait]
+pub trait Postings: Send + Sync {
+    /// Keys of the items posted to `feed` (a `PostingFeed::id`) in `range`.
+    async fn postings(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
 }
 
 /// The follow graph, blocks and mutes.
@@ -370,5 +385,5 @@ pub trait Hub: Send + Sync {
 
 /// Everything a backend provides, and what it is like
 /// ([`Profiled`](crate::Profiled)).
-pub trait Backend: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub + crate::Profiled {}
-impl<T: Items + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub + crate::Profiled> Backend for T {}
+pub trait Backend: Items + Postings + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub + crate::Profiled {}
+impl<T: Items + Postings + Graph + Jobs + Inboxes + Activity + HotAuthors + Hub + crate::Profiled> Backend for T {}

@@ -257,14 +257,12 @@ impl FeedService {
         self.finish_page(&spec, walked, &scope, viewer, &[]).await
     }
 
-    /// Inserts an item directly into `user`'s home (a card, a system message).
-    /// Returns the item and the key (feed position) of the insertion.
-    /// The item must be one `user` may see (visible to them, no block
+    /// Inserts an item directly into `user`'s home (a card, a system message)
+    /// now: the entry, with its cursor. The item must be one `user` may see (visible to them, no block
     /// between them and its author): anything else answers 404, exactly as
     /// an unknown id, so an insert never reveals an item its owner could not
     /// read. An item of an author `user` mutes is accepted and stays hidden
     /// from the home while the mute lasts, like the author's other items.
-    /// Inserts `item` into `user`'s home now: the entry, with its cursor.
     pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<EntryView> {
         let it = self.live_item(item).await?;
         let rel = self.relation(user, it.author).await?;

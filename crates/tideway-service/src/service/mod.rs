@@ -9,6 +9,7 @@ mod feeds;
 mod graph;
 mod items;
 mod ops;
+mod postings;
 
 use crate::clock::Clock;
 use crate::config::Config;

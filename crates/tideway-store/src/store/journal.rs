@@ -7,6 +7,7 @@ use crate::error::{Engine, StoreError};
 use crate::state::{Unit, UnitData};
 use crate::traits::*;
 use std::sync::Arc;
+use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Body, ItemId, Key, UserId};
 
 pub use crate::state::Ticket;
@@ -62,6 +63,9 @@ pub trait Disk: Send + Sync {
     fn has_item(&self, id: ItemId) -> Result<bool>;
     /// The stored item created by `author` with this idempotency key.
     fn idempotent(&self, author: UserId, key: &str) -> Result<Option<ItemId>>;
+    /// Item keys posted to `feed` in `range`, in `dir` order, at most
+    /// `limit` (one range read: feeds are never loaded whole).
+    fn postings_range(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
 }
 
 /// The journal's [`Disk`]; only a lazy store asks (so never the memory

@@ -36,6 +36,7 @@ mod items;
 mod jobs;
 mod journal;
 mod load;
+mod postings;
 mod shared;
 
 use crate::change::{Change, Record};

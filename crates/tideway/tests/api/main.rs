@@ -13,5 +13,6 @@ mod helpers;
 mod import;
 mod items;
 mod nodes;
+mod postings;
 mod promotions;
 mod reactions;
