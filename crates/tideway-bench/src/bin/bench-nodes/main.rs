@@ -7,6 +7,7 @@
 //!   cargo run --release -p tideway-bench --bin bench-nodes -- \
 //!       [--sql postgres://postgres@127.0.0.1:5432/test] [--redis redis://127.0.0.1:6379] \
 //!       [--users 5000] [--follows 40] [--authors 1000] [--posts 5000] [--reads 5000]
+//!   … --tag-items 1000000 --reads 2000   # a tag feed of 1M items beside a profile (tag.rs)
 //!
 //! Each run gets a fresh database (created on the server of `--sql`, dropped
 //! after) and a fresh Redis key prefix. Reported per setup: durable posts/s
@@ -37,6 +38,7 @@ use tideway_store::Backend;
 use tideway_store_sql::testing::FreshDatabase;
 
 mod seeds;
+mod tag;
 
 #[derive(Parser, Debug)]
 struct Args {
@@ -77,6 +79,10 @@ struct Args {
     /// Redis key prefix of `--serve-seeds`.
     #[arg(long, default_value = "seeds:")]
     prefix: String,
+    /// Only page a tag feed of this many items beside a profile, on the
+    /// embedded store and on one SQL + Redis node, then exit (`tag.rs`).
+    #[arg(long, value_name = "N")]
+    tag_items: Option<u64>,
 }
 
 struct Figures {
@@ -470,6 +476,9 @@ async fn main() -> Result<(), String> {
     }
     if let Some(listen) = &args.serve_seeds {
         return seeds::serve(&args, listen).await;
+    }
+    if let Some(n) = args.tag_items {
+        return tag::run(&args, n).await;
     }
     if args.celebrity > 0 && args.sql.starts_with("postgres") {
         celebrity(&args).await?;
