@@ -13,6 +13,7 @@ pub mod ids;
 pub mod item;
 pub mod limits;
 pub mod merge;
+pub mod notify;
 pub mod posting;
 pub mod promote;
 pub mod time;
