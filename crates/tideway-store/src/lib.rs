@@ -22,7 +22,7 @@
 //! * `traits.rs`: the storage traits ([`Items`], [`Graph`], [`Jobs`], [`Inboxes`]…) and their types.
 //! * `error.rs`: [`StoreError`]: what went wrong, and what the caller can do about it.
 //! * `change.rs`: [`Change`], the unit of durability, and the records, jobs and counters it writes.
-//! * `rules.rs`: the rules every engine applies (create, follow, job progress), decided once.
+//! * `rules.rs`: the rules every engine applies (create, follow, job progress, postings), decided once.
 //! * `state.rs`: [`State`], the in-memory index, eager or lazy (loaded unit by unit).
 //! * `blocks.rs`: [`SortedBlocks`], the ordered sets the follow graph is kept in.
 //! * `reactions.rs`: who reacted to what, and the counts.
@@ -32,7 +32,8 @@
 //! * `store/journal.rs`: [`Journal`] and [`Disk`], what a store writes to and reads back from.
 //! * `store/caches.rs`: the bounded caches of records and bodies of a lazy store.
 //! * `store/load.rs`: lazy loading of units, and the reads past the index to the caches and the disk.
-//! * `store/items.rs`, `store/graph.rs`, `store/jobs.rs`: the [`Items`], [`Graph`] and [`Jobs`] impls of [`Store`].
+//! * `store/items.rs`, `store/postings.rs`, `store/graph.rs`, `store/jobs.rs`: the [`Items`], [`Postings`],
+//!   [`Graph`] and [`Jobs`] impls of [`Store`].
 //! * `store/shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`] impls of [`Store`].
 //! * `memory.rs`: the memory backend, [`MemoryStore`] = `Store<NoJournal>`.
 //! * `split.rs`: [`Split`], one backend made of a durable and a shared engine.
