@@ -24,7 +24,7 @@
 //! * `caches.rs`: the bounded caches of records and bodies of a lazy store.
 //! * `load.rs`: lazy loading (`load`, `read`) and the reads past the index.
 //! * `items.rs`, `postings.rs`, `graph.rs`, `jobs.rs`: the [`Items`],
-//!   [`Postings`](crate::Postings), [`Graph`] and [`Jobs`] impls; the rules
+//!   [`Postings`], [`Graph`] and [`Jobs`] impls; the rules
 //!   they apply are in [`crate::rules`].
 //! * `shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`]
 //!   impls, forwarded to the in-process components and the inbox set.
