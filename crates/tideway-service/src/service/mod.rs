@@ -1,9 +1,10 @@
 //! [`FeedService`]: one method per API operation, over a storage backend,
 //! one room per concern:
-//! * [`items`]: items, hydration, reactions, promotions;
-//! * [`feeds`]: home and profile pages, home insertions, inbox rebuilds;
-//! * [`graph`]: follows, blocks, mutes, lists, relationships;
-//! * [`ops`]: users, stats, health, the inactive sweep, snapshot state.
+//! * `items.rs`: items, hydration, reactions, promotions;
+//! * `feeds.rs`: home and profile pages, home insertions, inbox rebuilds;
+//! * `postings.rs`: the mention, tag and object feeds;
+//! * `graph.rs`: follows, blocks, mutes, lists, relationships;
+//! * `ops.rs`: users, stats, health, the inactive sweep, snapshot state.
 
 mod feeds;
 mod graph;
