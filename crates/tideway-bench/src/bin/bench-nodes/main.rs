@@ -4,10 +4,12 @@
 //! (two service instances in this process, each with its fan-out worker,
 //! requests alternating between them).
 //!
-//!   cargo run --release -p tideway-bench --bin bench-nodes -- \
-//!       [--sql postgres://postgres@127.0.0.1:5432/test] [--redis redis://127.0.0.1:6379] \
-//!       [--users 5000] [--follows 40] [--authors 1000] [--posts 5000] [--reads 5000]
-//!   … --tag-items 1000000 --reads 2000   # a tag feed of 1M items beside a profile (tag.rs)
+//! ```text
+//! cargo run --release -p tideway-bench --bin bench-nodes -- \
+//!     [--sql postgres://postgres@127.0.0.1:5432/test] [--redis redis://127.0.0.1:6379] \
+//!     [--users 5000] [--follows 40] [--authors 1000] [--posts 5000] [--reads 5000]
+//! … --tag-items 1000000 --reads 2000   # a tag feed of 1M items beside a profile (tag.rs)
+//! ```
 //!
 //! Each run gets a fresh database (created on the server of `--sql`, dropped
 //! after) and a fresh Redis key prefix. Reported per setup: durable posts/s
