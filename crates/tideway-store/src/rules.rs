@@ -205,23 +205,7 @@ mod tests {
 
     #[test]
     fn create_resolution_order() {
-        let item = |id: u64| {
-            Arc::new(Item {
-                id: ItemId(id),
-                author: u(1),
-                kind: tideway_core::ItemKind::Post,
-                body: tideway_core::Body::default(),
-                visibility: tideway_core::Visibility::Public,
-                tags: vec![],
-                mentions: vec![],
-                object: None,
-                repost_of: None,
-                reply_to: None,
-                reply_to_author: None,
-                idempotency_key: None,
-                deleted: false,
-            })
-        };
+        let item = |id: u64| Arc::new(Item::new(ItemId(id), u(1), tideway_core::ItemKind::Post));
         let all = CreateFacts { by_idempotency_key: Some(item(1)), earlier_repost: Some(item(2)), id_taken: true };
         assert_eq!(create(all), CreateDecision::Resolved(CreateOutcome::Existing(item(1))));
         let repost = CreateFacts { earlier_repost: Some(item(2)), id_taken: true, ..CreateFacts::default() };

@@ -13,10 +13,16 @@ use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 #[async_trait]
 impl<J: Journal> Postings for Store<J> {
     async fn postings(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>> {
-        if self.state.read().lazy {
-            return self.read_off_runtime(move |j| disk(j)?.postings_range(feed, range, dir, limit)).await;
+        {
+            let st = self.state.read();
+            if !st.lazy {
+                return Ok(st
+                    .postings
+                    .get(&feed)
+                    .map(|keys| merge_sorted(&[keys.as_slice()], range, dir, limit))
+                    .unwrap_or_default());
+            }
         }
-        let st = self.state.read();
-        Ok(st.postings.get(&feed).map(|keys| merge_sorted(&[keys.as_slice()], range, dir, limit)).unwrap_or_default())
+        self.read_off_runtime(move |j| disk(j)?.postings_range(feed, range, dir, limit)).await
     }
 }
