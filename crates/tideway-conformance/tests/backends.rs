@@ -59,7 +59,8 @@ fn every_suite_is_in_the_matrix() {
             "reactions",
             "graph_lists",
             "items_feeds",
-            "postings"
+            "postings",
+            "notifications"
         ]
     );
 }

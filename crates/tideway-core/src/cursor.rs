@@ -24,6 +24,8 @@ pub enum FeedScope<'a> {
     Object(&'a str, &'a str),
     Following(u64),
     Followers(u64),
+    /// A user's notification groups: key `latest_at`, aux the group id.
+    Notifications(u64),
 }
 
 impl FeedScope<'_> {
@@ -36,6 +38,7 @@ impl FeedScope<'_> {
             Self::Object(..) => 5,
             Self::Following(_) => 6,
             Self::Followers(_) => 7,
+            Self::Notifications(_) => 8,
         }
     }
 
@@ -45,7 +48,12 @@ impl FeedScope<'_> {
         let mut h = Fnv::new();
         h.write(&[self.tag()]);
         match self {
-            Self::Home(u) | Self::Profile(u) | Self::Mentions(u) | Self::Following(u) | Self::Followers(u) => {
+            Self::Home(u)
+            | Self::Profile(u)
+            | Self::Mentions(u)
+            | Self::Following(u)
+            | Self::Followers(u)
+            | Self::Notifications(u) => {
                 h.write(&u.to_be_bytes());
             }
             Self::Tag(t) => h.write(t.as_bytes()),

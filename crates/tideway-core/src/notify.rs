@@ -25,8 +25,9 @@ use crate::time::Millis;
 /// How many actors a group shows.
 pub const SHOWN_ACTORS: usize = 5;
 
-/// What an event is.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// What an event is; a gathering verb is also the key of its groups.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "verb", rename_all = "snake_case")]
 pub enum Verb {
     Follow,
     Reaction {
@@ -151,6 +152,41 @@ pub struct Notice {
     pub at: Millis,
     /// `true`: the event stands from `at`; `false`: it is taken out.
     pub stands: bool,
+    /// The item whose deletion ends the event (and every other of its
+    /// group): the item reacted to or reposted, the item replied to.
+    pub about: Option<ItemId>,
+}
+
+/// One change to the stored notifications: what a write does to them, as
+/// [`ops`] decides it. Engines apply a list of them in one atomic write per
+/// user, deciding the grouping ([`place`]) from what they hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// The event stands from `notice.at` (an event already standing is
+    /// kept as it is: applying twice is applying once). `open` is the id
+    /// of the group it opens, if [`place`] opens one: ids come from the
+    /// item id generator, so they are unique across users and nodes and
+    /// sort by time.
+    Stand { notice: Notice, open: u64 },
+    /// The event no longer stands (its cause was undone).
+    Fall { user: UserId, verb: Verb, actor: UserId },
+    /// `item` of `user` was deleted: every event about it (reactions to it,
+    /// reposts of it, replies to it) falls.
+    Forget { user: UserId, item: ItemId },
+    /// `actor` became hidden from `user` (a block either way, `user`'s
+    /// mute) or visible again: their events stay stored, and are shown,
+    /// counted and ordered by again only while visible.
+    Hide { user: UserId, actor: UserId, hidden: bool },
+}
+
+impl Op {
+    /// Whose notifications it changes.
+    pub fn user(&self) -> UserId {
+        match self {
+            Op::Stand { notice, .. } => notice.user,
+            Op::Fall { user, .. } | Op::Forget { user, .. } | Op::Hide { user, .. } => *user,
+        }
+    }
 }
 
 /// A write that may make or unmake notifications, with the facts they
@@ -165,6 +201,9 @@ pub enum Cause<'a> {
     Follow { from: UserId, to: UserId, at: Millis, stands: bool },
     /// `user` reacted (or took it back) on `item` of `author`.
     Reaction { item: ItemId, author: UserId, user: UserId, kind: &'a str, at: Millis, stands: bool },
+    /// Whether `actor` is hidden from `user` changed (or may have: a block,
+    /// an unblock, a mute or an unmute), and is now `hidden`.
+    Hidden { user: UserId, actor: UserId, hidden: bool },
 }
 
 /// The notification events a write makes or unmakes: the one routing rule
@@ -172,33 +211,69 @@ pub enum Cause<'a> {
 /// its creation time (its id's); undoing names the same event.
 pub fn notices(cause: &Cause<'_>, item_at: impl Fn(ItemId) -> Millis) -> Vec<Notice> {
     let mut out = Vec::new();
-    let mut push = |user: UserId, verb: Verb, actor: UserId, at: Millis, stands: bool| {
+    let mut push = |user: UserId, verb: Verb, actor: UserId, at: Millis, stands: bool, about: Option<ItemId>| {
         if user != actor {
-            out.push(Notice { user, verb, actor, at, stands });
+            out.push(Notice { user, verb, actor, at, stands, about });
         }
     };
     match cause {
         Cause::Item { item, parent_author, original_author, stands } => {
             let at = item_at(item.id);
-            if let (Some(_), Some(p)) = (item.reply_to, parent_author) {
-                push(*p, Verb::Reply { item: item.id }, item.author, at, *stands);
+            if let (Some(parent), Some(p)) = (item.reply_to, parent_author) {
+                push(*p, Verb::Reply { item: item.id }, item.author, at, *stands, Some(parent));
             }
             if let (Some(o), Some(a)) = (item.repost_of, original_author) {
-                push(*a, Verb::Repost { item: o }, item.author, at, *stands);
+                push(*a, Verb::Repost { item: o }, item.author, at, *stands, Some(o));
             }
             if item.repost_of.is_none() {
                 for m in &item.mentions {
-                    push(*m, Verb::Mention { item: item.id }, item.author, at, *stands);
+                    push(*m, Verb::Mention { item: item.id }, item.author, at, *stands, None);
                 }
             }
         }
-        Cause::Follow { from, to, at, stands } => push(*to, Verb::Follow, *from, *at, *stands),
+        Cause::Follow { from, to, at, stands } => push(*to, Verb::Follow, *from, *at, *stands, None),
         Cause::Reaction { item, author, user, kind, at, stands } => {
-            push(*author, Verb::Reaction { item: *item, kind: (*kind).to_owned() }, *user, *at, *stands)
+            push(*author, Verb::Reaction { item: *item, kind: (*kind).to_owned() }, *user, *at, *stands, Some(*item))
         }
+        Cause::Hidden { .. } => {}
     }
     out
 }
+
+/// The routing rule of notifications: what a write does to the stored
+/// notifications. Events that stand from now open their group (if they
+/// open one) with an id from `next_id`; undone ones fall; a deleted item
+/// takes every event about it along; a change of who is hidden re-hides.
+pub fn ops(cause: &Cause<'_>, item_at: impl Fn(ItemId) -> Millis, mut next_id: impl FnMut() -> u64) -> Vec<Op> {
+    let mut out: Vec<Op> = notices(cause, item_at)
+        .into_iter()
+        .map(|n| {
+            if n.stands {
+                Op::Stand { notice: n, open: next_id() }
+            } else {
+                Op::Fall { user: n.user, verb: n.verb, actor: n.actor }
+            }
+        })
+        .collect();
+    match cause {
+        Cause::Item { item, stands: false, .. } => out.push(Op::Forget { user: item.author, item: item.id }),
+        Cause::Hidden { user, actor, hidden } if user != actor => {
+            out.push(Op::Hide { user: *user, actor: *actor, hidden: *hidden })
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A user's two marks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    Seen,
+    Read,
+}
+
+/// The time before every event: where marks start.
+pub const NEVER: Millis = Millis(i64::MIN);
 
 /// A mark moved to `to`: it only moves forward.
 pub fn advance_mark(mark: Millis, to: Millis) -> Millis {
@@ -268,14 +343,16 @@ mod tests {
                     verb: Verb::Reply { item: ItemId(20) },
                     actor: UserId(2),
                     at: Millis(77),
-                    stands: true
+                    stands: true,
+                    about: Some(ItemId(10))
                 },
                 Notice {
                     user: UserId(3),
                     verb: Verb::Mention { item: ItemId(20) },
                     actor: UserId(2),
                     at: Millis(77),
-                    stands: true
+                    stands: true,
+                    about: None
                 },
             ],
             "the parent's author and the mentioned, not the author mentioning themselves"
@@ -294,7 +371,8 @@ mod tests {
                 verb: Verb::Repost { item: ItemId(10) },
                 actor: UserId(4),
                 at: Millis(77),
-                stands: false
+                stands: false,
+                about: Some(ItemId(10))
             }]
         );
         let n = notices(&Cause::Follow { from: UserId(1), to: UserId(1), at: Millis(5), stands: true }, at);
@@ -312,6 +390,49 @@ mod tests {
         );
         assert_eq!(n[0].verb, Verb::Reaction { item: ItemId(10), kind: "like".into() });
         assert_eq!((n[0].user, n[0].actor), (UserId(1), UserId(6)));
+    }
+
+    #[test]
+    fn a_deleted_item_takes_its_events_along_and_hiding_re_hides() {
+        use crate::item::{Item, ItemKind};
+        let mut n = 100;
+        let mut next = || {
+            n += 1;
+            n
+        };
+        let mut reply = Item::new(ItemId(20), UserId(2), ItemKind::Reply);
+        reply.reply_to = Some(ItemId(10));
+        let made = ops(
+            &Cause::Item { item: &reply, parent_author: Some(UserId(1)), original_author: None, stands: true },
+            |_| Millis(5),
+            &mut next,
+        );
+        assert!(
+            matches!(&made[..], [Op::Stand { notice, open: 101 }] if notice.about == Some(ItemId(10)) && notice.user == UserId(1)),
+            "{made:?}"
+        );
+        let undone = ops(
+            &Cause::Item { item: &reply, parent_author: Some(UserId(1)), original_author: None, stands: false },
+            |_| Millis(5),
+            &mut next,
+        );
+        assert_eq!(
+            undone,
+            vec![
+                Op::Fall { user: UserId(1), verb: Verb::Reply { item: ItemId(20) }, actor: UserId(2) },
+                Op::Forget { user: UserId(2), item: ItemId(20) },
+            ],
+            "the reply's own event falls, and whatever was about the reply"
+        );
+        assert_eq!(
+            ops(&Cause::Hidden { user: UserId(1), actor: UserId(2), hidden: true }, |_| Millis(0), &mut next),
+            vec![Op::Hide { user: UserId(1), actor: UserId(2), hidden: true }]
+        );
+        assert!(
+            ops(&Cause::Hidden { user: UserId(1), actor: UserId(1), hidden: true }, |_| Millis(0), &mut next)
+                .is_empty()
+        );
+        assert_eq!(made[0].user(), UserId(1));
     }
 
     #[test]

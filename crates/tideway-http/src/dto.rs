@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use tideway_core::{ItemId, Millis, ObjectRef, Relation, UserId};
-use tideway_service::{EntryView, ItemView, Page, StatsView, UserPage, UserView};
+use tideway_service::{EntryView, ItemView, NotificationGroup, NotificationsPage, Page, StatsView, UserPage, UserView};
 use utoipa::ToSchema;
 
 #[derive(Debug, Serialize, ToSchema, Clone)]
@@ -227,6 +227,80 @@ impl From<&Page> for PageJson {
     }
 }
 
+/// A notification group (SPEC section 2).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationGroupJson {
+    pub id: String,
+    /// `follow`, `reaction`, `repost`, `reply` or `mention`.
+    pub verb: String,
+    /// The reaction's kind (reactions only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// The newest actors, newest first (at most 5).
+    pub actors: Vec<String>,
+    /// Distinct actors whose event stands.
+    pub actor_count: u64,
+    /// The item acted on; for a reply or a mention, the reply or the
+    /// mentioning item. Absent for follows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item: Option<ItemJson>,
+    pub latest_at: String,
+    pub seen: bool,
+    pub read: bool,
+}
+
+impl From<&NotificationGroup> for NotificationGroupJson {
+    fn from(g: &NotificationGroup) -> Self {
+        NotificationGroupJson {
+            id: g.id.to_string(),
+            verb: g.verb.name().to_owned(),
+            kind: match &g.verb {
+                tideway_core::notify::Verb::Reaction { kind, .. } => Some(kind.clone()),
+                _ => None,
+            },
+            actors: g.actors.iter().map(UserId::to_string).collect(),
+            actor_count: g.actor_count,
+            item: g.item.as_ref().map(ItemJson::from),
+            latest_at: g.latest_at.to_rfc3339(),
+            seen: g.seen,
+            read: g.read,
+        }
+    }
+}
+
+/// `GET /v1/users/{u}/notifications`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NotificationsJson {
+    pub groups: Vec<NotificationGroupJson>,
+    /// Groups above the `seen` mark (exact).
+    pub unseen: u64,
+    /// Groups above the `read` mark (exact).
+    pub unread: u64,
+    /// The next (older) page; null at the end.
+    pub next_cursor: Option<String>,
+}
+
+impl From<&NotificationsPage> for NotificationsJson {
+    fn from(p: &NotificationsPage) -> Self {
+        NotificationsJson {
+            groups: p.groups.iter().map(NotificationGroupJson::from).collect(),
+            unseen: p.unseen,
+            unread: p.unread,
+            next_cursor: p.next_cursor.clone(),
+        }
+    }
+}
+
+/// `POST /v1/users/{u}/notifications/seen` and `…/read` (the body may be
+/// left out).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MarkBody {
+    /// A group id of the user's: the mark moves to its `latest_at`.
+    /// Without it, to the newest group's.
+    pub up_to: Option<String>,
+}
+
 /// `POST /v1/items`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -428,6 +502,13 @@ pub struct PageQuery {
     pub before: Option<String>,
     pub after: Option<String>,
     pub viewer: Option<String>,
+}
+
+/// Query of notification pages.
+#[derive(Debug, Deserialize, Default)]
+pub struct NotificationsQuery {
+    pub limit: Option<String>,
+    pub before: Option<String>,
 }
 
 /// Query of follow lists.

@@ -26,33 +26,62 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        if !is_json_content_type(&req) {
-            return Err(ApiError::invalid("expected a JSON body with Content-Type: application/json"));
+        match parse_json(req, state, false).await? {
+            Some(v) => Ok(Json(v)),
+            None => Err(ApiError::invalid("the request body must be a JSON object")),
         }
-        let bytes = match Bytes::from_request(req, state).await {
-            Ok(b) => b,
-            Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
-                return Err(ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "payload_too_large",
-                    format!("request body is over the limit of {} bytes", tideway_core::limits::MAX_REQUEST_BYTES),
-                ));
-            }
-            Err(e) => return Err(ApiError::invalid(format!("could not read the request body: {}", e.body_text()))),
-        };
-        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
-            return Err(ApiError::invalid("the request body must be a JSON object"));
+    }
+}
+
+/// [`Json`] for a body that may be left out: no body (or only whitespace)
+/// is `None`; anything else must be a JSON object as [`Json`] takes it.
+pub struct OptionalJson<T>(pub Option<T>);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for OptionalJson<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        parse_json(req, state, true).await.map(OptionalJson)
+    }
+}
+
+async fn parse_json<S: Send + Sync, T: DeserializeOwned>(
+    req: Request,
+    state: &S,
+    optional: bool,
+) -> Result<Option<T>, ApiError> {
+    let typed = is_json_content_type(&req);
+    if !typed && !optional {
+        return Err(ApiError::invalid("expected a JSON body with Content-Type: application/json"));
+    }
+    let bytes = match Bytes::from_request(req, state).await {
+        Ok(b) => b,
+        Err(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("request body is over the limit of {} bytes", tideway_core::limits::MAX_REQUEST_BYTES),
+            ));
         }
-        match axum::Json::<T>::from_bytes(&bytes) {
-            Ok(axum::Json(v)) => Ok(Json(v)),
-            Err(JsonRejection::JsonDataError(e)) => {
-                Err(ApiError::invalid(format!("invalid request body: {}", e.body_text())))
-            }
-            Err(JsonRejection::JsonSyntaxError(e)) => {
-                Err(ApiError::invalid(format!("malformed JSON: {}", e.body_text())))
-            }
-            Err(e) => Err(ApiError::invalid(format!("could not read the request body: {}", e.body_text()))),
+        Err(e) => return Err(ApiError::invalid(format!("could not read the request body: {}", e.body_text()))),
+    };
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    if optional && first.is_none() {
+        return Ok(None);
+    }
+    if !typed {
+        return Err(ApiError::invalid("expected a JSON body with Content-Type: application/json"));
+    }
+    if first != Some(&b'{') {
+        return Err(ApiError::invalid("the request body must be a JSON object"));
+    }
+    match axum::Json::<T>::from_bytes(&bytes) {
+        Ok(axum::Json(v)) => Ok(Some(v)),
+        Err(JsonRejection::JsonDataError(e)) => {
+            Err(ApiError::invalid(format!("invalid request body: {}", e.body_text())))
         }
+        Err(JsonRejection::JsonSyntaxError(e)) => Err(ApiError::invalid(format!("malformed JSON: {}", e.body_text()))),
+        Err(e) => Err(ApiError::invalid(format!("could not read the request body: {}", e.body_text()))),
     }
 }
 

@@ -5,13 +5,14 @@
 use crate::auth::Actor;
 use crate::dto::*;
 use crate::error::{ApiError, ApiResult, ErrorBody};
-use crate::extract::{self, Json, Path, Query};
+use crate::extract::{self, Json, OptionalJson, Path, Query};
 use crate::state::AppState;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS};
+use tideway_core::notify::Mark;
 use tideway_core::{FollowStatus, ListKind};
 use tideway_core::{ItemKind, Millis, NewItem, ObjectRef, Visibility};
 use tideway_service::PageRequest;
@@ -405,6 +406,56 @@ pub async fn mentions(
     let req = page_request(&q)?;
     let page = st.svc.mentions(u, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/notifications", tag = "notifications",
+    params(("u" = String, Path), ("limit" = Option<u32>, Query), ("before" = Option<String>, Query)),
+    responses((status = 200, body = NotificationsJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody)))]
+pub async fn notifications(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<NotificationsQuery>,
+) -> ApiResult<axum::Json<NotificationsJson>> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let limit = extract::limit(q.limit.as_deref())?;
+    let page = st.svc.notifications(u, limit, q.before.as_deref()).await?;
+    Ok(axum::Json(NotificationsJson::from(&page)))
+}
+
+async fn mark(st: AppState, actor: Actor, u: String, body: Option<MarkBody>, which: Mark) -> ApiResult<StatusCode> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let up_to = body.and_then(|b| b.up_to).map(|g| extract::item("up_to", &g).map(|id| id.0)).transpose()?;
+    st.svc.mark_notifications(u, which, up_to).await?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[utoipa::path(post, path = "/v1/users/{u}/notifications/seen", tag = "notifications",
+    params(("u" = String, Path)), request_body(content = MarkBody, description = "optional"),
+    responses((status = 204, description = "the seen mark moved forward (or was already there)"),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody, description = "up_to is not one of the user's groups")))]
+pub async fn mark_seen(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    OptionalJson(b): OptionalJson<MarkBody>,
+) -> ApiResult<StatusCode> {
+    mark(st, actor, u, b, Mark::Seen).await
+}
+
+#[utoipa::path(post, path = "/v1/users/{u}/notifications/read", tag = "notifications",
+    params(("u" = String, Path)), request_body(content = MarkBody, description = "optional"),
+    responses((status = 204, description = "the read mark moved forward (or was already there)"),
+              (status = 403, body = ErrorBody), (status = 404, body = ErrorBody, description = "up_to is not one of the user's groups")))]
+pub async fn mark_read(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    OptionalJson(b): OptionalJson<MarkBody>,
+) -> ApiResult<StatusCode> {
+    mark(st, actor, u, b, Mark::Read).await
 }
 
 #[utoipa::path(get, path = "/v1/tags/{tag}/feed", tag = "feeds",

@@ -16,13 +16,14 @@ use utoipa::OpenApi;
         handlers::follow, handlers::unfollow, handlers::follow_many, handlers::following, handlers::followers,
         handlers::relationships, handlers::block, handlers::unblock, handlers::mute, handlers::unmute, handlers::user,
         handlers::home, handlers::profile, handlers::mentions, handlers::tag_feed, handlers::object_feed,
-        handlers::insert_home,
+        handlers::insert_home, handlers::notifications, handlers::mark_seen, handlers::mark_read,
         handlers::stats, handlers::healthz, handlers::readyz, handlers::metrics,
     ),
     components(schemas(ErrorBody, ErrorDetail, ItemJson, ItemEnvelope, ItemsEnvelope, CountsJson, ViewerJson, ObjectJson,
         EntryJson, SourceJson, PageJson, CreateItemBody, PatchItemBody, FollowManyBody, FollowManyJson, FollowResultJson,
         FollowingJson, FlagJson, UserListJson, ListedUserJson, RelationshipsJson, RelationshipJson, UserJson, InsertBody,
-        InsertedJson, StatsJson, FanoutJson, InboxesJson, CountsEnvelope, PromotionBody, PromotionJson, PromotionEnvelope)),
+        InsertedJson, StatsJson, FanoutJson, InboxesJson, CountsEnvelope, PromotionBody, PromotionJson, PromotionEnvelope,
+        NotificationsJson, NotificationGroupJson, MarkBody)),
     modifiers(&Security),
 )]
 pub struct ApiDoc;
@@ -139,6 +140,10 @@ pub fn exact(doc: &mut Value) {
 
 fn exact_operation(op: &mut Value) {
     let has_body = op.get("requestBody").is_some();
+    // A body described as optional may be left out.
+    if op.pointer("/requestBody/description").and_then(Value::as_str) == Some("optional") {
+        op["requestBody"]["required"] = json!(false);
+    }
     if let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) {
         for p in params {
             let name = p["name"].as_str().unwrap_or_default().to_owned();
@@ -243,6 +248,7 @@ fn exact_schemas(schemas: &mut serde_json::Map<String, Value>) {
             )],
         ),
         ("InsertBody", &[("item", id_schema("an item id"))]),
+        ("MarkBody", &[("up_to", json!({"type": ["string", "null"], "pattern": id_pattern()}))]),
         (
             "PromotionBody",
             &[
@@ -260,7 +266,9 @@ fn exact_schemas(schemas: &mut serde_json::Map<String, Value>) {
             schema["properties"][*field] = value.clone();
         }
     }
-    for name in ["CreateItemBody", "PatchItemBody", "ObjectJson", "FollowManyBody", "InsertBody", "PromotionBody"] {
+    for name in
+        ["CreateItemBody", "PatchItemBody", "ObjectJson", "FollowManyBody", "InsertBody", "PromotionBody", "MarkBody"]
+    {
         if let Some(schema) = schemas.get_mut(name) {
             schema["additionalProperties"] = json!(false);
         }

@@ -106,3 +106,30 @@ pub struct StatsView {
     pub inbox_entries: u64,
     pub inbox_bytes: u64,
 }
+
+/// A notification group as a page shows it (SPEC section 2).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotificationGroup {
+    pub id: u64,
+    /// What happened (and to which item).
+    pub verb: tideway_core::notify::Verb,
+    /// The newest actors, newest first (at most 5).
+    pub actors: Vec<UserId>,
+    pub actor_count: u64,
+    /// The item acted on (for a reply or a mention: the reply or the
+    /// mentioning item), hydrated for the user; `None` for follows, or if
+    /// it went while the page was read.
+    pub item: Option<ItemView>,
+    pub latest_at: Millis,
+    pub seen: bool,
+    pub read: bool,
+}
+
+/// A page of notification groups with the counts above the marks.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct NotificationsPage {
+    pub groups: Vec<NotificationGroup>,
+    pub unseen: u64,
+    pub unread: u64,
+    pub next_cursor: Option<String>,
+}

@@ -47,7 +47,65 @@ struct Model {
     reactions: HashSet<(u64, u64, &'static str)>,
     /// (id, item, every, starts_at, ends_at)
     promotions: Vec<(u64, u64, u32, i64, i64)>,
+    /// Notification groups, in the order they were opened.
+    ngroups: Vec<MGroup>,
+    /// The newest start of each event (user, what, actor): only it may stand.
+    nlatest: std::collections::HashMap<(u64, Ident, u64), u64>,
+    /// Each user's (seen, read) marks.
+    marks: std::collections::HashMap<u64, (i64, i64)>,
+    nseq: u64,
 }
+
+/// What a notification event is about, as the reference tells events apart.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Ident {
+    Follow,
+    /// (item, kind)
+    Reaction(u64, &'static str),
+    /// (original, the repost)
+    Repost(u64, u64),
+    /// The reply.
+    Reply(u64),
+    /// The mentioning item.
+    Mention(u64),
+}
+
+/// A group's key: verb, item, kind.
+type GKey = (&'static str, Option<u64>, Option<&'static str>);
+
+impl Ident {
+    fn key(&self) -> GKey {
+        match self {
+            Ident::Follow => ("follow", None, None),
+            Ident::Reaction(i, k) => ("reaction", Some(*i), Some(k)),
+            Ident::Repost(o, _) => ("repost", Some(*o), None),
+            Ident::Reply(r) => ("reply", Some(*r), None),
+            Ident::Mention(i) => ("mention", Some(*i), None),
+        }
+    }
+    fn gathers(&self) -> bool {
+        matches!(self, Ident::Follow | Ident::Reaction(..) | Ident::Repost(..))
+    }
+}
+
+#[derive(Clone, Debug)]
+struct MEvent {
+    ident: Ident,
+    actor: u64,
+    at: i64,
+    seq: u64,
+}
+
+#[derive(Clone, Debug)]
+struct MGroup {
+    user: u64,
+    key: GKey,
+    seq: u64,
+    events: Vec<MEvent>,
+}
+
+/// A notification group as compared: (key, latest_at, actors, actor_count, seen, read).
+type NRow = (GKey, i64, Vec<u64>, u64, bool, bool);
 
 type Row = (u64, &'static str, Vec<(u64, u64)>);
 
@@ -165,6 +223,83 @@ impl Model {
     /// tag(t) / object(o) seen by v: public items that hold it, minus hidden(author, v).
     fn tagged(&self, holds: impl Fn(&MItem) -> bool, v: Option<u64>) -> Vec<Row> {
         self.postings(holds, |i| i.vis == Visibility::Public && v.is_none_or(|v| !self.hidden(i.author, v, true)))
+    }
+
+    /// Whether a notification event of `user` stands now (SPEC section 2),
+    /// its actor not hidden from the user.
+    fn stands(&self, user: u64, e: &MEvent) -> bool {
+        if e.actor == user
+            || self.hidden(e.actor, user, true)
+            || self.nlatest.get(&(user, e.ident.clone(), e.actor)) != Some(&e.seq)
+        {
+            return false;
+        }
+        let live = |i: u64| self.items.get(&i).is_some_and(|x| !x.deleted);
+        match &e.ident {
+            Ident::Follow => self.follows(e.actor, user),
+            Ident::Reaction(i, k) => {
+                self.reactions.contains(&(*i, e.actor, *k)) && live(*i) && self.items[i].author == user
+            }
+            Ident::Repost(o, r) => live(*o) && live(*r),
+            Ident::Reply(r) => live(*r) && self.items[r].reply_to.is_some_and(live),
+            Ident::Mention(i) => live(*i) && self.visible(&self.items[i], Some(user)),
+        }
+    }
+
+    /// (latest_at, the 5 newest actors, actor_count) of a group; `None`
+    /// when nothing in it stands.
+    fn summary(&self, g: &MGroup) -> Option<(i64, Vec<u64>, u64)> {
+        let mut ev: Vec<(i64, u64)> =
+            g.events.iter().filter(|e| self.stands(g.user, e)).map(|e| (e.at, e.actor)).collect();
+        ev.sort_unstable_by(|a, b| b.cmp(a));
+        let first = ev.first()?.0;
+        Some((first, ev.iter().take(5).map(|e| e.1).collect(), ev.len() as u64))
+    }
+
+    /// notifications(u): the groups shown, newest first, and the numbers
+    /// above the seen and read marks.
+    fn notifications(&self, u: u64) -> (Vec<NRow>, u64, u64) {
+        let (seen, read) = self.marks.get(&u).copied().unwrap_or((i64::MIN, i64::MIN));
+        let mut rows: Vec<(i64, u64, NRow)> = self
+            .ngroups
+            .iter()
+            .filter(|g| g.user == u)
+            .filter_map(|g| {
+                let (at, actors, n) = self.summary(g)?;
+                Some((at, g.seq, (g.key, at, actors, n, at <= seen, at <= read)))
+            })
+            .collect();
+        rows.sort_by_key(|r| std::cmp::Reverse((r.0, r.1)));
+        let unseen = rows.iter().filter(|r| !r.2.4).count() as u64;
+        let unread = rows.iter().filter(|r| !r.2.5).count() as u64;
+        (rows.into_iter().map(|r| r.2).collect(), unseen, unread)
+    }
+
+    /// A notification event starts: it joins the newest group of its key
+    /// while that group shows something and is unread, else opens one.
+    fn start(&mut self, user: u64, ident: Ident, actor: u64, at: i64) {
+        if user == actor {
+            return;
+        }
+        let read = self.marks.get(&user).map_or(i64::MIN, |m| m.1);
+        let key = ident.key();
+        // The new start supersedes any earlier one of the same event (a
+        // follow after an unfollow): that one no longer stands.
+        self.nseq += 1;
+        self.nlatest.insert((user, ident.clone(), actor), self.nseq);
+        let join = if ident.gathers() {
+            self.ngroups
+                .iter()
+                .rposition(|g| g.user == user && g.key == key)
+                .filter(|&gi| self.summary(&self.ngroups[gi]).is_some_and(|s| s.0 > read))
+        } else {
+            None
+        };
+        let e = MEvent { ident, actor, at, seq: self.nseq };
+        match join {
+            Some(gi) => self.ngroups[gi].events.push(e),
+            None => self.ngroups.push(MGroup { user, key, seq: self.nseq, events: vec![e] }),
+        }
     }
 
     fn profile(&self, a: u64, v: Option<u64>) -> Vec<Row> {
@@ -518,6 +653,56 @@ async fn check_postings(h: &Harness, m: &Model, ctx: &str) {
     }
 }
 
+/// A service group as the reference compares it.
+fn nrow(g: &tideway_service::NotificationGroup) -> NRow {
+    use tideway_core::notify::Verb;
+    let kind: Option<&'static str> = match &g.verb {
+        Verb::Reaction { kind, .. } => Some(if kind == "like" { "like" } else { "wow" }),
+        _ => None,
+    };
+    (
+        (g.verb.name(), g.verb.item().map(|i| i.0), kind),
+        g.latest_at.0,
+        g.actors.iter().map(|a| a.0).collect(),
+        g.actor_count,
+        g.seen,
+        g.read,
+    )
+}
+
+/// Every user's notifications, walked page by page at two sizes: each group
+/// once, whole, with its item, and the exact counts on every page.
+async fn check_notifications(h: &Harness, m: &Model, ctx: &str) {
+    for u in 1..=USERS {
+        let (want, unseen, unread) = m.notifications(u);
+        for limit in [2, 5] {
+            let mut got = Vec::new();
+            let mut before: Option<String> = None;
+            loop {
+                let page =
+                    h.svc().notifications(UserId(u), Some(limit), before.as_deref()).await.expect("notifications");
+                assert!(page.groups.len() <= limit, "{ctx}: notifications({u}) over limit");
+                assert_eq!((page.unseen, page.unread), (unseen, unread), "{ctx}: notifications({u}) counts");
+                for g in &page.groups {
+                    assert_eq!(
+                        g.item.as_ref().map(|i| i.item.id),
+                        g.verb.item(),
+                        "{ctx}: notifications({u}) group {} shows its item",
+                        g.id
+                    );
+                }
+                got.extend(page.groups.iter().map(nrow));
+                match page.next_cursor {
+                    Some(c) => before = Some(c),
+                    None => break,
+                }
+                assert!(got.len() <= want.len() + limit, "{ctx}: runaway notification paging");
+            }
+            assert_eq!(got, want, "{ctx}: notifications({u}) with limit {limit}");
+        }
+    }
+}
+
 async fn run(seed: u64, kind: Kind, ops: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     // Caps of 2 to 4 entries: pages cross the push/pull seam constantly.
@@ -555,7 +740,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             Some(ids[rng.random_range(0..ids.len())])
         };
         let ctx = format!("seed {seed} step {step}");
-        match rng.random_range(0..112) {
+        match rng.random_range(0..118) {
             0..=14 => {
                 // follow
                 if a == b {
@@ -572,8 +757,8 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 };
                 let got = h.svc().follow(UserId(a), UserId(b)).await.map(|_| ()).map_err(|e| kind_of(&e));
                 assert_eq!(got, want, "{ctx}: follow {a}->{b}");
-                if got.is_ok() {
-                    m.follows.insert((a, b));
+                if got.is_ok() && m.follows.insert((a, b)) {
+                    m.start(b, Ident::Follow, a, h.svc().now().0);
                 }
             }
             15..=19 => {
@@ -591,9 +776,10 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                         st,
                         tideway_store::FollowStatus::Followed(_) | tideway_store::FollowStatus::Already(_)
                     );
-                    if matches!(st, tideway_store::FollowStatus::Followed(_)) {
+                    if let tideway_store::FollowStatus::Followed(at) = st {
                         assert!(!m.follows(a, t) && !m.blocked(a, t), "{ctx}: batch followed {t} wrongly");
                         m.follows.insert((a, t));
+                        m.start(t, Ident::Follow, a, at.0);
                     }
                     if !ok {
                         assert!(
@@ -633,7 +819,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                         author: a,
                         card,
                         vis,
-                        mentions,
+                        mentions: mentions.clone(),
                         tags: tags.clone(),
                         object,
                         repost_of: None,
@@ -642,6 +828,9 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                         deleted: false,
                     },
                 );
+                for u in mentions.clone() {
+                    m.start(u, Ident::Mention(id), a, item_time(id));
+                }
             }
             46..=57 => {
                 // repost
@@ -691,6 +880,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                                         deleted: false,
                                     },
                                 );
+                                m.start(orig.author, Ident::Repost(orig.id, id), a, item_time(id));
                             }
                         }
                     }
@@ -733,6 +923,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                                 deleted: false,
                             },
                         );
+                        m.start(parent.author, Ident::Reply(id), a, item_time(id));
                     }
                     (Err(e), Err(w)) => assert_eq!(kind_of(&e), w, "{ctx}: reply error"),
                     (g, w) => panic!("{ctx}: reply: got {g:?}, want {w:?}"),
@@ -843,7 +1034,9 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 assert_eq!(got.as_ref().map(|_| ()).map_err(|e| *e), want, "{ctx}: react {a} {kind} {on} on {t}");
                 if got.is_ok() {
                     if on {
-                        m.reactions.insert((t, a, kind));
+                        if m.reactions.insert((t, a, kind)) {
+                            m.start(it.author, Ident::Reaction(t, kind), a, h.svc().now().0);
+                        }
                     } else {
                         m.reactions.remove(&(t, a, kind));
                     }
@@ -851,7 +1044,34 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     assert_eq!(got.map(|c| c.of_kind(kind)), Ok(n), "{ctx}: counts after react");
                 }
             }
-            _ => {
+            112..=117 => {
+                // move a notification mark: to a listed group, or to the newest
+                use tideway_core::notify::Mark;
+                let which = if rng.random_bool(0.5) { Mark::Read } else { Mark::Seen };
+                let (rows, _, _) = m.notifications(a);
+                let k = (!rows.is_empty() && rng.random_bool(0.6)).then(|| rng.random_range(0..rows.len()));
+                let up_to = match k {
+                    Some(k) => {
+                        let page = h.svc().notifications(UserId(a), Some(100), None).await.expect("notifications");
+                        assert_eq!(page.groups.len(), rows.len(), "{ctx}: notifications({a}) before a mark");
+                        Some(page.groups[k].id)
+                    }
+                    None => None,
+                };
+                h.svc().mark_notifications(UserId(a), which, up_to).await.expect("mark");
+                let to = match k {
+                    Some(k) => Some(rows[k].1),
+                    None => rows.first().map(|r| r.1),
+                };
+                if let Some(to) = to {
+                    let mark = m.marks.entry(a).or_insert((i64::MIN, i64::MIN));
+                    match which {
+                        Mark::Seen => mark.0 = mark.0.max(to),
+                        Mark::Read => mark.1 = mark.1.max(to),
+                    }
+                }
+            }
+            108..=111 => {
                 // promote an item for a while
                 let Some(t) = any_item(&mut rng, &m) else { continue };
                 let now = h.svc().now().0;
@@ -865,14 +1085,22 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     m.promotions.push((p.id, t, every, start, end));
                 }
             }
+            _ => unreachable!("drawn from 0..118"),
         }
         if step % 60 == 59 {
             check_all(&h, &m, &format!("seed {seed} step {step}")).await;
             check_postings(&h, &m, &format!("seed {seed} step {step}")).await;
+            check_notifications(&h, &m, &format!("seed {seed} step {step}")).await;
         }
     }
     check_all(&h, &m, &format!("seed {seed} end")).await;
     check_postings(&h, &m, &format!("seed {seed} end")).await;
+    check_notifications(&h, &m, &format!("seed {seed} end")).await;
+}
+
+/// An item's time: the one its id carries.
+fn item_time(id: u64) -> i64 {
+    tideway_core::ids::key_time(id).0
 }
 
 #[tokio::test]

@@ -1,7 +1,9 @@
 //! The fjall journal: its keyspaces, the encoding of changes into writes,
 //! group commit, and the point reads behind the [`Journal`] trait.
 
-use crate::layout::{Op, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64};
+use crate::layout::{
+    Op, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64, note_op,
+};
 use crate::{DATA_DIR, SyncMode, io};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex};
@@ -27,6 +29,7 @@ pub struct FjallJournal {
     pub(crate) reactions: Keyspace,
     pub(crate) promotions: Keyspace,
     pub(crate) postings: Keyspace,
+    pub(crate) notify: Keyspace,
     sync: SyncMode,
     /// Batches written but not yet committed, and the last ticket handed out.
     pending: Mutex<(Vec<Op>, Ticket)>,
@@ -108,6 +111,7 @@ impl FjallJournal {
             reactions: ks("reactions")?,
             promotions: ks("promotions")?,
             postings: ks("postings")?,
+            notify: ks("notify")?,
             db,
             sync,
             pending: Mutex::new((Vec::new(), 0)),
@@ -119,7 +123,7 @@ impl FjallJournal {
         Ok((j, state))
     }
 
-    pub(crate) fn keyspaces(&self) -> [&Keyspace; 16] {
+    pub(crate) fn keyspaces(&self) -> [&Keyspace; 17] {
         [
             &self.meta,
             &self.items,
@@ -137,6 +141,7 @@ impl FjallJournal {
             &self.reactions,
             &self.promotions,
             &self.postings,
+            &self.notify,
         ]
     }
 
@@ -176,6 +181,9 @@ impl FjallJournal {
             Change::PutPromotion(p) => ops.push(Op::Put(Space::Promotions, key_of(&[p.id]), json(p)?)),
             Change::PutHead(u, h) => ops.push(Op::Put(Space::Users, key_of(&[u.0]), head_value(h))),
             Change::PutCounters(c) => ops.push(Op::Put(Space::Meta, b"counters".to_vec(), counters_value(c))),
+            // Notification changes are kept as the rows they wrote.
+            Change::Notify(_) | Change::NotifyMark { .. } => {}
+            Change::NoteRow(row) => ops.push(note_op(row)?),
         }
         Ok(())
     }
@@ -272,6 +280,7 @@ impl FjallJournal {
             Space::Reactions => &self.reactions,
             Space::Promotions => &self.promotions,
             Space::Postings => &self.postings,
+            Space::Notify => &self.notify,
         }
     }
 

@@ -21,6 +21,7 @@
 //! | `reactions` | item (8) + user (8) + kind | empty                  |
 //! | `promotions` | promotion id (8)          | promotion, JSON        |
 //! | `postings` | feed id (8) + item id (8)   | empty (mention, tag and object feeds; `tideway_store::rules::postings`) |
+//! | `notify`  | `m` + user (8); `g` + user (8) + group (8); `e` + user (8) + actor (8) + verb, JSON | marks, seen + read (2 × 8); group head, JSON; event, JSON (a user's `Book` as rows) |
 //! | `meta`    | `format`; `counters`; `rebuild` (an import is under way) | format version; users, live items, follows, largest key (4 × 8) |
 //!
 //! `edges_in`, `users`, `user_inserts` and the counters are derived from the
@@ -29,6 +30,7 @@
 
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Millis, UserId};
+use tideway_store::notebook::Row;
 use tideway_store::{Counters, EdgeKind, Head, StoreError};
 
 pub(crate) const FORMAT: &[u8] = b"tideway-5";
@@ -66,6 +68,7 @@ pub(crate) enum Space {
     Reactions,
     Promotions,
     Postings,
+    Notify,
 }
 
 pub(crate) fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {
@@ -195,4 +198,36 @@ pub(crate) fn prefixed(tag: u8, id: u64) -> Vec<u8> {
     let mut k = vec![tag];
     k.extend_from_slice(&id.to_be_bytes());
     k
+}
+
+/// The key of a user's notification marks, groups or events.
+pub(crate) fn note_prefix(tag: u8, user: UserId) -> Vec<u8> {
+    let mut k = vec![tag];
+    k.extend_from_slice(&user.0.to_be_bytes());
+    k
+}
+
+/// The write that keeps one row of a user's notifications.
+pub(crate) fn note_op(row: &Row) -> Result<Op, StoreError> {
+    Ok(match row {
+        Row::Marks { user, seen, read } => {
+            let mut v = seen.0.to_be_bytes().to_vec();
+            v.extend_from_slice(&read.0.to_be_bytes());
+            Op::Put(Space::Notify, note_prefix(b'm', *user), v)
+        }
+        Row::Group { user, id, head } => {
+            let mut k = note_prefix(b'g', *user);
+            k.extend_from_slice(&id.to_be_bytes());
+            Op::Put(Space::Notify, k, json(head)?)
+        }
+        Row::Event { user, verb, actor, event } => {
+            let mut k = note_prefix(b'e', *user);
+            k.extend_from_slice(&actor.0.to_be_bytes());
+            k.extend_from_slice(&json(verb)?);
+            match event {
+                Some(e) => Op::Put(Space::Notify, k, json(e)?),
+                None => Op::Del(Space::Notify, k),
+            }
+        }
+    })
 }

@@ -3,13 +3,17 @@
 
 use crate::io;
 use crate::journal::FjallJournal;
-use crate::layout::{counters_of, decode_record, head_of, key_of, millis_u64, prefixed, u64_at};
+use crate::layout::{counters_of, decode_record, head_of, key_of, millis_u64, note_prefix, prefixed, u64_at};
 use fjall::Keyspace;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, Key, Millis, UserId};
 use tideway_store::{Counters, Disk, Record, State, StoreError, Unit, UnitData};
+
+fn i64_at(b: &[u8], at: usize) -> Result<i64, StoreError> {
+    u64_at(b, at).map(|v| v as i64)
+}
 
 impl FjallJournal {
     /// What a lazy index starts from: the counters, the pending jobs and
@@ -91,6 +95,27 @@ impl FjallJournal {
                 })?;
                 UnitData::Item { reposts, replies, reactions }
             }
+            Unit::Notify(u) => {
+                let marks = match self.notify.get(note_prefix(b'm', u)).map_err(io)? {
+                    Some(v) => Some((Millis(i64_at(&v, 0)?), Millis(i64_at(&v, 8)?))),
+                    None => None,
+                };
+                let corrupt = |what| move |e| StoreError::corrupt_by(what, e);
+                let mut groups = Vec::new();
+                for g in self.notify.prefix(note_prefix(b'g', u)) {
+                    let (k, v) = g.into_inner().map_err(io)?;
+                    groups.push((u64_at(&k, 9)?, serde_json::from_slice(&v).map_err(corrupt("notification group"))?));
+                }
+                let mut events = Vec::new();
+                for g in self.notify.prefix(note_prefix(b'e', u)) {
+                    let (k, v) = g.into_inner().map_err(io)?;
+                    let verb = serde_json::from_slice(k.get(17..).unwrap_or_default())
+                        .map_err(corrupt("notification verb"))?;
+                    let event = serde_json::from_slice(&v).map_err(corrupt("notification event"))?;
+                    events.push((verb, UserId(u64_at(&k, 9)?), event));
+                }
+                UnitData::Notify { marks, groups, events }
+            }
         })
     }
 }
@@ -107,7 +132,8 @@ impl Disk for FjallJournal {
             .iter()
             .map(|unit| {
                 let user = match *unit {
-                    Unit::Item(_) => None,
+                    // A user never named may have notifications (a mention).
+                    Unit::Item(_) | Unit::Notify(_) => None,
                     Unit::Head(u)
                     | Unit::Out(u)
                     | Unit::Followers(u)

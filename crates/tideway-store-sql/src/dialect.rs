@@ -1,6 +1,6 @@
 //! The two dialects, and every statement that is spelled differently in
-//! each: placeholders, insert-or-ignore, the count upserts, and what a post
-//! writes. Everything else is one text for both.
+//! each: placeholders, insert-or-ignore (and insert-or-keep), the count
+//! upserts, and what a post writes. Everything else is one text for both.
 
 use crate::SqlStore;
 use tideway_store::Engine;
@@ -89,6 +89,20 @@ impl SqlStore {
         match self.dialect {
             Dialect::Postgres => format!("INSERT INTO {table_and_cols} VALUES {values} ON CONFLICT DO NOTHING"),
             Dialect::MySql => format!("INSERT IGNORE INTO {table_and_cols} VALUES {values}"),
+        }
+    }
+
+    /// `INSERT …` of a row that may exist, which then stays as it is. On
+    /// MySQL it is an upsert changing nothing, so that an existing row is
+    /// locked exclusively: InnoDB's insert-or-ignore takes a shared lock on
+    /// it, and two writers then locking it for update deadlock. `key` is
+    /// the table's primary key column.
+    pub(crate) fn insert_or_keep(&self, table_and_cols: &str, values: &str, key: &str) -> String {
+        match self.dialect {
+            Dialect::Postgres => self.insert_ignore(table_and_cols, values),
+            Dialect::MySql => {
+                format!("INSERT INTO {table_and_cols} VALUES {values} ON DUPLICATE KEY UPDATE {key} = {key}")
+            }
         }
     }
 

@@ -1,8 +1,9 @@
 //! The durable half of a scaled-out deployment on PostgreSQL or MySQL /
 //! MariaDB: items, the follow graph, blocks and mutes, reactions, home
-//! insertions, promotions and fan-out jobs with leases ([`Items`], [`Graph`],
-//! [`Jobs`]). It is the source of truth: every node reads and writes it, and
-//! the shared half (Redis) is rebuilt from it.
+//! insertions, promotions, notifications and fan-out jobs with leases
+//! ([`Items`], [`Graph`], [`Notifications`], [`Jobs`]). It is the source of
+//! truth: every node reads and writes it, and the shared half (Redis) is
+//! rebuilt from it.
 //!
 //! One implementation serves both engines through sqlx's `Any` driver; the
 //! SQL is written once with `?` placeholders (numbered for PostgreSQL) and
@@ -21,6 +22,7 @@
 //! | `items.rs` | [`Items`]: creates (rules in `tideway_store::rules`), updates, records, outboxes, reposts, insertions |
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
 //! | `graph.rs` | [`Graph`]: follows both ways, blocks, mutes, lists, relations, per-user counters |
+//! | `notifications.rs` | [`Notifications`]: groups placed by `tideway_core::notify::place` under a per-user lock, kept figures and counts, pages |
 //! | `jobs.rs` | [`Jobs`]: fan-out jobs, leases (`FOR UPDATE SKIP LOCKED`), checkpoints |
 //! | `stats.rs` | store-wide counts and health |
 //! | `schema.rs` | the versioned migrations and how they are applied |
@@ -29,11 +31,13 @@
 //! [`Items`]: tideway_store::Items
 //! [`Graph`]: tideway_store::Graph
 //! [`Jobs`]: tideway_store::Jobs
+//! [`Notifications`]: tideway_store::Notifications
 
 mod dialect;
 mod graph;
 mod items;
 mod jobs;
+mod notifications;
 mod reactions;
 mod rows;
 pub mod schema;

@@ -202,6 +202,55 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
         ){table}",
         ],
     ),
+    (
+        8,
+        &[
+            // Notifications (`notifications.rs`). Per user: the marks and the
+            // counts of shown groups above them (`tw_notify_users`, locked by
+            // every write of the user's notifications, so a page reads its
+            // counts from one row); groups, whose key `vkey` is the JSON of
+            // their verb, with the figures a page shows kept by the writes
+            // (`cnt` visible events, `latest_at` the newest one's time, NULL
+            // when none: not shown); events by (verb, actor), one standing
+            // each. The indexes: a page is one range of `_order`; the newest
+            // group of a key one probe of `_key`; a deleted item's groups one
+            // range of `_about`; a group's newest visible events (its 5 actors,
+            // its new `latest_at`) one range of `_group`; a hidden actor's
+            // events one range of `_actor`. Nothing to backfill: events stored
+            // before did not notify.
+            "CREATE TABLE tw_notify_users (
+            usr BIGINT NOT NULL PRIMARY KEY,
+            seen BIGINT NOT NULL,
+            rd BIGINT NOT NULL,
+            unseen BIGINT NOT NULL,
+            unread BIGINT NOT NULL
+        ){table}",
+            "CREATE TABLE tw_notify_groups (
+            usr BIGINT NOT NULL,
+            id BIGINT NOT NULL,
+            vkey VARCHAR(255) NOT NULL,
+            about BIGINT NULL,
+            last_at BIGINT NOT NULL,
+            latest_at BIGINT NULL,
+            cnt BIGINT NOT NULL,
+            PRIMARY KEY (usr, id)
+        ){table}",
+            "CREATE INDEX tw_notify_groups_order ON tw_notify_groups (usr, latest_at, id)",
+            "CREATE INDEX tw_notify_groups_key ON tw_notify_groups (usr, vkey, id)",
+            "CREATE INDEX tw_notify_groups_about ON tw_notify_groups (usr, about)",
+            "CREATE TABLE tw_notify_events (
+            usr BIGINT NOT NULL,
+            vkey VARCHAR(255) NOT NULL,
+            actor BIGINT NOT NULL,
+            grp BIGINT NOT NULL,
+            at BIGINT NOT NULL,
+            hidden SMALLINT NOT NULL,
+            PRIMARY KEY (usr, vkey, actor)
+        ){table}",
+            "CREATE INDEX tw_notify_events_group ON tw_notify_events (usr, grp, hidden, at, actor)",
+            "CREATE INDEX tw_notify_events_actor ON tw_notify_events (usr, actor)",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

@@ -290,3 +290,216 @@ async fn upgrade_partitions_the_graph(base: &str) {
 }
 
 on_both_engines!(upgrade_partitions_the_graph: postgres_upgrade_partitions_the_graph, mysql_upgrade_partitions_the_graph);
+
+/// A database at schema version 7 is upgraded with the notification tables:
+/// events gather, a page shows them, a mark counts them as read.
+async fn upgrade_adds_notifications(base: &str) {
+    use tideway_core::notify::{Mark, Notice, Op, Verb};
+    use tideway_core::{ItemId, Millis, UserId};
+    use tideway_store::Notifications;
+    let (db, c) = at_version(base, 7).await;
+    c.close().await.expect("close");
+    let store = SqlStore::connect(&db.url).await.expect("upgrade");
+    let like = |actor: u64, at: i64| Op::Stand {
+        notice: Notice {
+            user: UserId(1),
+            verb: Verb::Reaction { item: ItemId(9), kind: "like".into() },
+            actor: UserId(actor),
+            at: Millis(at),
+            stands: true,
+            about: Some(ItemId(9)),
+        },
+        open: 100 + actor,
+    };
+    store.notify(&[like(2, 10), like(3, 20)]).await.expect("notify");
+    let p = store.notifications(UserId(1), None, 10).await.expect("page");
+    assert_eq!(p.groups.iter().map(|g| (g.id, g.actor_count, g.latest_at)).collect::<Vec<_>>(), [(102, 2, Millis(20))]);
+    assert_eq!(p.unread, 1);
+    assert!(store.mark_notifications(UserId(1), Mark::Read, None).await.expect("mark"));
+    assert_eq!(store.notifications(UserId(1), None, 10).await.expect("page").unread, 0);
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+on_both_engines!(upgrade_adds_notifications: postgres_upgrade_adds_notifications, mysql_upgrade_adds_notifications);
+
+/// Random notification ops, marks and pages, on the engine and on the
+/// embedded engines' `Book` side by side: every page (with its marks and
+/// counts) and every mark's answer is the same. Event times go back and
+/// forth, so a group's newest event leaves it in every way.
+async fn notifications_agree_with_the_book(base: &str) {
+    use rand::rngs::SmallRng;
+    use rand::{Rng, SeedableRng};
+    use std::collections::{BTreeMap, HashSet};
+    use tideway_core::notify::{Mark, Notice, Op, Verb};
+    use tideway_core::{ItemId, Millis, UserId};
+    use tideway_store::notebook::Book;
+    use tideway_store::{Graph, Notifications};
+    let db = FreshDatabase::create(base).await.expect("a fresh database");
+    let store = SqlStore::connect(&db.url).await.expect("connect");
+    let mut books: BTreeMap<u64, Book> = BTreeMap::new();
+    let mut muted: HashSet<(u64, u64)> = HashSet::new();
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut next_id = 1000u64;
+    let mut sent: Vec<Op> = Vec::new();
+    let mut forgotten: HashSet<(u64, u64)> = HashSet::new();
+    let users = [1u64, 2];
+    for step in 0..400 {
+        let verb = |rng: &mut SmallRng| match rng.random_range(0..5) {
+            0 => Verb::Follow,
+            1 => Verb::Reaction {
+                item: ItemId(rng.random_range(1..4)),
+                kind: ["like", "wow"][rng.random_range(0..2)].into(),
+            },
+            2 => Verb::Repost { item: ItemId(rng.random_range(1..4)) },
+            3 => Verb::Reply { item: ItemId(rng.random_range(10..14)) },
+            _ => Verb::Mention { item: ItemId(rng.random_range(20..24)) },
+        };
+        let user = users[rng.random_range(0..users.len())];
+        let actor = rng.random_range(10..17u64);
+        match rng.random_range(0..20) {
+            0..=11 => {
+                // A call of 1 to 3 ops, for either user.
+                let mut ops = Vec::new();
+                for _ in 0..rng.random_range(1..4) {
+                    let user = users[rng.random_range(0..users.len())];
+                    let actor = rng.random_range(10..17u64);
+                    let v = verb(&mut rng);
+                    ops.push(match rng.random_range(0..10) {
+                        0..=5 => {
+                            next_id += 1;
+                            let about = match &v {
+                                Verb::Reaction { item, .. } | Verb::Repost { item } => Some(*item),
+                                Verb::Reply { .. } => Some(ItemId(rng.random_range(1..4))),
+                                _ => None,
+                            };
+                            let at = Millis(rng.random_range(0..60) * 10);
+                            let notice =
+                                Notice { user: UserId(user), verb: v, actor: UserId(actor), at, stands: true, about };
+                            // Now and then an op sent before, sent again (its
+                            // group may exist, emptied, or have newer ones);
+                            // not about an item forgotten since (the Book
+                            // forgets which groups were about it: a second
+                            // Forget would not reach the event).
+                            let again = match sent.len() {
+                                n if n > 0 && rng.random_range(0..6) == 0 => Some(sent[rng.random_range(0..n)].clone()),
+                                _ => None,
+                            };
+                            let op = match again {
+                                Some(Op::Stand { notice: n, open })
+                                    if !n.about.is_some_and(|i| forgotten.contains(&(n.user.0, i.0))) =>
+                                {
+                                    Op::Stand { notice: n, open }
+                                }
+                                _ => Op::Stand { notice, open: next_id },
+                            };
+                            sent.push(op.clone());
+                            op
+                        }
+                        6..=7 => Op::Fall { user: UserId(user), verb: v, actor: UserId(actor) },
+                        8 => {
+                            let item = rng.random_range(1..4);
+                            forgotten.insert((user, item));
+                            Op::Forget { user: UserId(user), item: ItemId(item) }
+                        }
+                        _ => Op::Hide { user: UserId(user), actor: UserId(actor), hidden: rng.random_bool(0.5) },
+                    });
+                }
+                store.notify(&ops).await.expect("notify");
+                for op in &ops {
+                    let u = op.user().0;
+                    let book = books.entry(u).or_default();
+                    book.apply(op, |a| muted.contains(&(u, a.0)), &mut Vec::new());
+                }
+            }
+            12..=13 => {
+                let on = rng.random_bool(0.5);
+                store.set_mute(UserId(user), UserId(actor), on, Millis(1)).await.expect("mute");
+                if on {
+                    muted.insert((user, actor));
+                } else {
+                    muted.remove(&(user, actor));
+                }
+            }
+            _ => {
+                let mark = if rng.random_bool(0.5) { Mark::Seen } else { Mark::Read };
+                let up_to = match rng.random_range(0..3) {
+                    0 => None,
+                    _ => Some(next_id - rng.random_range(0..40)),
+                };
+                let got = store.mark_notifications(UserId(user), mark, up_to).await.expect("mark");
+                let book = books.entry(user).or_default();
+                let want = match up_to {
+                    Some(id) if !book.has_group(id) => false,
+                    _ => {
+                        if let Some(to) = book.mark_target(up_to) {
+                            book.mark(UserId(user), mark, to, &mut Vec::new());
+                        }
+                        true
+                    }
+                };
+                assert_eq!(got, want, "step {step}: mark {mark:?} up to {up_to:?} of {user}");
+            }
+        }
+        for u in users {
+            let book = books.entry(u).or_default();
+            let want = book.page(None, 100);
+            assert_eq!(store.notifications(UserId(u), None, 100).await.expect("page"), want, "step {step}: user {u}");
+            // A page below a cursor in the middle.
+            if let Some(g) = want.groups.get(want.groups.len() / 2) {
+                let before = Some((g.latest_at, g.id));
+                let got = store.notifications(UserId(u), before, 3).await.expect("page");
+                assert_eq!(got, book.page(before, 3), "step {step}: user {u} below {before:?}");
+            }
+        }
+    }
+    assert!(books.values().map(|b| b.page(None, 100).groups.len()).sum::<usize>() > 5, "the run made groups");
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+on_both_engines!(
+    notifications_agree_with_the_book: postgres_notifications_agree_with_the_book,
+    mysql_notifications_agree_with_the_book
+);
+
+/// Likes of one item sent to several nodes at once, for a user with no
+/// notifications yet: one group holds them all, counted once as unread.
+async fn one_group_of_racing_likes(base: &str) {
+    use tideway_core::notify::{Notice, Op, Verb};
+    use tideway_core::{ItemId, Millis, UserId};
+    use tideway_store::Notifications;
+    let db = FreshDatabase::create(base).await.expect("a fresh database");
+    let first = SqlStore::connect(&db.url).await.expect("connect");
+    let mut racers = tokio::task::JoinSet::new();
+    for n in 0..12u64 {
+        let url = db.url.clone();
+        racers.spawn(async move {
+            let node = SqlStore::connect(&url).await.expect("connect");
+            let notice = Notice {
+                user: UserId(1),
+                verb: Verb::Reaction { item: ItemId(9), kind: "like".into() },
+                actor: UserId(10 + n),
+                at: Millis(100 + n as i64),
+                stands: true,
+                about: Some(ItemId(9)),
+            };
+            node.notify(&[Op::Stand { notice, open: 1000 + n }]).await.expect("notify");
+            node.close().await;
+        });
+    }
+    while let Some(done) = racers.join_next().await {
+        done.expect("task");
+    }
+    let p = first.notifications(UserId(1), None, 10).await.expect("page");
+    assert_eq!(p.groups.len(), 1, "{p:?}");
+    assert_eq!((p.groups[0].actor_count, p.groups[0].latest_at, p.unread, p.unseen), (12, Millis(111), 1, 1));
+    assert_eq!(p.groups[0].actors, [21, 20, 19, 18, 17].map(UserId));
+    first.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+on_both_engines!(
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    one_group_of_racing_likes: postgres_makes_one_group_of_racing_likes, mysql_makes_one_group_of_racing_likes
+);

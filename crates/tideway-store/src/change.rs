@@ -112,4 +112,15 @@ pub enum Change {
     PutHead(UserId, Head),
     /// The store-wide counters after the changes before it (likewise).
     PutCounters(Counters),
+    /// A change to a user's notifications (their book decides its group).
+    Notify(tideway_core::notify::Op),
+    /// A user's mark moves forward to `to`.
+    NotifyMark {
+        user: UserId,
+        mark: tideway_core::notify::Mark,
+        to: Millis,
+    },
+    /// What a notification change wrote, for journals that keep books as
+    /// rows (derived by the store, never decided).
+    NoteRow(crate::notebook::Row),
 }

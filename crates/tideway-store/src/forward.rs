@@ -7,7 +7,7 @@
 //! the seam is forwarded by every such backend from this one place.
 
 /// Implements every storage trait for `$ty` by forwarding: the durable
-/// traits (`Items`, `Postings`, `Graph`, `Jobs`) to `$durable`, the shared ones
+/// traits (`Items`, `Postings`, `Notifications`, `Graph`, `Jobs`) to `$durable`, the shared ones
 /// (`Activity`, `HotAuthors`, `Inboxes`, `Hub`) to `$shared`, after running
 /// `$before` if given (each an expression over `$s`, which names `self`).
 macro_rules! forward_backend {
@@ -128,6 +128,34 @@ macro_rules! forward_backend {
                     let $s = self;
                     $($before;)?
                     $durable.postings(feed, range, dir, limit).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Notifications for $ty {
+                async fn notify(&self, ops: &[tideway_core::notify::Op]) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.notify(ops).await
+                }
+                async fn notifications(
+                    &self,
+                    user: UserId,
+                    before: Option<(Millis, u64)>,
+                    limit: usize,
+                ) -> Result<NotifyPage> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.notifications(user, before, limit).await
+                }
+                async fn mark_notifications(
+                    &self,
+                    user: UserId,
+                    mark: tideway_core::notify::Mark,
+                    up_to: Option<u64>,
+                ) -> Result<bool> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.mark_notifications(user, mark, up_to).await
                 }
             }
             #[async_trait::async_trait]

@@ -49,6 +49,7 @@ pub mod error;
 mod forward;
 pub mod inbox;
 pub mod memory;
+pub mod notebook;
 pub mod profile;
 pub mod reactions;
 pub mod rules;

@@ -27,11 +27,13 @@
 
 use crate::blocks::SortedBlocks;
 use crate::change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
+use crate::notebook::{Book, Event, GroupHead, Row};
 use crate::reactions::ReactionIndex;
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tideway_core::notify::Verb;
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
 /// A position in the journal: what a write must wait for to be durable.
@@ -55,6 +57,8 @@ pub enum Unit {
     Inserts(UserId),
     /// An item's live reposts, live replies and reactions.
     Item(ItemId),
+    /// A user's notifications (their [`Book`]).
+    Notify(UserId),
 }
 
 /// A unit as read from the journal.
@@ -79,6 +83,12 @@ pub enum UnitData {
         replies: u64,
         reactions: Vec<(UserId, String)>,
     },
+    /// A book's rows: the marks (if ever moved), groups and events.
+    Notify {
+        marks: Option<(Millis, Millis)>,
+        groups: Vec<(u64, GroupHead)>,
+        events: Vec<(Verb, UserId, Event)>,
+    },
 }
 
 impl UnitData {
@@ -92,6 +102,7 @@ impl UnitData {
             Unit::Outbox(_) => UnitData::Outbox(vec![]),
             Unit::Inserts(_) => UnitData::Inserts(vec![]),
             Unit::Item(_) => UnitData::Item { reposts: vec![], replies: 0, reactions: vec![] },
+            Unit::Notify(_) => UnitData::Notify { marks: None, groups: vec![], events: vec![] },
         }
     }
 }
@@ -116,7 +127,7 @@ fn user_bit(unit: Unit) -> Option<(UserId, u8)> {
         Unit::BlockedBy(u) => Some((u, BLOCKED_BY)),
         Unit::Outbox(u) => Some((u, OUTBOX)),
         Unit::Inserts(u) => Some((u, INSERTS)),
-        Unit::Item(_) => None,
+        Unit::Item(_) | Unit::Notify(_) => None,
     }
 }
 
@@ -155,6 +166,8 @@ pub struct Applied {
     pub heads: Vec<UserId>,
     pub counters: bool,
     pub skipped: Vec<Unit>,
+    /// What notification changes wrote (a lazy journal keeps them).
+    pub notes: Vec<Row>,
 }
 
 /// The whole in-memory index.
@@ -189,6 +202,9 @@ pub struct State {
     /// Postings by feed id, ascending (eager only: a lazy index reads them
     /// from the journal's disk by range, as feeds can be very long).
     pub postings: FxHashMap<u64, Vec<Key>>,
+    /// Each user's notifications (lazy: those loaded, in `notify_loaded`).
+    pub notify: FxHashMap<UserId, Book>,
+    pub notify_loaded: FxHashSet<UserId>,
     /// Lazy: the ticket of the latest write that skipped each unit because
     /// it was not loaded (a mutex: reactions write under the read lock).
     skips: Mutex<Skips>,
@@ -272,6 +288,7 @@ impl State {
         }
         match unit {
             Unit::Item(i) => self.items_loaded.contains(&i),
+            Unit::Notify(u) => self.notify_loaded.contains(&u),
             _ => user_bit(unit).is_some_and(|(u, bit)| self.users.get(&u).is_some_and(|s| s.loaded & bit != 0)),
         }
     }
@@ -362,6 +379,14 @@ impl State {
             match c {
                 Change::PutItem(i) | Change::UpdateItem(i) => want(Unit::Head(i.author)),
                 Change::PutInsert { user, .. } => want(Unit::Head(*user)),
+                // A book, and what says who is hidden from its user.
+                Change::Notify(op) => {
+                    let u = op.user();
+                    want(Unit::Notify(u));
+                    want(Unit::Out(u));
+                    want(Unit::BlockedBy(u));
+                }
+                Change::NotifyMark { user, .. } => want(Unit::Notify(*user)),
                 Change::PutEdge { kind, from, to, .. } | Change::DelEdge { kind, from, to, .. } => {
                     want(Unit::Head(*from));
                     want(Unit::Head(*to));
@@ -421,6 +446,11 @@ impl State {
             self.items_loaded.insert(id);
             return;
         }
+        if let (Unit::Notify(u), UnitData::Notify { marks, groups, events }) = (unit, &data) {
+            self.notify.insert(u, Book::from_rows(*marks, groups.iter().cloned(), events.iter().cloned()));
+            self.notify_loaded.insert(u);
+            return;
+        }
         let Some((u, bit)) = user_bit(unit) else { return };
         let s = self.users.entry(u).or_default();
         s.loaded |= bit;
@@ -461,7 +491,7 @@ impl State {
                     *first = (*first).min(key);
                 }
             }
-            UnitData::Item { .. } => {}
+            UnitData::Item { .. } | UnitData::Notify { .. } => {}
         }
     }
 
@@ -481,6 +511,8 @@ impl State {
         self.first_insert.clear();
         self.records.retain(|_, r| matches!(r, Record::Item(_)));
         self.reactions = ReactionIndex::default();
+        self.notify.clear();
+        self.notify_loaded.clear();
     }
 
     /// The user's state for changing `unit`: `None` (and the unit noted as
@@ -579,8 +611,27 @@ impl State {
                 self.bump_max(p.id, ap);
                 self.promotions.insert(p.id, p);
             }
+            Change::Notify(op) => {
+                let user = op.user();
+                if self.lazy && !self.notify_loaded.contains(&user) {
+                    ap.skipped.push(Unit::Notify(user));
+                    return;
+                }
+                let s = self.users.get(&user);
+                let hidden = |a: UserId| {
+                    s.is_some_and(|s| s.blocking.contains(&a) || s.muting.contains(&a) || s.blocked_by.contains(&a))
+                };
+                self.notify.entry(user).or_default().apply(&op, hidden, &mut ap.notes);
+            }
+            Change::NotifyMark { user, mark, to } => {
+                if self.lazy && !self.notify_loaded.contains(&user) {
+                    ap.skipped.push(Unit::Notify(user));
+                    return;
+                }
+                self.notify.entry(user).or_default().mark(user, mark, to, &mut ap.notes);
+            }
             // Derived from the others: persisted, nothing to index.
-            Change::PutHead(..) | Change::PutCounters(_) => {}
+            Change::PutHead(..) | Change::PutCounters(_) | Change::NoteRow(_) => {}
         }
     }
 
@@ -730,6 +781,7 @@ impl State {
         if ap.counters {
             out.push(Change::PutCounters(self.counters));
         }
+        out.extend(ap.notes.iter().cloned().map(Change::NoteRow));
         out
     }
 }

@@ -7,6 +7,7 @@ use crate::view::*;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS, page_limit};
 use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::notify::Cause;
 use tideway_core::{Millis, Relation, UserId};
 use tideway_store::{FollowStatus, ListKind};
 
@@ -42,6 +43,19 @@ impl FeedService {
                 metrics::counter!("tideway_inbox_backfill_lost_total").increment(1);
             }
         }
+        // Every follow that stands notifies its target (a repeat too: it
+        // completes a request whose notifications failed).
+        let causes: Vec<Cause<'_>> = targets
+            .iter()
+            .zip(&statuses)
+            .filter_map(|(t, s)| match s {
+                FollowStatus::Followed(at) | FollowStatus::Already(at) => {
+                    Some(Cause::Follow { from: user, to: *t, at: *at, stands: true })
+                }
+                _ => None,
+            })
+            .collect();
+        self.notify(&causes).await?;
         Ok(targets.iter().copied().zip(statuses).collect())
     }
 
@@ -83,7 +97,8 @@ impl FeedService {
 
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
         self.backend.unfollow(user, target).await?;
-        Ok(())
+        let at = self.clock.now();
+        self.notify(&[Cause::Follow { from: user, to: target, at, stands: false }]).await
     }
 
     pub(super) fn check_not_self(user: UserId, target: UserId, what: &str) -> Result<()> {
@@ -95,14 +110,23 @@ impl FeedService {
 
     pub async fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "block")?;
-        self.backend.set_block(user, target, on, self.clock.now()).await?;
-        Ok(())
+        let at = self.clock.now();
+        self.backend.set_block(user, target, on, at).await?;
+        if on {
+            // A block removes the follows both ways: their events fall.
+            self.notify(&[
+                Cause::Follow { from: user, to: target, at, stands: false },
+                Cause::Follow { from: target, to: user, at, stands: false },
+            ])
+            .await?;
+        }
+        self.notify_hidden(user, target).await
     }
 
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
         self.backend.set_mute(user, target, on, self.clock.now()).await?;
-        Ok(())
+        self.notify_hidden(user, target).await
     }
 
     /// A page of a follow list (`limit` as asked: `None` is the default).

@@ -5,6 +5,7 @@ use crate::error::{Result, ServiceError};
 use crate::view::*;
 use std::sync::Arc;
 use tideway_core::limits::MAX_BATCH_IDS;
+use tideway_core::notify::Cause;
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
 use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Signal, StoreError, ViewerMarks};
 
@@ -51,6 +52,7 @@ impl FeedService {
         let mut new = new.validated()?;
         let author = new.author;
         let mut reply_to_author = None;
+        let mut original_author = None;
         if let Some(target) = new.repost_of {
             let mut original = self.live_item(target).await?;
             if let Some(inner) = original.repost_of {
@@ -69,6 +71,7 @@ impl FeedService {
                 )));
             }
             new.repost_of = Some(original.id);
+            original_author = Some(original.author);
         }
         if let Some(parent_id) = new.reply_to {
             let parent = self.live_item(parent_id).await?;
@@ -166,6 +169,27 @@ impl FeedService {
                 other => break other?,
             }
         };
+        // Whom it notifies; sent again for a repeat, which completes a
+        // request whose notifications failed after the item was stored.
+        let made = match &outcome {
+            CreateOutcome::Existing(item) if item.deleted => None,
+            CreateOutcome::Created(item) | CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
+                Some(item.clone())
+            }
+        };
+        if let Some(item) = made {
+            let original_author = match (item.repost_of, original_author) {
+                (Some(_), None) => self.author_of(item.repost_of).await?,
+                (_, known) => known,
+            };
+            self.notify(&[Cause::Item {
+                item: &item,
+                parent_author: item.reply_to_author,
+                original_author,
+                stands: true,
+            }])
+            .await?;
+        }
         match outcome {
             CreateOutcome::Created(item) => {
                 // The author's own home had the item before it was stored;
@@ -295,17 +319,29 @@ impl FeedService {
         self.hydrate_one(updated, actor).await
     }
 
-    /// Soft-deletes an item; deleting a deleted item is a no-op.
+    /// Soft-deletes an item; deleting a deleted item is a no-op (but for
+    /// its notifications, sent again to complete a delete that failed
+    /// after the item was deleted).
     pub async fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
-        match self.load_item(id).await? {
-            None => Err(ServiceError::NotFound(format!("item {id} does not exist"))),
-            Some(i) if i.deleted => Self::check_author(&i, actor),
-            Some(i) => {
-                Self::check_author(&i, actor)?;
-                self.backend.update_item(id, &ItemChange::Delete).await?;
-                Ok(())
-            }
+        let item = match self.load_item(id).await? {
+            None => return Err(ServiceError::NotFound(format!("item {id} does not exist"))),
+            Some(i) => i,
+        };
+        Self::check_author(&item, actor)?;
+        if !item.deleted {
+            self.backend.update_item(id, &ItemChange::Delete).await?;
         }
+        let original_author = self.author_of(item.repost_of).await?;
+        self.notify(&[Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false }])
+            .await
+    }
+
+    /// The author of an item, if there is one and it is known.
+    async fn author_of(&self, id: Option<ItemId>) -> Result<Option<UserId>> {
+        Ok(match id {
+            Some(id) => self.load_item(id).await?.map(|i| i.author),
+            None => None,
+        })
     }
 
     pub(super) async fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
@@ -408,6 +444,10 @@ impl FeedService {
             )));
         }
         self.backend.set_reaction(item, user, kind, on).await?;
+        // Sent even when nothing changed: a repeat completes a request
+        // whose notification failed after the reaction was stored.
+        let at = self.clock.now();
+        self.notify(&[Cause::Reaction { item, author: it.author, user, kind, at, stands: on }]).await?;
         metrics::counter!("tideway_reactions_total").increment(1);
         Ok(self.backend.hydration(&[item], None).await?.pop().map(|(c, _)| c).unwrap_or_default())
     }

@@ -3,12 +3,15 @@
 //! * `items.rs`: items, hydration, reactions, promotions;
 //! * `feeds.rs`: home and profile pages, home insertions, inbox rebuilds;
 //! * `postings.rs`: the mention, tag and object feeds;
+//! * `notifications.rs`: notification groups, their marks, and the ops
+//!   every other write sends them;
 //! * `graph.rs`: follows, blocks, mutes, lists, relationships;
 //! * `ops.rs`: users, stats, health, the inactive sweep, snapshot state.
 
 mod feeds;
 mod graph;
 mod items;
+mod notifications;
 mod ops;
 mod postings;
 

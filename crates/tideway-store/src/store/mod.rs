@@ -23,9 +23,10 @@
 //!   reads back from.
 //! * `caches.rs`: the bounded caches of records and bodies of a lazy store.
 //! * `load.rs`: lazy loading (`load`, `read`) and the reads past the index.
-//! * `items.rs`, `postings.rs`, `graph.rs`, `jobs.rs`: the [`Items`],
-//!   [`Postings`], [`Graph`] and [`Jobs`] impls; the rules
-//!   they apply are in [`crate::rules`].
+//! * `items.rs`, `postings.rs`, `notifications.rs`, `graph.rs`, `jobs.rs`:
+//!   the [`Items`], [`Postings`], [`Notifications`], [`Graph`] and [`Jobs`]
+//!   impls; the rules they apply are in [`crate::rules`] and
+//!   `tideway_core::notify`.
 //! * `shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`]
 //!   impls, forwarded to the in-process components and the inbox set.
 //!
@@ -37,6 +38,7 @@ mod items;
 mod jobs;
 mod journal;
 mod load;
+mod notifications;
 mod postings;
 mod shared;
 

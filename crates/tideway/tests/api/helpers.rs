@@ -137,3 +137,19 @@ pub fn assert_error(got: &(StatusCode, Value), status: u16, code: &str) {
     assert_eq!(got.1["error"]["code"], json!(code), "body: {}", got.1);
     assert!(got.1["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "message missing: {}", got.1);
 }
+
+/// The server key and JWT secret of the tests that turn authentication on.
+pub const KEY: &str = "server-key-0123456789";
+pub const SECRET: &str = "jwt-secret-0123456789";
+
+/// A user token (HS256, ten minutes) for `sub`, signed with [`SECRET`].
+pub fn user_token(sub: u64) -> String {
+    let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() + 600;
+    let claims = json!({"sub": sub.to_string(), "exp": exp});
+    jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &claims,
+        &jsonwebtoken::EncodingKey::from_secret(SECRET.as_bytes()),
+    )
+    .expect("encode")
+}

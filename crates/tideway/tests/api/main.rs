@@ -13,6 +13,7 @@ mod helpers;
 mod import;
 mod items;
 mod nodes;
+mod notifications;
 mod postings;
 mod promotions;
 mod reactions;

@@ -2,7 +2,6 @@
 //! section 2) on a real server, their cursors, and their bad input.
 
 use crate::helpers::*;
-use jsonwebtoken::{EncodingKey, Header, encode};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -93,15 +92,6 @@ async fn posting_feeds_refuse_bad_input() {
     }
     assert_eq!(page(&s, &format!("/v1/tags/{}/feed", "a".repeat(64))).await.0.len(), 0, "64 bytes is a tag");
     s.stop().await;
-}
-
-const KEY: &str = "server-key-0123456789";
-const SECRET: &str = "jwt-secret-0123456789";
-
-fn user_token(sub: u64) -> String {
-    let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() + 600;
-    let claims = json!({"sub": sub.to_string(), "exp": exp});
-    encode(&Header::default(), &claims, &EncodingKey::from_secret(SECRET.as_bytes())).expect("encode")
 }
 
 #[tokio::test]

@@ -1,0 +1,56 @@
+//! Notifications: each user's [`Book`] in the index, changed by the
+//! store's ordinary write path (decided and applied under the index's write
+//! lock, so two events of one key never open two groups; journaled as the
+//! rows the book reports; durable before acknowledged). The embedded store
+//! loads a user's book whole on first use ([`Unit::Notify`]).
+
+use super::Store;
+use super::journal::Journal;
+use crate::change::Change;
+use crate::notebook::Book;
+use crate::state::Unit;
+use crate::traits::{Notifications, NotifyPage, Result};
+use async_trait::async_trait;
+use tideway_core::notify::{Mark, Op};
+use tideway_core::{Millis, UserId};
+
+#[async_trait]
+impl<J: Journal> Notifications for Store<J> {
+    async fn notify(&self, ops: &[Op]) -> Result<()> {
+        if ops.is_empty() {
+            return Ok(());
+        }
+        self.commit(|_, _| Ok(((), ops.iter().cloned().map(Change::Notify).collect()))).await
+    }
+
+    async fn notifications(&self, user: UserId, before: Option<(Millis, u64)>, limit: usize) -> Result<NotifyPage> {
+        self.read(|st, need| {
+            if !st.loaded(Unit::Notify(user)) {
+                need.push(Unit::Notify(user));
+            }
+            match st.notify.get(&user) {
+                Some(book) => book.page(before, limit),
+                None => Book::default().page(before, limit),
+            }
+        })
+        .await
+    }
+
+    async fn mark_notifications(&self, user: UserId, mark: Mark, up_to: Option<u64>) -> Result<bool> {
+        self.commit(|st, need| {
+            if !st.loaded(Unit::Notify(user)) {
+                need.push(Unit::Notify(user));
+                return Ok((false, Vec::new()));
+            }
+            let book = st.notify.get(&user);
+            if let Some(id) = up_to
+                && !book.is_some_and(|b| b.has_group(id))
+            {
+                return Ok((false, Vec::new()));
+            }
+            let to = book.and_then(|b| b.mark_target(up_to));
+            Ok((true, to.map(|to| Change::NotifyMark { user, mark, to }).into_iter().collect()))
+        })
+        .await
+    }
+}
