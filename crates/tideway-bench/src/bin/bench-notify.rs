@@ -40,6 +40,12 @@ use tideway_service::config::{BackendKind, SyncKind};
 use tideway_service::{Config, FeedService, ServiceOptions, SystemClock};
 use tideway_store_sql::testing::FreshDatabase;
 
+#[path = "../measure.rs"]
+#[allow(dead_code, reason = "the bench uses only the histograms")]
+mod measure;
+
+use measure::{hist, percentiles};
+
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -66,14 +72,6 @@ type Res<T> = Result<T, String>;
 
 fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
-}
-
-fn us(h: &Histogram<u64>, q: f64) -> f64 {
-    h.value_at_quantile(q) as f64 / 1000.0
-}
-
-fn hist() -> Histogram<u64> {
-    Histogram::<u64>::new(3).expect("a histogram")
 }
 
 /// What one engine measured.
@@ -105,7 +103,7 @@ async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>)
     let reader = {
         let (svc, done) = (svc.clone(), done.clone());
         tokio::spawn(async move {
-            let mut h = hist();
+            let mut h = hist()?;
             while !done.load(Ordering::Relaxed) {
                 let t = Instant::now();
                 let page = svc.notifications(owner, Some(20), None).await.map_err(err)?;
@@ -172,7 +170,7 @@ async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>)
     if let Some(db) = db {
         db.execute(&["ANALYZE".to_owned()]).await.map_err(err)?;
     }
-    let mut page_at_groups = hist();
+    let mut page_at_groups = hist()?;
     for _ in 0..args.reads {
         let t = Instant::now();
         let page = svc.notifications(heavy, Some(20), None).await.map_err(err)?;
@@ -237,7 +235,7 @@ async fn baseline(args: &Args, url: &str) -> Res<Baseline> {
         let (url, done) = (url.to_owned(), done.clone());
         tokio::spawn(async move {
             let mut c = PgConnection::connect(&url).await.map_err(err)?;
-            let (mut grouped, mut capped) = (hist(), hist());
+            let (mut grouped, mut capped) = (hist()?, hist()?);
             while !done.load(Ordering::Relaxed) {
                 timed(&mut c, GROUPED, 1, None, &mut grouped).await?;
                 timed(&mut c, CAPPED, 1, Some(0), &mut capped).await?;
@@ -300,7 +298,7 @@ async fn baseline(args: &Args, url: &str) -> Res<Baseline> {
             .fetch_one(&mut c)
             .await
             .map_err(err)?;
-    let (mut capped_at_groups, mut exact_at_groups, mut grouped_at_groups) = (hist(), hist(), hist());
+    let (mut capped_at_groups, mut exact_at_groups, mut grouped_at_groups) = (hist()?, hist()?, hist()?);
     for _ in 0..args.reads {
         timed(&mut c, CAPPED, 2, Some(half), &mut capped_at_groups).await?;
         timed(&mut c, EXACT, 2, Some(half), &mut exact_at_groups).await?;
@@ -326,8 +324,8 @@ fn report(name: &str, f: &Figures, b: Option<&Baseline>) {
     let r = &f.read_while_liking;
     println!(
         "  owner's page of 20 while liked: p50 {:.0} µs, p99 {:.0} µs ({} reads)",
-        us(r, 0.5),
-        us(r, 0.99),
+        percentiles(r).0,
+        percentiles(r).1,
         r.len()
     );
     if let Some(b) = b {
@@ -335,15 +333,19 @@ fn report(name: &str, f: &Figures, b: Option<&Baseline>) {
         println!(
             "  baseline grouped page p50 {:.0} / p99 {:.0} µs, capped unread count p50 {:.0} / p99 {:.0} µs; \
              p99 ours / (grouped + capped) ×{:.3}",
-            us(g, 0.5),
-            us(g, 0.99),
-            us(c, 0.5),
-            us(c, 0.99),
-            us(r, 0.99) / (us(g, 0.99) + us(c, 0.99))
+            percentiles(g).0,
+            percentiles(g).1,
+            percentiles(c).0,
+            percentiles(c).1,
+            percentiles(r).1 / (percentiles(g).1 + percentiles(c).1)
         );
     }
     let p = &f.page_at_groups;
-    println!("page of 20 with exact unseen/unread at many groups: p50 {:.0} µs, p99 {:.0} µs", us(p, 0.5), us(p, 0.99));
+    println!(
+        "page of 20 with exact unseen/unread at many groups: p50 {:.0} µs, p99 {:.0} µs",
+        percentiles(p).0,
+        percentiles(p).1
+    );
     if let Some(b) = b {
         for (what, h) in [
             ("capped (100) count", &b.capped_at_groups),
@@ -352,9 +354,9 @@ fn report(name: &str, f: &Figures, b: Option<&Baseline>) {
         ] {
             println!(
                 "  baseline {what}: p50 {:.0} µs, p99 {:.0} µs → ours ×{:.3} at p50",
-                us(h, 0.5),
-                us(h, 0.99),
-                us(p, 0.5) / us(h, 0.5)
+                percentiles(h).0,
+                percentiles(h).1,
+                percentiles(p).0 / percentiles(h).0
             );
         }
     }

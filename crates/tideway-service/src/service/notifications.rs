@@ -50,8 +50,9 @@ impl FeedService {
     /// Re-evaluates whether `a` and `b` are hidden from each other's
     /// notifications after a block, unblock, mute or unmute between them.
     pub(super) async fn notify_hidden(&self, a: UserId, b: UserId) -> Result<()> {
-        let rels = self.backend.relations(a, &[b]).await?;
-        let back = self.backend.relations(b, &[a]).await?;
+        let (only_b, only_a) = ([b], [a]);
+        let (rels, back) = tokio::join!(self.backend.relations(a, &only_b), self.backend.relations(b, &only_a));
+        let (rels, back) = (rels?, back?);
         let (Some(ab), Some(ba)) = (rels.first(), back.first()) else { return Ok(()) };
         let blocked = ab.blocked_either_way();
         let mut ops = tideway_core::notify::ops(

@@ -3,9 +3,6 @@ use jsonwebtoken::{EncodingKey, Header, encode};
 use reqwest::StatusCode;
 use serde_json::json;
 
-const KEY: &str = "server-key-0123456789";
-const SECRET: &str = "jwt-secret-0123456789";
-
 fn token(sub: &str, exp_from_now: i64) -> String {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() as i64;
     encode(

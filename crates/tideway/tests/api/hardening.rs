@@ -11,19 +11,12 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-const KEY: &str = "server-key-0123456789";
-const SECRET: &str = "jwt-secret-0123456789";
-
 fn now_secs() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("time").as_secs() as i64
 }
 
 fn jwt(claims: Value) -> String {
     encode(&Header::default(), &claims, &EncodingKey::from_secret(SECRET.as_bytes())).expect("encode")
-}
-
-fn user_token(sub: u64) -> String {
-    jwt(json!({"sub": sub.to_string(), "exp": now_secs() + 600}))
 }
 
 async fn secured() -> TestServer {
