@@ -16,7 +16,10 @@
 //! 5. a conformance suite in `tideway-conformance`, listed in `SUITES`;
 //! 6. the memory and embedded index: `Change` variants, `State` and its
 //!    `Unit`s (or a range read on `Disk` for what is too long to load
-//!    whole), and a file `store/<concern>.rs` deciding by the rule;
+//!    whole), and a file `store/<concern>.rs` deciding by the rule; state
+//!    whose changes are decided where they apply (notifications' grouping)
+//!    is a structure of its own (`notebook.rs`) that reports the rows it
+//!    wrote, which `State::derived` hands the journal;
 //! 7. the embedded disk (`tideway-store-fjall`): keyspace and codec, encoding,
 //!    loading, a migration of existing directories;
 //! 8. SQL (`tideway-store-sql`): a migration and a file `<concern>.rs`,
