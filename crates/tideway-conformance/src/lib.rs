@@ -707,8 +707,11 @@ pub async fn notifications(b: &dyn Backend) {
     assert_eq!((p.unseen, p.unread), (4, 1));
 
     // Undo: the newest actor of the read group takes their like back.
-    b.notify(&[Op::Fall { user: u(1), verb: like(900), actor: u(8) }]).await.expect("unlike");
-    b.notify(&[Op::Fall { user: u(1), verb: like(900), actor: u(8) }]).await.expect("again");
+    b.notify(&[Op::Fall { user: u(1), verb: like(900), actor: u(8), at: Millis(500) }]).await.expect("unlike");
+    b.notify(&[Op::Fall { user: u(1), verb: like(900), actor: u(8), at: Millis(500) }]).await.expect("again");
+    // A fall of an event older than the standing one (a delete sent again
+    // after its actor acted anew) leaves the standing one.
+    b.notify(&[Op::Fall { user: u(1), verb: like(900), actor: u(7), at: Millis(100) }]).await.expect("an older fall");
     let g = page(1, None, 10).await.groups.into_iter().find(|g| g.id == 5002).expect("still shown");
     assert_eq!((g.actors.clone(), g.actor_count, g.latest_at), (vec![u(7), u(6), u(5), u(4), u(3)], 6, Millis(107)));
 

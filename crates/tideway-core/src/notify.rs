@@ -168,8 +168,11 @@ pub enum Op {
     /// item id generator, so they are unique across users and nodes and
     /// sort by time.
     Stand { notice: Notice, open: u64 },
-    /// The event no longer stands (its cause was undone).
-    Fall { user: UserId, verb: Verb, actor: UserId },
+    /// The event no longer stands (its cause was undone), if it stands
+    /// from `at` or before: a repost deleted (again: deletes are repeated)
+    /// after its reposter reposted the same original anew takes only its
+    /// own event along, not the newer one.
+    Fall { user: UserId, verb: Verb, actor: UserId, at: Millis },
     /// `item` of `user` was deleted: every event about it (reactions to it,
     /// reposts of it, replies to it) falls.
     Forget { user: UserId, item: ItemId },
@@ -251,7 +254,7 @@ pub fn ops(cause: &Cause<'_>, item_at: impl Fn(ItemId) -> Millis, mut next_id: i
             if n.stands {
                 Op::Stand { notice: n, open: next_id() }
             } else {
-                Op::Fall { user: n.user, verb: n.verb, actor: n.actor }
+                Op::Fall { user: n.user, verb: n.verb, actor: n.actor, at: n.at }
             }
         })
         .collect();
@@ -419,7 +422,7 @@ mod tests {
         assert_eq!(
             undone,
             vec![
-                Op::Fall { user: UserId(1), verb: Verb::Reply { item: ItemId(20) }, actor: UserId(2) },
+                Op::Fall { user: UserId(1), verb: Verb::Reply { item: ItemId(20) }, actor: UserId(2), at: Millis(5) },
                 Op::Forget { user: UserId(2), item: ItemId(20) },
             ],
             "the reply's own event falls, and whatever was about the reply"

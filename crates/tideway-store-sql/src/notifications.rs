@@ -293,9 +293,17 @@ impl SqlStore {
         Ok(())
     }
 
-    /// [`Op::Fall`]: the event (with its group's figures) is read, deleted,
-    /// and its group's figures follow.
-    async fn fall(&self, tx: &mut Tx, user: UserId, verb: &Verb, actor: UserId, marks: &mut Marks) -> Result<()> {
+    /// [`Op::Fall`]: the event (with its group's figures) is read, deleted
+    /// if it stands from `until` or before, and its group's figures follow.
+    async fn fall(
+        &self,
+        tx: &mut Tx,
+        user: UserId,
+        verb: &Verb,
+        actor: UserId,
+        until: Millis,
+        marks: &mut Marks,
+    ) -> Result<()> {
         let key = key_of(verb)?;
         let args = [Int(k(user.0)), Text(&key), Int(k(actor.0))];
         let rows = self
@@ -309,6 +317,9 @@ impl SqlStore {
             .await?;
         let Some(row) = rows.first() else { return Ok(()) };
         let (id, at, hidden, old) = (int(row, 0)? as u64, int(row, 1)?, int(row, 2)? != 0, Figures::of(row, 3)?);
+        if at > until.0 {
+            return Ok(());
+        }
         self.exec_in(tx, "DELETE FROM tw_notify_events WHERE usr = ? AND vkey = ? AND actor = ?", &args).await?;
         if !hidden {
             let new = self.without(tx, user, id, old, at).await?;
@@ -399,7 +410,7 @@ impl SqlStore {
     async fn apply(&self, tx: &mut Tx, op: &Op, marks: &mut Marks) -> Result<()> {
         match op {
             Op::Stand { notice, open } => self.stand(tx, notice, *open, marks).await,
-            Op::Fall { user, verb, actor } => self.fall(tx, *user, verb, *actor, marks).await,
+            Op::Fall { user, verb, actor, at } => self.fall(tx, *user, verb, *actor, *at, marks).await,
             Op::Forget { user, item } => self.forget(tx, *user, *item, marks).await,
             Op::Hide { user, actor, hidden } => self.hide(tx, *user, *actor, *hidden, marks).await,
         }

@@ -396,7 +396,13 @@ async fn notifications_agree_with_the_book(base: &str) {
                             sent.push(op.clone());
                             op
                         }
-                        6..=7 => Op::Fall { user: UserId(user), verb: v, actor: UserId(actor) },
+                        6..=7 => Op::Fall {
+                            user: UserId(user),
+                            verb: v,
+                            actor: UserId(actor),
+                            // Mostly at or after the event's time (it falls), now and then before.
+                            at: Millis(rng.random_range(0..70) * 10),
+                        },
                         8 => {
                             let item = rng.random_range(1..4);
                             forgotten.insert((user, item));

@@ -220,7 +220,7 @@ impl Book {
                 self.events.insert(key, ev);
                 rows.push(Row::Event { user, verb: notice.verb.clone(), actor: notice.actor, event: Some(ev) });
             }
-            Op::Fall { verb, actor, .. } => self.fall(user, verb, *actor, rows),
+            Op::Fall { verb, actor, at, .. } => self.fall(user, verb, *actor, *at, rows),
             Op::Forget { item, .. } => {
                 // The groups stay indexed: a group may take events again (an
                 // op sent again reuses the group it opened).
@@ -229,7 +229,7 @@ impl Book {
                     let verb = g.head.verb.clone();
                     let actors: Vec<UserId> = g.shown.iter().chain(g.hidden.iter()).map(|e| e.1).collect();
                     for actor in actors {
-                        self.fall(user, &verb, actor, rows);
+                        self.fall(user, &verb, actor, Millis(i64::MAX), rows);
                     }
                 }
             }
@@ -256,8 +256,13 @@ impl Book {
         }
     }
 
-    fn fall(&mut self, user: UserId, verb: &Verb, actor: UserId, rows: &mut Vec<Row>) {
-        let Some(ev) = self.events.remove(&(verb.clone(), actor)) else { return };
+    /// The event of `actor` falls if it stands from `at` or before.
+    fn fall(&mut self, user: UserId, verb: &Verb, actor: UserId, at: Millis, rows: &mut Vec<Row>) {
+        let key = (verb.clone(), actor);
+        if self.events.get(&key).is_none_or(|ev| ev.at > at) {
+            return;
+        }
+        let Some(ev) = self.events.remove(&key) else { return };
         if let Some(verbs) = self.by_actor.get_mut(&actor) {
             verbs.remove(verb);
             if verbs.is_empty() {
@@ -386,6 +391,7 @@ mod tests {
                 user: UserId(1),
                 verb: Verb::Reaction { item: ItemId(9), kind: "like".into() },
                 actor: UserId(4),
+                at: Millis(1000),
             },
             &mut rows,
         );
