@@ -60,7 +60,9 @@ fn every_suite_is_in_the_matrix() {
             "graph_lists",
             "items_feeds",
             "postings",
-            "notifications"
+            "notifications",
+            "live",
+            "snapshots"
         ]
     );
 }

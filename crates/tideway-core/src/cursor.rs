@@ -2,17 +2,22 @@
 //!
 //! A cursor names a position in one feed: the feed (kind and a fingerprint of
 //! its identity), the sort key of the entry it points at, and a tie-breaker.
-//! It is base64url of a fixed 30-byte layout with a checksum, so it survives
-//! restarts (no server state), stays valid when the entry it points at is
-//! deleted (the key is a number, not a reference), and a cursor of another
-//! feed, a truncated one, or garbage is rejected with a clear reason.
+//! It is base64url of a fixed layout with a checksum (30 bytes; 38 for the
+//! live feed's, which also name their snapshot), so it survives restarts (no
+//! server state), stays valid when the entry it points at is deleted (the
+//! key is a number, not a reference), and a cursor of another feed, a
+//! truncated one, or garbage is rejected with a clear reason.
 
 use crate::error::DomainError;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 const VERSION: u8 = 1;
-const LEN: usize = 1 + 1 + 8 + 8 + 8 + 4;
+/// Version, feed tag, fingerprint, then the words, then a checksum.
+const HEAD: usize = 1 + 1 + 8;
+const CHECK: usize = 4;
+/// The longest cursor's words (the live feed's).
+const MAX_WORDS: usize = 3;
 
 /// The feed a cursor belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +31,8 @@ pub enum FeedScope<'a> {
     Followers(u64),
     /// A user's notification groups: key `latest_at`, aux the group id.
     Notifications(u64),
+    /// A user's live feed ([`LiveCursor`]).
+    Live(u64),
 }
 
 impl FeedScope<'_> {
@@ -39,6 +46,7 @@ impl FeedScope<'_> {
             Self::Following(_) => 6,
             Self::Followers(_) => 7,
             Self::Notifications(_) => 8,
+            Self::Live(_) => 9,
         }
     }
 
@@ -53,7 +61,8 @@ impl FeedScope<'_> {
             | Self::Mentions(u)
             | Self::Following(u)
             | Self::Followers(u)
-            | Self::Notifications(u) => {
+            | Self::Notifications(u)
+            | Self::Live(u) => {
                 h.write(&u.to_be_bytes());
             }
             Self::Tag(t) => h.write(t.as_bytes()),
@@ -80,43 +89,74 @@ impl Cursor {
     }
 
     pub fn encode(&self, scope: &FeedScope<'_>) -> String {
-        let mut b = [0u8; LEN];
-        b[0] = VERSION;
-        b[1] = scope.tag();
-        b[2..10].copy_from_slice(&scope.fingerprint().to_be_bytes());
-        b[10..18].copy_from_slice(&self.key.to_be_bytes());
-        b[18..26].copy_from_slice(&self.aux.to_be_bytes());
-        let check = checksum(&b[..26]);
-        b[26..30].copy_from_slice(&check.to_be_bytes());
-        URL_SAFE_NO_PAD.encode(b)
+        pack(scope, &[self.key, self.aux])
     }
 
     pub fn decode(s: &str, scope: &FeedScope<'_>) -> Result<Self, DomainError> {
-        if s.len() > 64 {
-            return Err(DomainError::InvalidCursor("too long to be a tideway cursor"));
-        }
-        let b =
-            URL_SAFE_NO_PAD.decode(s).map_err(|_| DomainError::InvalidCursor("not a tideway cursor (bad encoding)"))?;
-        if b.len() != LEN {
-            return Err(DomainError::InvalidCursor("not a tideway cursor (wrong length)"));
-        }
-        let word = |r: std::ops::Range<usize>| -> u64 {
-            let mut a = [0u8; 8];
-            a.copy_from_slice(&b[r]);
-            u64::from_be_bytes(a)
-        };
-        let mut c = [0u8; 4];
-        c.copy_from_slice(&b[26..30]);
-        if u32::from_be_bytes(c) != checksum(&b[..26]) || b[0] != VERSION {
-            return Err(DomainError::InvalidCursor("not a tideway cursor (checksum mismatch)"));
-        }
-        if b[1] != scope.tag() || word(2..10) != scope.fingerprint() {
-            return Err(DomainError::InvalidCursor(
-                "this cursor belongs to another feed; start again without a cursor",
-            ));
-        }
-        Ok(Self { key: word(10..18), aux: word(18..26) })
+        let [key, aux] = unpack(s, scope)?;
+        Ok(Self { key, aux })
     }
+}
+
+/// A position in a viewer's live feed: the snapshot its walk reads (an id
+/// from the item id generator, so it carries the time it was taken), and a
+/// key and tie-breaker within it (what they mean is `crate::live`'s).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LiveCursor {
+    pub snapshot: u64,
+    pub key: u64,
+    pub aux: u64,
+}
+
+impl LiveCursor {
+    pub fn encode(&self, viewer: u64) -> String {
+        pack(&FeedScope::Live(viewer), &[self.snapshot, self.key, self.aux])
+    }
+
+    pub fn decode(s: &str, viewer: u64) -> Result<Self, DomainError> {
+        let [snapshot, key, aux] = unpack(s, &FeedScope::Live(viewer))?;
+        Ok(Self { snapshot, key, aux })
+    }
+}
+
+fn pack(scope: &FeedScope<'_>, words: &[u64]) -> String {
+    let mut b = [0u8; HEAD + 8 * MAX_WORDS + CHECK];
+    b[0] = VERSION;
+    b[1] = scope.tag();
+    b[2..10].copy_from_slice(&scope.fingerprint().to_be_bytes());
+    for (i, w) in words.iter().enumerate() {
+        b[HEAD + 8 * i..HEAD + 8 * (i + 1)].copy_from_slice(&w.to_be_bytes());
+    }
+    let body = HEAD + 8 * words.len();
+    let check = checksum(&b[..body]);
+    b[body..body + CHECK].copy_from_slice(&check.to_be_bytes());
+    URL_SAFE_NO_PAD.encode(&b[..body + CHECK])
+}
+
+fn unpack<const N: usize>(s: &str, scope: &FeedScope<'_>) -> Result<[u64; N], DomainError> {
+    if s.len() > 64 {
+        return Err(DomainError::InvalidCursor("too long to be a tideway cursor"));
+    }
+    let b = URL_SAFE_NO_PAD.decode(s).map_err(|_| DomainError::InvalidCursor("not a tideway cursor (bad encoding)"))?;
+    let body = HEAD + 8 * N;
+    if b.len() != body + CHECK {
+        // A cursor of a feed with another layout fails here too.
+        return Err(DomainError::InvalidCursor("not a cursor of this feed (wrong length)"));
+    }
+    let word = |at: usize| -> u64 {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(&b[at..at + 8]);
+        u64::from_be_bytes(a)
+    };
+    let mut c = [0u8; CHECK];
+    c.copy_from_slice(&b[body..]);
+    if u32::from_be_bytes(c) != checksum(&b[..body]) || b[0] != VERSION {
+        return Err(DomainError::InvalidCursor("not a tideway cursor (checksum mismatch)"));
+    }
+    if b[1] != scope.tag() || word(2) != scope.fingerprint() {
+        return Err(DomainError::InvalidCursor("this cursor belongs to another feed; start again without a cursor"));
+    }
+    Ok(std::array::from_fn(|i| word(HEAD + 8 * i)))
 }
 
 /// FNV-1a, 64 bit: a stable hash (the same across processes and versions,
@@ -172,5 +212,16 @@ mod tests {
         chars[20] = if chars[20] == 'A' { 'B' } else { 'A' };
         let flipped: String = chars.into_iter().collect();
         assert!(Cursor::decode(&flipped, &FeedScope::Home(7)).is_err());
+    }
+
+    #[test]
+    fn live_cursors_carry_their_snapshot_and_are_not_other_cursors() {
+        let c = LiveCursor { snapshot: 1 << 40, key: u64::MAX, aux: 3 };
+        let s = c.encode(7);
+        assert_eq!(LiveCursor::decode(&s, 7), Ok(c));
+        assert!(LiveCursor::decode(&s, 8).is_err(), "another viewer's");
+        assert!(Cursor::decode(&s, &FeedScope::Live(7)).is_err(), "the short layout");
+        let home = Cursor::new(5).encode(&FeedScope::Home(7));
+        assert!(LiveCursor::decode(&home, 7).is_err(), "a home cursor");
     }
 }

@@ -12,13 +12,14 @@ pub mod error;
 pub mod ids;
 pub mod item;
 pub mod limits;
+pub mod live;
 pub mod merge;
 pub mod notify;
 pub mod posting;
 pub mod promote;
 pub mod time;
 
-pub use cursor::{Cursor, FeedScope};
+pub use cursor::{Cursor, FeedScope, LiveCursor};
 pub use entry::{Appearance, AppearanceKind, Entry, FollowStatus, ListKind, Relation};
 pub use error::DomainError;
 pub use ids::{IdGenerator, ItemId, Key, UserId};

@@ -301,6 +301,73 @@ pub struct MarkBody {
     pub up_to: Option<String>,
 }
 
+/// `POST /v1/live`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionBody {
+    pub anchor: String,
+    /// When it is planned to start: at most a day ago, at most a year ahead.
+    pub scheduled_start: String,
+    #[schema(value_type = Option<Object>)]
+    pub body: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// A live session (SPEC section 5).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionJson {
+    pub id: String,
+    pub anchor: String,
+    /// `upcoming`, `live` or `replay`.
+    pub state: String,
+    pub scheduled_start: String,
+    /// Null until it starts.
+    pub started_at: Option<String>,
+    /// Null until it ends.
+    pub ended_at: Option<String>,
+    #[schema(value_type = Object)]
+    pub body: serde_json::Map<String, serde_json::Value>,
+}
+
+impl From<&tideway_core::live::Session> for SessionJson {
+    fn from(s: &tideway_core::live::Session) -> Self {
+        SessionJson {
+            id: s.id.to_string(),
+            anchor: s.anchor.to_string(),
+            state: s.phase().as_str().to_owned(),
+            scheduled_start: s.scheduled_start.to_rfc3339(),
+            started_at: s.started_at.map(Millis::to_rfc3339),
+            ended_at: s.ended_at.map(Millis::to_rfc3339),
+            body: (*s.body).clone(),
+        }
+    }
+}
+
+/// `{"session": …}`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SessionEnvelope {
+    pub session: SessionJson,
+}
+
+/// `GET /v1/users/{u}/live`: live sessions first (newest start first),
+/// then upcoming ones (soonest first), as the first page's snapshot holds
+/// them, then replays (most recently ended first).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct LivePageJson {
+    pub entries: Vec<SessionEnvelope>,
+    /// The next page of this walk (in its snapshot, then into replay);
+    /// null at the end. `410 cursor_expired` once the snapshot expired.
+    pub next_cursor: Option<String>,
+}
+
+impl From<&tideway_service::LivePage> for LivePageJson {
+    fn from(p: &tideway_service::LivePage) -> Self {
+        LivePageJson {
+            entries: p.entries.iter().map(|s| SessionEnvelope { session: SessionJson::from(s) }).collect(),
+            next_cursor: p.next_cursor.clone(),
+        }
+    }
+}
+
 /// `POST /v1/items`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

@@ -72,6 +72,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Forbidden(m) => Self::forbidden(m),
             ServiceError::Conflict(m) => Self::new(StatusCode::CONFLICT, "conflict", m),
             ServiceError::LimitExceeded(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "limit_exceeded", m),
+            ServiceError::Expired(m) => Self::new(StatusCode::GONE, "cursor_expired", m),
             ServiceError::Store(e) if e.is_unavailable() => {
                 tracing::error!(cause = %e.chain(), "storage unavailable");
                 Self::unavailable("storage is unavailable; retry later")

@@ -12,6 +12,7 @@ use axum::http::StatusCode;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::{IntoResponse, Response};
 use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS};
+use tideway_core::live::Move;
 use tideway_core::notify::Mark;
 use tideway_core::{FollowStatus, ListKind};
 use tideway_core::{ItemKind, Millis, NewItem, ObjectRef, Visibility};
@@ -456,6 +457,71 @@ pub async fn mark_read(
     OptionalJson(b): OptionalJson<MarkBody>,
 ) -> ApiResult<StatusCode> {
     mark(st, actor, u, b, Mark::Read).await
+}
+
+// ------------------------------------------------------------------- live
+
+#[utoipa::path(post, path = "/v1/live", tag = "live", request_body = CreateSessionBody,
+    responses((status = 201, body = SessionEnvelope), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 422, body = ErrorBody, description = "limit_exceeded: the anchor has 100 sessions upcoming or live")))]
+pub async fn create_session(
+    State(st): State<AppState>,
+    actor: Actor,
+    Json(b): Json<CreateSessionBody>,
+) -> ApiResult<(StatusCode, axum::Json<SessionEnvelope>)> {
+    let anchor = extract::user("anchor", &b.anchor)?;
+    actor.act_as(anchor)?;
+    let at = Millis::parse_rfc3339("scheduled_start", &b.scheduled_start)?;
+    let s = st.svc.create_session(anchor, at, b.body.unwrap_or_default()).await?;
+    Ok((StatusCode::CREATED, axum::Json(SessionEnvelope { session: SessionJson::from(&s) })))
+}
+
+/// A step of session `id`, taken as its anchor.
+async fn move_session(st: AppState, actor: Actor, id: String, step: Move) -> ApiResult<axum::Json<SessionEnvelope>> {
+    let id = extract::item("id", &id)?.0;
+    let s = st.svc.session(id).await?;
+    actor.act_as(s.anchor)?;
+    let s = st.svc.move_session(id, step).await?;
+    Ok(axum::Json(SessionEnvelope { session: SessionJson::from(&s) }))
+}
+
+#[utoipa::path(post, path = "/v1/live/{id}/start", tag = "live", params(("id" = String, Path)),
+    responses((status = 200, body = SessionEnvelope), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody, description = "conflict: the session is not upcoming")))]
+pub async fn start_session(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<SessionEnvelope>> {
+    move_session(st, actor, id, Move::Start).await
+}
+
+#[utoipa::path(post, path = "/v1/live/{id}/end", tag = "live", params(("id" = String, Path)),
+    responses((status = 200, body = SessionEnvelope), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+              (status = 409, body = ErrorBody, description = "conflict: the session is not live")))]
+pub async fn end_session(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(id): Path<String>,
+) -> ApiResult<axum::Json<SessionEnvelope>> {
+    move_session(st, actor, id, Move::End).await
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/live", tag = "live",
+    params(("u" = String, Path), ("limit" = Option<u32>, Query), ("cursor" = Option<String>, Query)),
+    responses((status = 200, body = LivePageJson), (status = 400, body = ErrorBody), (status = 403, body = ErrorBody),
+              (status = 410, body = ErrorBody, description = "cursor_expired: the walk's snapshot expired; start over")))]
+pub async fn live(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<ListQuery>,
+) -> ApiResult<axum::Json<LivePageJson>> {
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let limit = extract::limit(q.limit.as_deref())?;
+    let page = st.svc.live_page(u, q.cursor.as_deref(), limit).await?;
+    Ok(axum::Json(LivePageJson::from(&page)))
 }
 
 #[utoipa::path(get, path = "/v1/tags/{tag}/feed", tag = "feeds",

@@ -17,13 +17,14 @@ use utoipa::OpenApi;
         handlers::relationships, handlers::block, handlers::unblock, handlers::mute, handlers::unmute, handlers::user,
         handlers::home, handlers::profile, handlers::mentions, handlers::tag_feed, handlers::object_feed,
         handlers::insert_home, handlers::notifications, handlers::mark_seen, handlers::mark_read,
+        handlers::create_session, handlers::start_session, handlers::end_session, handlers::live,
         handlers::stats, handlers::healthz, handlers::readyz, handlers::metrics,
     ),
     components(schemas(ErrorBody, ErrorDetail, ItemJson, ItemEnvelope, ItemsEnvelope, CountsJson, ViewerJson, ObjectJson,
         EntryJson, SourceJson, PageJson, CreateItemBody, PatchItemBody, FollowManyBody, FollowManyJson, FollowResultJson,
         FollowingJson, FlagJson, UserListJson, ListedUserJson, RelationshipsJson, RelationshipJson, UserJson, InsertBody,
         InsertedJson, StatsJson, FanoutJson, InboxesJson, CountsEnvelope, PromotionBody, PromotionJson, PromotionEnvelope,
-        NotificationsJson, NotificationGroupJson, MarkBody)),
+        NotificationsJson, NotificationGroupJson, MarkBody, CreateSessionBody, SessionJson, SessionEnvelope, LivePageJson)),
     modifiers(&Security),
 )]
 pub struct ApiDoc;
@@ -249,6 +250,7 @@ fn exact_schemas(schemas: &mut serde_json::Map<String, Value>) {
         ),
         ("InsertBody", &[("item", id_schema("an item id"))]),
         ("MarkBody", &[("up_to", json!({"type": ["string", "null"], "pattern": id_pattern()}))]),
+        ("CreateSessionBody", &[("anchor", id_schema("the anchor's user id")), ("scheduled_start", time.clone())]),
         (
             "PromotionBody",
             &[
@@ -266,9 +268,16 @@ fn exact_schemas(schemas: &mut serde_json::Map<String, Value>) {
             schema["properties"][*field] = value.clone();
         }
     }
-    for name in
-        ["CreateItemBody", "PatchItemBody", "ObjectJson", "FollowManyBody", "InsertBody", "PromotionBody", "MarkBody"]
-    {
+    for name in [
+        "CreateItemBody",
+        "PatchItemBody",
+        "ObjectJson",
+        "FollowManyBody",
+        "InsertBody",
+        "PromotionBody",
+        "MarkBody",
+        "CreateSessionBody",
+    ] {
         if let Some(schema) = schemas.get_mut(name) {
             schema["additionalProperties"] = json!(false);
         }

@@ -83,6 +83,7 @@ pub struct Config {
     pub auth: AuthConfig,
     pub rate_limit: RateLimitConfig,
     pub redis: RedisConfig,
+    pub live: LiveConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -277,6 +278,21 @@ pub struct ItemsConfig {
 impl Default for ItemsConfig {
     fn default() -> Self {
         Self { max_clock_skew: HumanDuration(Duration::from_secs(10)) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiveConfig {
+    /// How long a live feed's snapshot (taken by its first page) serves
+    /// the later pages; after it a cursor of that walk is `410
+    /// cursor_expired`.
+    pub snapshot_ttl: HumanDuration,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        Self { snapshot_ttl: HumanDuration(Duration::from_secs(30 * 60)) }
     }
 }
 

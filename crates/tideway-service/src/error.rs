@@ -17,6 +17,9 @@ pub enum ServiceError {
     Conflict(String),
     #[error("{0}")]
     LimitExceeded(String),
+    /// A cursor of a snapshot that expired: start over (410).
+    #[error("{0}")]
+    Expired(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -133,3 +133,11 @@ pub struct NotificationsPage {
     pub unread: u64,
     pub next_cursor: Option<String>,
 }
+
+/// A page of a viewer's live feed (SPEC section 5): sessions as the
+/// snapshot holds them, then replays.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LivePage {
+    pub entries: Vec<tideway_core::live::Session>,
+    pub next_cursor: Option<String>,
+}

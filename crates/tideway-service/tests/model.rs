@@ -10,6 +10,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use tideway_core::live::{Move, Phase, Session};
 use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId, Visibility};
 use tideway_engines::Opened;
 use tideway_service::config::{BackendKind, SyncKind};
@@ -54,6 +55,44 @@ struct Model {
     /// Each user's (seen, read) marks.
     marks: std::collections::HashMap<u64, (i64, i64)>,
     nseq: u64,
+    /// Live sessions by id.
+    sessions: BTreeMap<u64, Session>,
+    /// Live feed walks under way.
+    walks: Vec<MWalk>,
+}
+
+/// A live feed walk: its viewer, the cursor of its next page, its snapshot
+/// as the reference took it, and where the next page starts.
+#[derive(Clone, Debug)]
+struct MWalk {
+    viewer: u64,
+    limit: usize,
+    cursor: String,
+    taken: i64,
+    snap: Vec<(u64, Phase)>,
+    at: MPos,
+    /// Its snapshot was lost (a restart that loses the shared half).
+    lost: bool,
+}
+
+/// A position of the reference's walk: the next snapshot index, or below
+/// this (end, id) in the replay part.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum MPos {
+    Snap(usize),
+    Replay(i64, u64),
+}
+
+/// The live feed's snapshot time to live in the model (test clock ms).
+const LIVE_TTL_MS: i64 = 60;
+
+/// What the live walks met, over every run of the process: later pages,
+/// expired walks, sessions shown in a state older than their current one,
+/// replays (the memory test asserts each happened).
+static LIVE_SEEN: [std::sync::atomic::AtomicU64; 4] = [const { std::sync::atomic::AtomicU64::new(0) }; 4];
+
+fn live_seen(what: usize, n: u64) {
+    LIVE_SEEN[what].fetch_add(n, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// What a notification event is about, as the reference tells events apart.
@@ -110,6 +149,58 @@ type NRow = (GKey, i64, Vec<u64>, u64, bool, bool);
 type Row = (u64, &'static str, Vec<(u64, u64)>);
 
 impl Model {
+    /// SPEC section 5, brute force: the snapshot `viewer` takes now (the
+    /// open sessions of whom they follow: live by newest start, then
+    /// upcoming by soonest start; ties by id).
+    fn live_snapshot(&self, viewer: u64) -> Vec<(u64, Phase)> {
+        let mut open: Vec<&Session> =
+            self.sessions.values().filter(|s| self.follows(viewer, s.anchor.0) && s.ended_at.is_none()).collect();
+        open.sort_by_key(|s| match s.started_at {
+            Some(t) => (0, -t.0, u64::MAX - s.id),
+            None => (1, s.scheduled_start.0, s.id),
+        });
+        open.iter().map(|s| (s.id, if s.started_at.is_some() { Phase::Live } else { Phase::Upcoming })).collect()
+    }
+
+    /// The rest of a walk from `at`, each entry with the position after it.
+    fn live_rest(&self, w: &MWalk, at: MPos) -> Vec<(Session, MPos)> {
+        let v = w.viewer;
+        let mut out = Vec::new();
+        if let MPos::Snap(from) = at {
+            for (i, (id, phase)) in w.snap.iter().enumerate().skip(from) {
+                let s = &self.sessions[id];
+                if self.hidden(s.anchor.0, v, true) {
+                    continue;
+                }
+                let mut shown = s.clone();
+                if *phase != Phase::Replay {
+                    shown.ended_at = None;
+                }
+                if *phase == Phase::Upcoming {
+                    shown.started_at = None;
+                }
+                out.push((shown, MPos::Snap(i + 1)));
+            }
+        }
+        let below = match at {
+            MPos::Snap(_) => (w.taken, u64::MAX),
+            MPos::Replay(t, id) => (t, id),
+        };
+        let mut replay: Vec<&Session> = self
+            .sessions
+            .values()
+            .filter(|s| {
+                s.ended_at.is_some_and(|e| (e.0, s.id) < below && e.0 <= w.taken)
+                    && self.follows(v, s.anchor.0)
+                    && !self.hidden(s.anchor.0, v, true)
+                    && !w.snap.iter().any(|(id, _)| *id == s.id)
+            })
+            .collect();
+        replay.sort_by_key(|s| std::cmp::Reverse((s.ended_at, s.id)));
+        out.extend(replay.into_iter().map(|s| (s.clone(), MPos::Replay(s.ended_at.map_or(0, |e| e.0), s.id))));
+        out
+    }
+
     fn follows(&self, a: u64, b: u64) -> bool {
         self.follows.contains(&(a, b))
     }
@@ -584,6 +675,7 @@ fn kind_of(e: &ServiceError) -> &'static str {
         ServiceError::Invalid(_) => "invalid",
         ServiceError::Conflict(_) => "conflict",
         ServiceError::Store(_) => "store",
+        ServiceError::Expired(_) => "expired",
     }
 }
 
@@ -723,6 +815,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         chunks_in_flight: if seed % 4 < 2 { 1 } else { 4 },
         // Pages read counts ahead on half the seeds (both hot and cold ones).
         read_ahead: matches!(seed % 4, 1 | 2),
+        snapshot_ttl_ms: LIVE_TTL_MS,
         ..ServiceOptions::default()
     };
     let restartable = matches!(kind, Kind::Fjall(..) | Kind::Scaled { .. });
@@ -740,7 +833,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             Some(ids[rng.random_range(0..ids.len())])
         };
         let ctx = format!("seed {seed} step {step}");
-        match rng.random_range(0..118) {
+        match rng.random_range(0..150) {
             0..=14 => {
                 // follow
                 if a == b {
@@ -1014,7 +1107,14 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             }
             98 => {
                 if restartable {
-                    h.restart(rng.random_bool(0.5), rng.random_range(0..2)).await;
+                    let clean = rng.random_bool(0.5);
+                    h.restart(clean, rng.random_range(0..2)).await;
+                    // Snapshots live in the shared half: one process's go
+                    // with it; Redis keeps them unless flushed.
+                    let kept = clean && matches!(h.kind, Kind::Scaled { .. });
+                    for w in &mut m.walks {
+                        w.lost |= !kept;
+                    }
                 }
             }
             99..=107 => {
@@ -1085,7 +1185,76 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     m.promotions.push((p.id, t, every, start, end));
                 }
             }
-            _ => unreachable!("drawn from 0..118"),
+            118..=125 => {
+                // an anchor plans a session
+                let now = h.svc().now().0;
+                let at = now + rng.random_range(-5..50);
+                let mut body = serde_json::Map::new();
+                body.insert("n".into(), serde_json::json!(step));
+                let s = h.svc().create_session(UserId(a), Millis(at), body.clone()).await.expect("create a session");
+                assert_eq!(
+                    (s.anchor, s.scheduled_start, s.started_at, s.ended_at, &*s.body),
+                    (UserId(a), Millis(at), None, None, &body),
+                    "{ctx}: a new session"
+                );
+                m.sessions.insert(s.id, s);
+            }
+            126..=133 => {
+                // start or end a session (or an unknown one)
+                let ids: Vec<u64> = m.sessions.keys().copied().collect();
+                let id =
+                    if ids.is_empty() || rng.random_bool(0.05) { 424_242 } else { ids[rng.random_range(0..ids.len())] };
+                let step_ = if rng.random_bool(0.5) { Move::Start } else { Move::End };
+                let now = h.svc().now();
+                let want = match m.sessions.get(&id) {
+                    None => Err("not_found"),
+                    Some(s) => match (step_, s.started_at, s.ended_at) {
+                        (Move::Start, None, None) => Ok(Session { started_at: Some(now), ..s.clone() }),
+                        (Move::End, Some(t), None) => Ok(Session { ended_at: Some(now.max(t)), ..s.clone() }),
+                        _ => Err("conflict"),
+                    },
+                };
+                let got = h.svc().move_session(id, step_).await.map_err(|e| kind_of(&e));
+                assert_eq!(got, want, "{ctx}: {step_:?} session {id}");
+                if let Ok(s) = got {
+                    m.sessions.insert(id, s);
+                }
+            }
+            134..=141 => {
+                // a viewer opens their live feed
+                let limit = rng.random_range(1..=3);
+                let taken = h.svc().now().0;
+                let mut w = MWalk {
+                    viewer: a,
+                    limit,
+                    cursor: String::new(),
+                    taken,
+                    snap: m.live_snapshot(a),
+                    at: MPos::Snap(0),
+                    lost: false,
+                };
+                let page = h.svc().live_page(UserId(a), None, Some(limit)).await.expect("live page");
+                if live_step(&m, &mut w, page, &ctx) {
+                    m.walks.push(w);
+                }
+            }
+            142..=149 => {
+                // a walk goes on (or finds its snapshot expired)
+                if m.walks.is_empty() {
+                    continue;
+                }
+                let i = rng.random_range(0..m.walks.len());
+                let mut w = m.walks.remove(i);
+                let now = h.svc().now().0;
+                let got = h.svc().live_page(UserId(w.viewer), Some(&w.cursor), Some(w.limit)).await;
+                if w.lost || now - w.taken > LIVE_TTL_MS {
+                    assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("expired"), "{ctx}: an expired walk");
+                    live_seen(1, 1);
+                } else if live_step(&m, &mut w, got.expect("live page"), &ctx) {
+                    m.walks.push(w);
+                }
+            }
+            _ => unreachable!("drawn from 0..150"),
         }
         if step % 60 == 59 {
             check_all(&h, &m, &format!("seed {seed} step {step}")).await;
@@ -1098,6 +1267,29 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
     check_notifications(&h, &m, &format!("seed {seed} end")).await;
 }
 
+/// Checks a live page against the reference's walk and moves the walk on;
+/// whether the walk goes on.
+fn live_step(m: &Model, w: &mut MWalk, page: tideway_service::LivePage, ctx: &str) -> bool {
+    let rest = m.live_rest(w, w.at);
+    let want: Vec<Session> = rest.iter().take(w.limit).map(|(s, _)| s.clone()).collect();
+    assert_eq!(page.entries, want, "{ctx}: live page of {} from {:?} (snapshot {:?})", w.viewer, w.at, w.snap);
+    let more = rest.len() > w.limit;
+    assert_eq!(page.next_cursor.is_some(), more, "{ctx}: live next_cursor");
+    if w.at != MPos::Snap(0) {
+        live_seen(0, 1);
+    }
+    live_seen(2, want.iter().filter(|s| m.sessions[&s.id] != **s).count() as u64);
+    live_seen(3, rest.iter().take(w.limit).filter(|(_, p)| matches!(p, MPos::Replay(..))).count() as u64);
+    match page.next_cursor {
+        Some(c) => {
+            w.at = rest[w.limit - 1].1;
+            w.cursor = c;
+            true
+        }
+        None => false,
+    }
+}
+
 /// An item's time: the one its id carries.
 fn item_time(id: u64) -> i64 {
     tideway_core::ids::key_time(id).0
@@ -1108,6 +1300,10 @@ async fn pushed_pages_equal_the_pull_definition_in_memory() {
     for seed in 0..120 {
         run(seed, Kind::Memory, 240).await;
     }
+    // The live walks met what they are there for.
+    let seen: Vec<u64> = LIVE_SEEN.iter().map(|n| n.load(std::sync::atomic::Ordering::Relaxed)).collect();
+    eprintln!("live walks: later pages, expired, shown in an older state, replays: {seen:?}");
+    assert!(seen.iter().all(|n| *n > 0), "some live walk case never happened: {seen:?}");
 }
 
 #[tokio::test]

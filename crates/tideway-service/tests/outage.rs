@@ -105,6 +105,16 @@ impl Hub for Switch {
 }
 
 #[async_trait]
+impl tideway_store::Snapshots for Switch {
+    async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
+        self.up()?.put_snapshot(id, bytes, ttl_ms).await
+    }
+    async fn snapshot(&self, id: u64) -> Result<Option<Vec<u8>>> {
+        self.up()?.snapshot(id).await
+    }
+}
+
+#[async_trait]
 impl HotAuthors for Switch {
     async fn mark_unpushed(&self, a: UserId, key: Key) -> Result<()> {
         self.up()?.mark_unpushed(a, key).await

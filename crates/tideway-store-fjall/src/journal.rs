@@ -3,6 +3,7 @@
 
 use crate::layout::{
     Op, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64, note_op,
+    session_ops,
 };
 use crate::{DATA_DIR, SyncMode, io};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -30,6 +31,7 @@ pub struct FjallJournal {
     pub(crate) promotions: Keyspace,
     pub(crate) postings: Keyspace,
     pub(crate) notify: Keyspace,
+    pub(crate) live: Keyspace,
     sync: SyncMode,
     /// Batches written but not yet committed, and the last ticket handed out.
     pending: Mutex<(Vec<Op>, Ticket)>,
@@ -112,6 +114,7 @@ impl FjallJournal {
             promotions: ks("promotions")?,
             postings: ks("postings")?,
             notify: ks("notify")?,
+            live: ks("live")?,
             db,
             sync,
             pending: Mutex::new((Vec::new(), 0)),
@@ -123,7 +126,7 @@ impl FjallJournal {
         Ok((j, state))
     }
 
-    pub(crate) fn keyspaces(&self) -> [&Keyspace; 17] {
+    pub(crate) fn keyspaces(&self) -> [&Keyspace; 18] {
         [
             &self.meta,
             &self.items,
@@ -142,6 +145,7 @@ impl FjallJournal {
             &self.promotions,
             &self.postings,
             &self.notify,
+            &self.live,
         ]
     }
 
@@ -184,6 +188,7 @@ impl FjallJournal {
             // Notification changes are kept as the rows they wrote.
             Change::Notify(_) | Change::NotifyMark { .. } => {}
             Change::NoteRow(row) => ops.push(note_op(row)?),
+            Change::PutSession(session) => ops.extend(session_ops(session)?),
         }
         Ok(())
     }
@@ -281,6 +286,7 @@ impl FjallJournal {
             Space::Promotions => &self.promotions,
             Space::Postings => &self.postings,
             Space::Notify => &self.notify,
+            Space::Live => &self.live,
         }
     }
 

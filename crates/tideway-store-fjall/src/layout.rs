@@ -22,6 +22,7 @@
 //! | `promotions` | promotion id (8)          | promotion, JSON        |
 //! | `postings` | feed id (8) + item id (8)   | empty (mention, tag and object feeds; `tideway_store::rules::postings`) |
 //! | `notify`  | `m` + user (8); `g` + user (8) + group (8); `e` + user (8) + actor (8) + verb, JSON | marks, seen + read (2 × 8); group head, JSON; event, JSON (a user's `Book` as rows) |
+//! | `live`    | `s` + session id (8); `a` + anchor (8) + session id (8) | session, JSON; empty (an anchor's sessions) |
 //! | `meta`    | `format`; `counters`; `rebuild` (an import is under way) | format version; users, live items, follows, largest key (4 × 8) |
 //!
 //! `edges_in`, `users`, `user_inserts` and the counters are derived from the
@@ -69,6 +70,7 @@ pub(crate) enum Space {
     Promotions,
     Postings,
     Notify,
+    Live,
 }
 
 pub(crate) fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {
@@ -230,4 +232,11 @@ pub(crate) fn note_op(row: &Row) -> Result<Op, StoreError> {
             }
         }
     })
+}
+
+/// The writes that keep a live session, new or after a step.
+pub(crate) fn session_ops(s: &tideway_core::live::Session) -> Result<[Op; 2], StoreError> {
+    let mut by_anchor = prefixed(b'a', s.anchor.0);
+    by_anchor.extend_from_slice(&s.id.to_be_bytes());
+    Ok([Op::Put(Space::Live, prefixed(b's', s.id), json(s)?), Op::Put(Space::Live, by_anchor, Vec::new())])
 }

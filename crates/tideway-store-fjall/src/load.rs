@@ -116,6 +116,13 @@ impl FjallJournal {
                 }
                 UnitData::Notify { marks, groups, events }
             }
+            Unit::Live(anchor) => {
+                let mut ids = Vec::new();
+                for g in self.live.prefix(prefixed(b'a', anchor.0)) {
+                    ids.push(u64_at(&g.key().map_err(io)?, 9)?);
+                }
+                UnitData::Live(self.read_sessions(&ids)?.into_iter().flatten().collect())
+            }
         })
     }
 }
@@ -133,7 +140,7 @@ impl Disk for FjallJournal {
             .map(|unit| {
                 let user = match *unit {
                     // A user never named may have notifications (a mention).
-                    Unit::Item(_) | Unit::Notify(_) => None,
+                    Unit::Item(_) | Unit::Notify(_) | Unit::Live(_) => None,
                     Unit::Head(u)
                     | Unit::Out(u)
                     | Unit::Followers(u)
@@ -249,5 +256,14 @@ impl Disk for FjallJournal {
             Direction::Older => Box::new(iter.rev()),
         };
         keys.take(limit).map(|g| u64_at(&g.key().map_err(io)?, 8)).collect()
+    }
+
+    fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>, StoreError> {
+        ids.iter()
+            .map(|id| match self.live.get(prefixed(b's', *id)).map_err(io)? {
+                Some(v) => serde_json::from_slice(&v).map(Some).map_err(|e| StoreError::corrupt_by("live session", e)),
+                None => Ok(None),
+            })
+            .collect()
     }
 }

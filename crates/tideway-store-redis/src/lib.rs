@@ -15,6 +15,7 @@
 //! | `{p}i{<user>}`     | string | the user's inbox (layout below) |
 //! | `{p}a{a<shard>}`   | zset   | activity: member user id, score last read (ms) |
 //! | `{p}h{h<shard>}`   | hash   | hot authors: field author id, value newest unpushed key (8 bytes) |
+//! | `{p}s{<id>}`       | string | a live feed snapshot (9 bytes a session), with its expiry |
 //! | `{p}hub`           | channel | the event hub: signals, `w` (work) or `h<user>` (a home), comma-separated |
 //!
 //! The braces are Redis Cluster hash tags: every key of one user carries
@@ -55,6 +56,7 @@ mod hub;
 mod inbox;
 mod marks;
 mod scripts;
+mod snapshots;
 
 use cluster::{Conn, Node};
 use hub::RedisHub;

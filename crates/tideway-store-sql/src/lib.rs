@@ -37,6 +37,7 @@ mod dialect;
 mod graph;
 mod items;
 mod jobs;
+mod live;
 mod notifications;
 mod reactions;
 mod rows;

@@ -251,6 +251,28 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "CREATE INDEX tw_notify_events_actor ON tw_notify_events (usr, actor)",
         ],
     ),
+    (
+        9,
+        &[
+            // Live sessions (`live.rs`): each whole as JSON, with its anchor
+            // and its end (0 while upcoming or live) as columns, so a viewer's
+            // open sessions are one range of `_anchor` per anchor and the
+            // ended ones one ordered range; an anchor's row counts its open
+            // sessions and is locked by each of its creates and steps (the
+            // limit holds under racing nodes). Nothing to backfill.
+            "CREATE TABLE tw_live (
+            id BIGINT NOT NULL PRIMARY KEY,
+            anchor BIGINT NOT NULL,
+            ended_at BIGINT NOT NULL,
+            session {text} NOT NULL
+        ){table}",
+            "CREATE INDEX tw_live_anchor ON tw_live (anchor, ended_at, id)",
+            "CREATE TABLE tw_live_anchors (
+            anchor BIGINT NOT NULL PRIMARY KEY,
+            opened BIGINT NOT NULL
+        ){table}",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

@@ -323,6 +323,28 @@ async fn upgrade_adds_notifications(base: &str) {
 
 on_both_engines!(upgrade_adds_notifications: postgres_upgrade_adds_notifications, mysql_upgrade_adds_notifications);
 
+/// A database at schema version 8 is upgraded with the live session
+/// tables: a session is created, started, ended and read back.
+async fn upgrade_adds_live_sessions(base: &str) {
+    use tideway_core::live::{Move, Phase, Session};
+    use tideway_core::{Millis, UserId};
+    use tideway_store::{Live, Moved};
+    let (db, c) = at_version(base, 8).await;
+    c.close().await.expect("close");
+    let store = SqlStore::connect(&db.url).await.expect("upgrade");
+    assert!(
+        store.create_session(Session::new(77, UserId(1), Millis(10), Default::default()), 5).await.expect("create")
+    );
+    assert!(matches!(store.move_session(77, Move::Start, Millis(20)).await.expect("start"), Moved::Done(_)));
+    assert!(matches!(store.move_session(77, Move::End, Millis(30)).await.expect("end"), Moved::Done(_)));
+    let ended = store.ended_sessions(&[UserId(1)], (Millis(i64::MAX), 0), 5).await.expect("ended");
+    assert_eq!(ended.iter().map(|s| (s.id, s.phase())).collect::<Vec<_>>(), [(77, Phase::Replay)]);
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+on_both_engines!(upgrade_adds_live_sessions: postgres_upgrade_adds_live_sessions, mysql_upgrade_adds_live_sessions);
+
 /// Random notification ops, marks and pages, on the engine and on the
 /// embedded engines' `Book` side by side: every page (with its marks and
 /// counts) and every mark's answer is the same. Event times go back and

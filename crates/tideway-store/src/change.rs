@@ -66,7 +66,7 @@ pub struct Counters {
     /// Non-deleted items.
     pub items_live: u64,
     pub follows: u64,
-    /// The largest item, insertion or promotion key (the id generator
+    /// The largest item, insertion, promotion or session key (the id generator
     /// starts above it).
     pub max_key: Key,
 }
@@ -123,4 +123,6 @@ pub enum Change {
     /// What a notification change wrote, for journals that keep books as
     /// rows (derived by the store, never decided).
     NoteRow(crate::notebook::Row),
+    /// A live session, new or after a step.
+    PutSession(tideway_core::live::Session),
 }

@@ -1,6 +1,6 @@
 //! In-process implementations of the shared components of the seam: reader
-//! activity, hot authors' unpushed keys, fan-out job leases and the event
-//! hub. One process
+//! activity, hot authors' unpushed keys, fan-out job leases, the event
+//! hub and live feed snapshots. One process
 //! is the whole deployment here; the scaled-out backends keep the same
 //! state in shared engines behind the same traits.
 
@@ -121,5 +121,69 @@ impl MemoryHub {
 
     pub fn subscribe(&self) -> Subscription {
         Subscription::new(self.tx.subscribe())
+    }
+}
+
+/// Bytes of live feed snapshots one process keeps at most (the oldest go
+/// first beyond it: their walks start over, `410 cursor_expired`).
+pub const SNAPSHOT_BUDGET: usize = 64 << 20;
+
+/// Live feed snapshots of one process, each kept until its expiry, within
+/// [`SNAPSHOT_BUDGET`] bytes. Expiry is by the monotonic clock (the service
+/// also refuses a cursor older than the TTL by its own clock).
+#[derive(Debug, Default)]
+pub struct MemorySnapshots {
+    inner: Mutex<SnapshotSet>,
+}
+
+#[derive(Debug, Default)]
+struct SnapshotSet {
+    by_id: FxHashMap<u64, (std::time::Instant, std::sync::Arc<[u8]>)>,
+    /// Ids in the order they were put, to drop the oldest and the expired.
+    order: std::collections::VecDeque<u64>,
+    bytes: usize,
+}
+
+impl SnapshotSet {
+    fn drop_oldest(&mut self) -> bool {
+        let Some(id) = self.order.pop_front() else { return false };
+        if let Some((_, b)) = self.by_id.remove(&id) {
+            self.bytes -= b.len();
+        }
+        true
+    }
+}
+
+impl MemorySnapshots {
+    pub fn put(&self, id: u64, bytes: &[u8], ttl: std::time::Duration) {
+        let now = std::time::Instant::now();
+        let mut set = self.inner.lock();
+        // Expired ones at the front go (ttls are one setting, so the order
+        // of puts is nearly the order of expiry), then the oldest while
+        // over the budget.
+        while let Some(front) = set.order.front() {
+            let expired = set.by_id.get(front).is_none_or(|(until, _)| *until <= now);
+            if !(expired || set.bytes + bytes.len() > SNAPSHOT_BUDGET) || !set.drop_oldest() {
+                break;
+            }
+        }
+        let until = now + ttl;
+        if let Some((_, old)) = set.by_id.insert(id, (until, bytes.into())) {
+            set.bytes -= old.len();
+            set.order.retain(|i| *i != id);
+        }
+        set.bytes += bytes.len();
+        set.order.push_back(id);
+    }
+
+    pub fn get(&self, id: u64) -> Option<Vec<u8>> {
+        let set = self.inner.lock();
+        let (until, b) = set.by_id.get(&id)?;
+        (*until > std::time::Instant::now()).then(|| b.to_vec())
+    }
+
+    /// Bytes held (for tests and metrics).
+    pub fn bytes(&self) -> usize {
+        self.inner.lock().bytes
     }
 }

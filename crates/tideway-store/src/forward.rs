@@ -7,8 +7,8 @@
 //! the seam is forwarded by every such backend from this one place.
 
 /// Implements every storage trait for `$ty` by forwarding: the durable
-/// traits (`Items`, `Postings`, `Notifications`, `Graph`, `Jobs`) to `$durable`, the shared ones
-/// (`Activity`, `HotAuthors`, `Inboxes`, `Hub`) to `$shared`, after running
+/// traits (`Items`, `Postings`, `Notifications`, `Live`, `Graph`, `Jobs`) to `$durable`, the
+/// shared ones (`Activity`, `HotAuthors`, `Inboxes`, `Hub`, `Snapshots`) to `$shared`, after running
 /// `$before` if given (each an expression over `$s`, which names `self`).
 macro_rules! forward_backend {
     ($ty:ty, $s:ident => durable: $durable:expr, shared: $shared:expr $(, before: $before:expr)?) => {
@@ -156,6 +156,39 @@ macro_rules! forward_backend {
                     let $s = self;
                     $($before;)?
                     $durable.mark_notifications(user, mark, up_to).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Live for $ty {
+                async fn create_session(&self, session: tideway_core::live::Session, max_open: usize) -> Result<bool> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.create_session(session, max_open).await
+                }
+                async fn move_session(&self, id: u64, step: tideway_core::live::Move, at: Millis) -> Result<Moved> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.move_session(id, step, at).await
+                }
+                async fn sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.sessions(ids).await
+                }
+                async fn open_sessions(&self, anchors: &[UserId]) -> Result<Vec<tideway_core::live::Session>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.open_sessions(anchors).await
+                }
+                async fn ended_sessions(
+                    &self,
+                    anchors: &[UserId],
+                    below: (Millis, u64),
+                    limit: usize,
+                ) -> Result<Vec<tideway_core::live::Session>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.ended_sessions(anchors, below, limit).await
                 }
             }
             #[async_trait::async_trait]
@@ -378,6 +411,19 @@ macro_rules! forward_backend {
                     let $s = self;
                     $($before;)?
                     $shared.subscribe().await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Snapshots for $ty {
+                async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.put_snapshot(id, bytes, ttl_ms).await
+                }
+                async fn snapshot(&self, id: u64) -> Result<Option<Vec<u8>>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.snapshot(id).await
                 }
             }
         };

@@ -53,6 +53,7 @@ pub mod notebook;
 pub mod profile;
 pub mod reactions;
 pub mod rules;
+pub mod sessions;
 pub mod split;
 pub mod state;
 pub mod store;

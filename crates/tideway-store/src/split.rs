@@ -10,14 +10,14 @@ use crate::traits::*;
 use std::sync::Arc;
 
 /// The source of truth: items, graph, fan-out jobs.
-pub trait Durable: Items + Postings + Notifications + Graph + Jobs + Profiled {}
-impl<T: Items + Postings + Notifications + Graph + Jobs + Profiled> Durable for T {}
+pub trait Durable: Items + Postings + Notifications + Live + Graph + Jobs + Profiled {}
+impl<T: Items + Postings + Notifications + Live + Graph + Jobs + Profiled> Durable for T {}
 
 /// State shared by every node that only speeds pages up or decides who gets
-/// pushes: inboxes, activity, hot-author marks; and the event hub between
-/// the nodes.
-pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Profiled {}
-impl<T: Inboxes + Activity + HotAuthors + Hub + Profiled> Shared for T {}
+/// pushes: inboxes, activity, hot-author marks, live feed snapshots; and the
+/// event hub between the nodes.
+pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Profiled {}
+impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Profiled> Shared for T {}
 
 /// A backend whose durable and shared halves are separate engines.
 #[derive(Clone)]

@@ -29,10 +29,12 @@ use crate::blocks::SortedBlocks;
 use crate::change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 use crate::notebook::{Book, Event, GroupHead, Row};
 use crate::reactions::ReactionIndex;
+use crate::sessions::AnchorSessions;
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use tideway_core::live::Session;
 use tideway_core::notify::Verb;
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
@@ -59,6 +61,8 @@ pub enum Unit {
     Item(ItemId),
     /// A user's notifications (their [`Book`]).
     Notify(UserId),
+    /// An anchor's live sessions.
+    Live(UserId),
 }
 
 /// A unit as read from the journal.
@@ -89,6 +93,8 @@ pub enum UnitData {
         groups: Vec<(u64, GroupHead)>,
         events: Vec<(Verb, UserId, Event)>,
     },
+    /// An anchor's sessions, any order.
+    Live(Vec<Session>),
 }
 
 impl UnitData {
@@ -103,6 +109,7 @@ impl UnitData {
             Unit::Inserts(_) => UnitData::Inserts(vec![]),
             Unit::Item(_) => UnitData::Item { reposts: vec![], replies: 0, reactions: vec![] },
             Unit::Notify(_) => UnitData::Notify { marks: None, groups: vec![], events: vec![] },
+            Unit::Live(_) => UnitData::Live(vec![]),
         }
     }
 }
@@ -127,7 +134,7 @@ fn user_bit(unit: Unit) -> Option<(UserId, u8)> {
         Unit::BlockedBy(u) => Some((u, BLOCKED_BY)),
         Unit::Outbox(u) => Some((u, OUTBOX)),
         Unit::Inserts(u) => Some((u, INSERTS)),
-        Unit::Item(_) | Unit::Notify(_) => None,
+        Unit::Item(_) | Unit::Notify(_) | Unit::Live(_) => None,
     }
 }
 
@@ -205,6 +212,11 @@ pub struct State {
     /// Each user's notifications (lazy: those loaded, in `notify_loaded`).
     pub notify: FxHashMap<UserId, Book>,
     pub notify_loaded: FxHashSet<UserId>,
+    /// Each anchor's live sessions (lazy: those loaded, in `live_loaded`),
+    /// and the anchor of every session held.
+    pub live: FxHashMap<UserId, AnchorSessions>,
+    pub live_loaded: FxHashSet<UserId>,
+    pub session_anchor: FxHashMap<u64, UserId>,
     /// Lazy: the ticket of the latest write that skipped each unit because
     /// it was not loaded (a mutex: reactions write under the read lock).
     skips: Mutex<Skips>,
@@ -289,6 +301,7 @@ impl State {
         match unit {
             Unit::Item(i) => self.items_loaded.contains(&i),
             Unit::Notify(u) => self.notify_loaded.contains(&u),
+            Unit::Live(u) => self.live_loaded.contains(&u),
             _ => user_bit(unit).is_some_and(|(u, bit)| self.users.get(&u).is_some_and(|s| s.loaded & bit != 0)),
         }
     }
@@ -387,6 +400,7 @@ impl State {
                     want(Unit::BlockedBy(u));
                 }
                 Change::NotifyMark { user, .. } => want(Unit::Notify(*user)),
+                Change::PutSession(s) => want(Unit::Live(s.anchor)),
                 Change::PutEdge { kind, from, to, .. } | Change::DelEdge { kind, from, to, .. } => {
                     want(Unit::Head(*from));
                     want(Unit::Head(*to));
@@ -446,6 +460,14 @@ impl State {
             self.items_loaded.insert(id);
             return;
         }
+        if let (Unit::Live(u), UnitData::Live(sessions)) = (unit, &data) {
+            for s in sessions {
+                self.session_anchor.insert(s.id, u);
+            }
+            self.live.insert(u, AnchorSessions::from_sessions(sessions.iter().cloned()));
+            self.live_loaded.insert(u);
+            return;
+        }
         if let (Unit::Notify(u), UnitData::Notify { marks, groups, events }) = (unit, &data) {
             self.notify.insert(u, Book::from_rows(*marks, groups.iter().cloned(), events.iter().cloned()));
             self.notify_loaded.insert(u);
@@ -491,7 +513,7 @@ impl State {
                     *first = (*first).min(key);
                 }
             }
-            UnitData::Item { .. } | UnitData::Notify { .. } => {}
+            UnitData::Item { .. } | UnitData::Notify { .. } | UnitData::Live(_) => {}
         }
     }
 
@@ -513,6 +535,9 @@ impl State {
         self.reactions = ReactionIndex::default();
         self.notify.clear();
         self.notify_loaded.clear();
+        self.live.clear();
+        self.live_loaded.clear();
+        self.session_anchor.clear();
     }
 
     /// The user's state for changing `unit`: `None` (and the unit noted as
@@ -629,6 +654,16 @@ impl State {
                     return;
                 }
                 self.notify.entry(user).or_default().mark(user, mark, to, &mut ap.notes);
+            }
+            Change::PutSession(session) => {
+                let anchor = session.anchor;
+                if self.lazy && !self.live_loaded.contains(&anchor) {
+                    ap.skipped.push(Unit::Live(anchor));
+                    return;
+                }
+                self.bump_max(session.id, ap);
+                self.session_anchor.insert(session.id, anchor);
+                self.live.entry(anchor).or_default().put(session);
             }
             // Derived from the others: persisted, nothing to index.
             Change::PutHead(..) | Change::PutCounters(_) | Change::NoteRow(_) => {}

@@ -11,6 +11,7 @@
 mod feeds;
 mod graph;
 mod items;
+mod live;
 mod notifications;
 mod ops;
 mod postings;
@@ -54,6 +55,8 @@ pub struct ServiceOptions {
     /// Whether a post wakes the fan-out workers from a task of its own
     /// instead of before it answers ([`Profile::background_signals`]).
     pub background_signals: bool,
+    /// How long a live feed snapshot serves its walk (`live.snapshot_ttl`).
+    pub snapshot_ttl_ms: i64,
 }
 
 impl ServiceOptions {
@@ -72,6 +75,7 @@ impl ServiceOptions {
             chunks_in_flight: profile.chunks_in_flight(),
             read_ahead: profile.reads_ahead(),
             background_signals: profile.background_signals(),
+            snapshot_ttl_ms: i64::try_from(c.live.snapshot_ttl.0.as_millis()).unwrap_or(i64::MAX),
         }
     }
 }

@@ -66,6 +66,8 @@ pub trait Disk: Send + Sync {
     /// Item keys posted to `feed` in `range`, in `dir` order, at most
     /// `limit` (one range read: feeds are never loaded whole).
     fn postings_range(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    /// Stored live sessions by id (`None`: unknown).
+    fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>>;
 }
 
 /// The journal's [`Disk`]; only a lazy store asks (so never the memory

@@ -23,9 +23,9 @@
 //!   reads back from.
 //! * `caches.rs`: the bounded caches of records and bodies of a lazy store.
 //! * `load.rs`: lazy loading (`load`, `read`) and the reads past the index.
-//! * `items.rs`, `postings.rs`, `notifications.rs`, `graph.rs`, `jobs.rs`:
-//!   the [`Items`], [`Postings`], [`Notifications`], [`Graph`] and [`Jobs`]
-//!   impls; the rules they apply are in [`crate::rules`] and
+//! * `items.rs`, `postings.rs`, `notifications.rs`, `live.rs`, `graph.rs`,
+//!   `jobs.rs`: the [`Items`], [`Postings`], [`Notifications`], [`Live`],
+//!   [`Graph`] and [`Jobs`] impls; the rules they apply are in [`crate::rules`] and
 //!   `tideway_core::notify`.
 //! * `shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`]
 //!   impls, forwarded to the in-process components and the inbox set.
@@ -37,13 +37,14 @@ mod graph;
 mod items;
 mod jobs;
 mod journal;
+mod live;
 mod load;
 mod notifications;
 mod postings;
 mod shared;
 
 use crate::change::{Change, Record};
-use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub};
+use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub, MemorySnapshots};
 use crate::error::{Engine, StoreError};
 use crate::inbox::InboxSet;
 use crate::state::State;
@@ -77,6 +78,7 @@ pub struct Store<J: Journal> {
     hot: MemoryHotAuthors,
     leases: JobLeases,
     hub: MemoryHub,
+    snapshots: MemorySnapshots,
     /// Recent and hot records and bodies, when the journal is lazy.
     caches: Option<Caches>,
     /// Units loaded from a lazy journal, and loads that had to read again
@@ -137,6 +139,7 @@ impl<J: Journal> Store<J> {
             hot: MemoryHotAuthors::default(),
             leases: JobLeases::default(),
             hub: MemoryHub::default(),
+            snapshots: MemorySnapshots::default(),
             caches: None,
             loads: AtomicU64::new(0),
             load_retries: AtomicU64::new(0),

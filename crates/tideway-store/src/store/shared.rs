@@ -1,5 +1,5 @@
 //! The shared components on a [`Store`]: [`Activity`], [`HotAuthors`],
-//! [`Inboxes`] and [`Hub`], forwarded to the in-process components and the
+//! [`Inboxes`], [`Hub`] and [`Snapshots`], forwarded to the in-process components and the
 //! inbox set; and its [`Profiled`](crate::Profiled) answer.
 
 use super::Store;
@@ -121,5 +121,16 @@ impl<J: Journal> Hub for Store<J> {
     }
     async fn subscribe(&self) -> Result<Subscription> {
         Ok(self.hub.subscribe())
+    }
+}
+
+#[async_trait]
+impl<J: Journal> Snapshots for Store<J> {
+    async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
+        self.snapshots.put(id, bytes, std::time::Duration::from_millis(ttl_ms));
+        Ok(())
+    }
+    async fn snapshot(&self, id: u64) -> Result<Option<Vec<u8>>> {
+        Ok(self.snapshots.get(id))
     }
 }
