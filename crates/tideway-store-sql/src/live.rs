@@ -70,7 +70,8 @@ impl Live for SqlStore {
         let json = json_of(&session)?;
         self.retrying(|| async {
             let mut tx = self.begin().await?;
-            if self.lock_anchor(&mut tx, session.anchor).await? >= max_open as i64 {
+            let max_open = i64::try_from(max_open).unwrap_or(i64::MAX);
+            if session.is_open() && self.lock_anchor(&mut tx, session.anchor).await? >= max_open {
                 return Ok(false);
             }
             sqlx::query(&self.q("INSERT INTO tw_live (id, anchor, ended_at, session) VALUES (?, ?, ?, ?)"))
@@ -81,7 +82,10 @@ impl Live for SqlStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(self.err())?;
-            self.add_open(&mut tx, session.anchor, 1).await?;
+            // A session stored already ended (an import) opens nothing.
+            if session.is_open() {
+                self.add_open(&mut tx, session.anchor, 1).await?;
+            }
             self.commit(tx).await?;
             Ok(true)
         })

@@ -245,8 +245,9 @@ pub enum Moved {
 /// writes nothing per follower (the replay part is pulled).
 #[async_trait]
 pub trait Live: Send + Sync {
-    /// Stores a new upcoming session; `false` (nothing stored) when its
-    /// anchor has `max_open` sessions upcoming or live already.
+    /// Stores a new session (upcoming; an import may store one live or
+    /// ended); `false` (nothing stored) when it is open and its anchor has
+    /// `max_open` sessions upcoming or live already.
     async fn create_session(&self, session: Session, max_open: usize) -> Result<bool>;
     /// Takes session `id` one step (started or ended at `at`).
     async fn move_session(&self, id: u64, step: Move, at: Millis) -> Result<Moved>;

@@ -42,7 +42,7 @@ impl<J: Journal> Live for Store<J> {
                 need.push(Unit::Live(anchor));
                 return Ok((false, Vec::new()));
             }
-            if st.live.get(&anchor).map_or(0, |a| a.open_count()) >= max_open {
+            if session.is_open() && st.live.get(&anchor).map_or(0, |a| a.open_count()) >= max_open {
                 return Ok((false, Vec::new()));
             }
             Ok((true, vec![Change::PutSession(session.clone())]))
