@@ -187,3 +187,29 @@ impl MemorySnapshots {
         self.inner.lock().bytes
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn snapshots_expire_and_the_oldest_go_first_past_the_budget() {
+        let s = MemorySnapshots::default();
+        s.put(1, &[1, 2, 3], Duration::from_millis(30));
+        s.put(2, &[4], Duration::from_secs(60));
+        assert_eq!((s.get(1), s.get(2), s.get(3)), (Some(vec![1, 2, 3]), Some(vec![4]), None));
+        std::thread::sleep(Duration::from_millis(50));
+        assert_eq!(s.get(1), None, "expired");
+        // The next put drops the expired one at the front.
+        s.put(3, &[5, 6], Duration::from_secs(60));
+        assert_eq!(s.bytes(), 3);
+        // Past the budget the oldest go, whatever their expiry.
+        let big = vec![0u8; SNAPSHOT_BUDGET / 2 + 1];
+        s.put(4, &big, Duration::from_secs(60));
+        s.put(5, &big, Duration::from_secs(60));
+        assert_eq!((s.get(2), s.get(3), s.get(4)), (None, None, None), "dropped for room");
+        assert_eq!(s.get(5).map(|b| b.len()), Some(big.len()));
+        assert!(s.bytes() <= SNAPSHOT_BUDGET);
+    }
+}
