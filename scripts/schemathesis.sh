@@ -40,12 +40,16 @@ ready() { python3 -c "import urllib.request,sys; urllib.request.urlopen(sys.argv
 for _ in $(seq 100); do ready && break; sleep 0.1; done
 ready || { echo "tideway did not start:"; cat "$LOG"; exit 1; }
 
+# The home stream is an endless text/event-stream (no response to check
+# against a schema): crates/tideway/tests/api/stream.rs tests it with an
+# SSE client.
 cd "$DATA"  # schemathesis writes its cache and reports in the working directory
 status=0
 "$VENV/bin/schemathesis" --config-file "$OLDPWD/scripts/schemathesis.toml" run \
   "http://127.0.0.1:$PORT/openapi.json" \
   --header "Authorization: Bearer $KEY" \
   --checks all \
+  --exclude-path "/v1/users/{u}/home/stream" \
   --max-examples "${SCHEMATHESIS_EXAMPLES:-30}" \
   --seed "${SCHEMATHESIS_SEED:-1}" \
   --workers 2 \

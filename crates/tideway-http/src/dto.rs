@@ -571,6 +571,12 @@ pub struct PageQuery {
     pub viewer: Option<String>,
 }
 
+/// Query of the home stream.
+#[derive(Debug, Deserialize, Default)]
+pub struct StreamQuery {
+    pub last_event_id: Option<String>,
+}
+
 /// Query of notification pages.
 #[derive(Debug, Deserialize, Default)]
 pub struct NotificationsQuery {

@@ -459,6 +459,94 @@ pub async fn mark_read(
     mark(st, actor, u, b, Mark::Read).await
 }
 
+// ------------------------------------------------------------ home stream
+
+/// How often a home stream sends a comment on an idle connection and reads
+/// its home (a lost wake-up waits at most this long).
+const STREAM_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
+/// The reconnection delay a stream asks of its client.
+const STREAM_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
+fn sse_event(e: &tideway_service::StreamEvent) -> axum::response::sse::Event {
+    use axum::response::sse::Event;
+    use tideway_service::StreamEvent as S;
+    match e {
+        S::Entry(entry) => Event::default()
+            .event("entry")
+            .id(entry.cursor.clone())
+            .data(serde_json::to_string(&EntryJson::from(entry)).unwrap_or_default()),
+        S::Delete { id, item } => Event::default()
+            .event("delete")
+            .id(id.clone())
+            .data(serde_json::json!({"item": item.to_string()}).to_string()),
+        S::Reset { id, reason } => {
+            Event::default().event("reset").id(id.clone()).data(serde_json::json!({"reason": reason}).to_string())
+        }
+    }
+}
+
+#[utoipa::path(get, path = "/v1/users/{u}/home/stream", tag = "feeds",
+    params(("u" = String, Path), ("last_event_id" = Option<String>, Query, description = "or the Last-Event-ID header")),
+    responses((status = 200, content_type = "text/event-stream",
+               description = "Server-Sent Events: `entry` (data: an entry as a home page shows it; id: its cursor), `delete` (data: {\"item\": id}), `reset` (data: {\"reason\": …}); a comment every 15 s"),
+              (status = 403, body = ErrorBody)))]
+pub async fn home_stream(
+    State(st): State<AppState>,
+    actor: Actor,
+    Path(u): Path<String>,
+    Query(q): Query<StreamQuery>,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<Response> {
+    use axum::response::sse::{Event, KeepAlive, Sse};
+    let u = extract::user("u", &u)?;
+    actor.act_as(u)?;
+    let header = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+    let last = header.or(q.last_event_id.as_deref());
+    let (stream, first) = st.svc.open_stream(u, last).await?;
+    let reg = st.svc.register_stream(u).await?;
+    let svc = st.svc.clone();
+    let mut pending: std::collections::VecDeque<Event> = first.iter().map(sse_event).collect();
+    pending.push_front(Event::default().retry(STREAM_RETRY).comment("tideway home stream"));
+    // Each poll: an event waiting, else wait for a wake (or the heartbeat)
+    // and read what changed. A storage error ends the stream: the client
+    // reconnects with its last id and resumes.
+    let events = futures_util::stream::unfold(
+        (svc, stream, reg, pending, false),
+        |(svc, mut stream, mut reg, mut pending, failed)| async move {
+            loop {
+                if let Some(e) = pending.pop_front() {
+                    return Some((Ok::<Event, std::convert::Infallible>(e), (svc, stream, reg, pending, failed)));
+                }
+                if failed {
+                    return None;
+                }
+                let wait = stream.wake_in.map_or(STREAM_HEARTBEAT, |w| w.min(STREAM_HEARTBEAT));
+                let _ = tokio::time::timeout(wait, reg.waker.notify.notified()).await;
+                if reg.waker.graph_changed.swap(false, std::sync::atomic::Ordering::AcqRel) {
+                    match svc.register_stream(stream.user).await {
+                        Ok(r) => reg = r,
+                        Err(e) => {
+                            tracing::debug!(error = %e, "home stream: whom the user follows could not be read");
+                            return None;
+                        }
+                    }
+                }
+                match svc.stream_step(&mut stream).await {
+                    Ok(events) => pending.extend(events.iter().map(sse_event)),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "home stream: the home could not be read; ending the stream");
+                        return None;
+                    }
+                }
+            }
+        },
+    );
+    let mut resp = Sse::new(events).keep_alive(KeepAlive::new().interval(STREAM_HEARTBEAT)).into_response();
+    // nginx buffers proxied responses unless told not to.
+    resp.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
+    Ok(resp)
+}
+
 // ------------------------------------------------------------------- live
 
 #[utoipa::path(post, path = "/v1/live", tag = "live", request_body = CreateSessionBody,

@@ -18,6 +18,7 @@ use utoipa::OpenApi;
         handlers::home, handlers::profile, handlers::mentions, handlers::tag_feed, handlers::object_feed,
         handlers::insert_home, handlers::notifications, handlers::mark_seen, handlers::mark_read,
         handlers::create_session, handlers::start_session, handlers::end_session, handlers::live,
+        handlers::home_stream,
         handlers::stats, handlers::healthz, handlers::readyz, handlers::metrics,
     ),
     components(schemas(ErrorBody, ErrorDetail, ItemJson, ItemEnvelope, ItemsEnvelope, CountsJson, ViewerJson, ObjectJson,

@@ -28,6 +28,7 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/v1/users/{u}/mutes/{t}", put(h::mute).delete(h::unmute))
         .route("/v1/users/{u}/home", get(h::home))
         .route("/v1/users/{u}/home/entries", post(h::insert_home))
+        .route("/v1/users/{u}/home/stream", get(h::home_stream))
         .route("/v1/users/{u}/profile", get(h::profile))
         .route("/v1/users/{u}/mentions", get(h::mentions))
         .route("/v1/users/{u}/notifications", get(h::notifications))

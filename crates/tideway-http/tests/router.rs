@@ -113,6 +113,11 @@ async fn call(app: &axum::Router, method: Method, uri: &str, body: &str) -> (Sta
         .expect("request");
     let resp = app.clone().oneshot(req).await.expect("infallible");
     let status = resp.status();
+    // An event stream never ends: its head says what it is.
+    let ctype = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+    if status.is_success() && ctype.starts_with("text/event-stream") {
+        return (status, serde_json::json!({"content_type": ctype}));
+    }
     let bytes = resp.into_body().collect().await.expect("body").to_bytes();
     (status, serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null))
 }

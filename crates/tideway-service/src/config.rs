@@ -84,6 +84,7 @@ pub struct Config {
     pub rate_limit: RateLimitConfig,
     pub redis: RedisConfig,
     pub live: LiveConfig,
+    pub stream: StreamConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -293,6 +294,20 @@ pub struct LiveConfig {
 impl Default for LiveConfig {
     fn default() -> Self {
         Self { snapshot_ttl: HumanDuration(Duration::from_secs(30 * 60)) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StreamConfig {
+    /// How old an event id a home stream resumes from; an older one gets
+    /// `reset` (the client reloads the first page).
+    pub replay_window: HumanDuration,
+}
+
+impl Default for StreamConfig {
+    fn default() -> Self {
+        Self { replay_window: HumanDuration(Duration::from_secs(10 * 60)) }
     }
 }
 

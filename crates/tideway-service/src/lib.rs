@@ -15,11 +15,13 @@ pub mod feed;
 pub mod service;
 pub mod snapshot;
 pub mod view;
+pub mod wakes;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use config::Config;
 pub use error::ServiceError;
+pub use service::stream::{HELD, HomeStream, StreamEvent};
 pub use service::{FeedService, ServiceOptions};
 pub use snapshot::SnapshotStats;
 pub use view::*;

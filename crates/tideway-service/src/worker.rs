@@ -66,6 +66,7 @@ impl FanoutWorker {
             return Ok(StepOutcome::Idle);
         }
         let chunk = self.svc.opts.chunk_size;
+        let authors_of: Vec<UserId> = jobs.iter().map(|j| j.author).collect();
         // Jobs of a step run side by side, `chunks_in_flight` at a time (on a
         // remote engine each chunk is two round trips: the followers, the
         // delivery). `buffered` keeps the jobs' order in the progress.
@@ -100,6 +101,11 @@ impl FanoutWorker {
         // took over (our lease expired) is not recorded; its chunk is simply
         // delivered twice, which inboxes ignore too.
         let recorded = b.advance(self.id, &progress).await?;
+        // Home streams of the authors' followers read their homes again.
+        let mut authors: Vec<UserId> = authors_of.into_iter().collect();
+        authors.sort_unstable();
+        authors.dedup();
+        self.svc.signal(authors.into_iter().map(tideway_store::Signal::Author).collect()).await;
         let lost = recorded.iter().filter(|r| !**r).count();
         if lost > 0 {
             tracing::debug!(lost, "progress of jobs held by another worker was not recorded");

@@ -34,6 +34,7 @@ fn encode_signals(signals: &[Signal]) -> String {
         .filter_map(|s| match s {
             Signal::Work => Some("w".to_owned()),
             Signal::Home(u) => Some(format!("h{}", u.0)),
+            Signal::Author(u) => Some(format!("a{}", u.0)),
             // A signal this build cannot send to other nodes.
             _ => None,
         })
@@ -46,6 +47,7 @@ fn decode_signals(msg: &str) -> impl Iterator<Item = Signal> + '_ {
     msg.split(',').filter_map(|part| match part.as_bytes().first() {
         Some(b'w') if part.len() == 1 => Some(Signal::Work),
         Some(b'h') => part[1..].parse().ok().map(|u| Signal::Home(UserId(u))),
+        Some(b'a') => part[1..].parse().ok().map(|u| Signal::Author(UserId(u))),
         _ => None,
     })
 }
@@ -149,11 +151,15 @@ mod tests {
     #[test]
     fn hub_messages_round_trip_and_skip_what_they_do_not_know() {
         use tideway_store::Signal;
-        let signals = [Signal::Work, Signal::Home(UserId(7)), Signal::Home(UserId(u64::MAX >> 1))];
+        let signals =
+            [Signal::Work, Signal::Home(UserId(7)), Signal::Home(UserId(u64::MAX >> 1)), Signal::Author(UserId(9))];
         let msg = encode_signals(&signals);
-        assert_eq!(msg, format!("w,h7,h{}", u64::MAX >> 1));
+        assert_eq!(msg, format!("w,h7,h{},a9", u64::MAX >> 1));
         assert_eq!(decode_signals(&msg).collect::<Vec<_>>(), signals);
-        assert_eq!(decode_signals("x9,w,h,hx,wz,h3").collect::<Vec<_>>(), vec![Signal::Work, Signal::Home(UserId(3))]);
+        assert_eq!(
+            decode_signals("x9,w,h,hx,wz,h3,a,a4").collect::<Vec<_>>(),
+            vec![Signal::Work, Signal::Home(UserId(3)), Signal::Author(UserId(4))]
+        );
         assert_eq!(encode_signals(&[]), "");
     }
 }

@@ -44,6 +44,17 @@ impl Profile {
     pub fn background_signals(self) -> bool {
         self.round_trips
     }
+
+    /// How long after an id's time a write that took it may still become
+    /// visible: ids are taken before the write, and several writers (or
+    /// nodes) store theirs in any order. A home stream sends an entry only
+    /// once this long has passed since its time, so that one stored a
+    /// little later with an older id is not passed over. In process a write
+    /// takes microseconds to a few milliseconds (an fsync); on shared
+    /// engines a transaction, and nodes' clocks differ by a few ms.
+    pub fn settle_ms(self) -> i64 {
+        if self.round_trips { 300 } else { 50 }
+    }
 }
 
 /// A backend (or one of its halves) that says what it is like.

@@ -426,9 +426,13 @@ pub enum Signal {
     /// Fan-out jobs were created: workers claim them now, not at their next
     /// poll.
     Work,
-    /// The top of a user's home may have changed: a home stream of that
-    /// user reads it again.
+    /// The top of a user's home may have changed (a follow, block, mute or
+    /// insertion of theirs): a home stream of that user reads it again.
     Home(UserId),
+    /// An item of this author was written, deleted or changed, or a chunk
+    /// of its fan-out was delivered: home streams of its followers read
+    /// their home again.
+    Author(UserId),
 }
 
 /// What a [`Subscription`] receives.

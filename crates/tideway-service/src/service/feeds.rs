@@ -239,6 +239,22 @@ impl FeedService {
         self.finish_page(&spec, walked?, &scope, Some(user), &promos?).await
     }
 
+    /// A page of `home(user)` pulled from the outboxes of whom they follow
+    /// (and their insertions): the definition itself, with no inbox and so
+    /// no delivery lag; no promotions woven in. What the home stream reads
+    /// near the top, where fan-out may not have delivered yet.
+    pub(crate) async fn home_pulled(&self, user: UserId, req: &PageRequest) -> Result<Page> {
+        let scope = FeedScope::Home(user.0);
+        let spec = page_spec(req, &scope)?;
+        let f_list = self.sources_of(user).await?;
+        let f_set: HashSet<UserId> = f_list.iter().copied().collect();
+        let backend = self.backend.as_ref();
+        let mut source = HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor);
+        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set, read_ahead: self.opts.read_ahead };
+        let walked = walk(&mut source, &eval, spec.limit).await?;
+        self.finish_page(&spec, walked, &scope, Some(user), &[]).await
+    }
+
     /// A page of `profile(author).await` seen by `viewer`.
     pub async fn profile(&self, author: UserId, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Profile(author.0);
@@ -276,6 +292,7 @@ impl FeedService {
         // which pages skip.
         self.backend.deliver(key, &[user]).await?;
         self.backend.insert_home(user, item, key).await?;
+        self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let view = self.hydrate_one(it, Some(user)).await?;
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })

@@ -200,9 +200,11 @@ impl FeedService {
                 // signal only waits for a worker's next poll: the write,
                 // already durable, does not fail with it.
                 let hot = hot_known == Some(true);
+                let mut signals = vec![Signal::Author(author)];
                 if !card && !hot {
-                    self.wake_workers().await;
+                    signals.push(Signal::Work);
                 }
+                self.signal(signals).await;
                 if hot {
                     metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
@@ -226,20 +228,21 @@ impl FeedService {
         }
     }
 
-    /// Wakes the fan-out workers of every node (the hub is shared). With
-    /// `background_signals` the signal goes out on its own task (on a remote
-    /// hub it is a round trip the answer need not wait for).
-    async fn wake_workers(&self) {
-        async fn publish(backend: &dyn tideway_store::Backend) {
-            if let Err(e) = backend.publish(&[Signal::Work]).await {
-                tracing::debug!(error = %e, "could not wake the fan-out workers; they poll");
+    /// Tells every node (the hub is shared): the fan-out workers (`Work`),
+    /// home streams (`Author`, `Home`). With `background_signals` the
+    /// signals go out on their own task (on a remote hub it is a round trip
+    /// the answer need not wait for). A lost signal only waits for a poll.
+    pub(crate) async fn signal(&self, signals: Vec<Signal>) {
+        async fn publish(backend: &dyn tideway_store::Backend, signals: &[Signal]) {
+            if let Err(e) = backend.publish(signals).await {
+                tracing::debug!(error = %e, "could not send signals; workers and streams poll");
             }
         }
         if self.opts.background_signals {
             let backend = self.backend.clone();
-            tokio::spawn(async move { publish(backend.as_ref()).await });
+            tokio::spawn(async move { publish(backend.as_ref(), &signals).await });
         } else {
-            publish(self.backend.as_ref()).await;
+            publish(self.backend.as_ref(), &signals).await;
         }
     }
 
@@ -316,6 +319,7 @@ impl FeedService {
             .update_item(id, &ItemChange::Patch { body, visibility })
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
+        self.signal(vec![Signal::Author(updated.author)]).await;
         self.hydrate_one(updated, actor).await
     }
 
@@ -330,6 +334,7 @@ impl FeedService {
         Self::check_author(&item, actor)?;
         if !item.deleted {
             self.backend.update_item(id, &ItemChange::Delete).await?;
+            self.signal(vec![Signal::Author(item.author)]).await;
         }
         let original_author = self.author_of(item.repost_of).await?;
         self.notify(&[Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false }])

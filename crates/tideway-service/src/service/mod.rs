@@ -15,6 +15,7 @@ mod live;
 mod notifications;
 mod ops;
 mod postings;
+pub mod stream;
 
 use crate::clock::Clock;
 use crate::config::Config;
@@ -57,6 +58,11 @@ pub struct ServiceOptions {
     pub background_signals: bool,
     /// How long a live feed snapshot serves its walk (`live.snapshot_ttl`).
     pub snapshot_ttl_ms: i64,
+    /// How old an event id a home stream resumes from (`stream.replay_window`).
+    pub replay_window_ms: i64,
+    /// How long a home stream waits before it sends an entry, for writes
+    /// that took an id earlier to be stored ([`Profile::settle_ms`]).
+    pub settle_ms: i64,
 }
 
 impl ServiceOptions {
@@ -76,6 +82,8 @@ impl ServiceOptions {
             read_ahead: profile.reads_ahead(),
             background_signals: profile.background_signals(),
             snapshot_ttl_ms: i64::try_from(c.live.snapshot_ttl.0.as_millis()).unwrap_or(i64::MAX),
+            replay_window_ms: i64::try_from(c.stream.replay_window.0.as_millis()).unwrap_or(i64::MAX),
+            settle_ms: profile.settle_ms(),
         }
     }
 }
@@ -95,6 +103,10 @@ pub struct FeedService {
     pub(crate) delivered_total: AtomicU64,
     /// Deliveries per wall-clock second, the last 16 seconds (second, count).
     pub(crate) delivery_rate: Mutex<[(u64, u64); 16]>,
+    /// This node's open home streams, woken by the hub (listening from the
+    /// first stream on).
+    pub(crate) wakes: Arc<crate::wakes::Wakes>,
+    pub(crate) wakes_listening: std::sync::atomic::AtomicBool,
 }
 
 /// The parsed direction and bound of a page request.
@@ -136,6 +148,8 @@ impl FeedService {
             ids,
             delivered_total: AtomicU64::new(0),
             delivery_rate: Mutex::new([(0, 0); 16]),
+            wakes: Arc::default(),
+            wakes_listening: std::sync::atomic::AtomicBool::new(false),
         })
     }
 

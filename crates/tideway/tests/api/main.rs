@@ -18,3 +18,4 @@ mod notifications;
 mod postings;
 mod promotions;
 mod reactions;
+mod stream;

@@ -231,3 +231,36 @@ async fn a_million_follower_delivery_killed_midway_is_finished_by_the_other_node
     drop(a);
     cl.clean().await;
 }
+
+/// A home stream held on one node gets what is posted on the other, pushed
+/// (fan-out on whichever node's worker) and pulled (a hot author) alike,
+/// through the event hub on Redis; a reconnect to the other node resumes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_post_on_one_node_reaches_a_stream_held_on_the_other() {
+    use crate::stream::Client;
+    let cl = Cluster::create().await;
+    let hot = [("TIDEWAY_FANOUT__HOT_FOLLOWERS", "2")];
+    let (a, b) = (cl.node_with(1, &hot).await, cl.node_with(2, &hot).await);
+    for (u, t) in [(1, 2), (1, 3), (4, 3)] {
+        cl.follow(&a, u, t).await;
+    }
+    let mut s = Client::connect_to(&cl.c, &b.base, None, 1, None).await;
+    let mut posted = Vec::new();
+    for author in [2, 3, 2, 3] {
+        posted.push(cl.post(&a, author).await);
+    }
+    let events = s.take(posted.len(), Duration::from_secs(15)).await;
+    let got: Vec<String> = events.iter().map(|e| e.data["item"]["id"].as_str().expect("id").to_owned()).collect();
+    assert_eq!(got, posted, "in order, pushed and pulled");
+    // Resume on the other node.
+    let last = events.last().expect("events").id.clone();
+    drop(s);
+    let late = cl.post(&b, 2).await;
+    let mut s = Client::connect_to(&cl.c, &a.base, None, 1, Some(&last)).await;
+    let events = s.take(1, Duration::from_secs(15)).await;
+    assert_eq!(events[0].data["item"]["id"], json!(late));
+    assert!(s.next(Duration::from_millis(300)).await.is_none(), "no duplicate");
+    drop(s);
+    drop((a, b));
+    cl.clean().await;
+}

@@ -1,0 +1,226 @@
+//! The real-time home stream (API.md, "The home stream"): what a stream
+//! sends, read from the home feed itself, so that what a client received,
+//! minus what it was told left, is the top of its home as a page shows it.
+//!
+//! - **Entries are read, never logged**: a stream's position is a home
+//!   cursor; each step reads the page `after` it, pulled from the outboxes
+//!   of whom the user follows (the definition itself: no fan-out lag, hot
+//!   authors' items alike), oldest first, and sends every entry with its
+//!   cursor as the event id, once `settle_ms` has passed since its time (a
+//!   write that took an older id may still be landing). A step that finds
+//!   nothing costs one page read.
+//! - **Deletes while connected**: a stream keeps the last [`HELD`] entries
+//!   it sent and, each step, reads the home above the oldest of them again:
+//!   one no longer there is a `delete`; one that moved (its earliest
+//!   appearance went) is a `delete`, then an `entry` where it is now.
+//! - **Resuming**: an id that is a cursor of this user's home within
+//!   `stream.replay_window` resumes after it; any other id is a `reset`
+//!   (the client reloads the first page and reads on from the top).
+//!   Deletes that happened while a client was away are not sent yet (the
+//!   journal that would tell them is the next step, ARCHITECTURE.md).
+
+use super::FeedService;
+use crate::error::{Result, ServiceError};
+use crate::view::{EntryView, PageRequest, Reason};
+use std::collections::VecDeque;
+use tideway_core::cursor::{Cursor, FeedScope};
+use tideway_core::ids::{key_floor_of, key_time};
+use tideway_core::{ItemId, UserId};
+
+/// Entries a stream keeps to tell when they leave (a page's worth).
+pub const HELD: usize = 100;
+
+/// Entries a step sends at most before it lets the connection write them.
+const STEP_ENTRIES: usize = 100;
+
+/// One event of a home stream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// An entry at the top of the home; `id` is its cursor.
+    Entry(EntryView),
+    /// An entry left the home; `id` is the stream's position.
+    Delete { id: String, item: ItemId },
+    /// The server cannot replay from the id given; `id` is the top now.
+    Reset { id: String, reason: String },
+}
+
+/// Where one home stream is, and what it sent that may still leave.
+#[derive(Debug, Clone)]
+pub struct HomeStream {
+    pub user: UserId,
+    /// The cursor of the newest entry sent (or where the stream started).
+    position: String,
+    position_key: u64,
+    /// The entries sent, oldest first: (item, cursor, key), at most
+    /// [`HELD`]; and the cursor just below the oldest of them.
+    held: VecDeque<(ItemId, String, u64)>,
+    floor: String,
+    /// When the last step saw an entry too new to send yet: read again
+    /// after this long, signal or not.
+    pub wake_in: Option<std::time::Duration>,
+}
+
+impl HomeStream {
+    /// The id of the stream's position (a client resumes from it).
+    pub fn position(&self) -> &str {
+        &self.position
+    }
+}
+
+impl FeedService {
+    /// Indexes a stream of `user` among this node's, by whom they follow:
+    /// the signals that concern it wake it (the node starts listening to
+    /// the hub with its first stream).
+    pub async fn register_stream(&self, user: UserId) -> Result<crate::wakes::Registration> {
+        if !self.wakes_listening.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            self.wakes.spawn_listener(self.backend.clone());
+        }
+        let authors = self.backend.followees(user).await?;
+        Ok(self.wakes.register(user, authors))
+    }
+
+    /// Home streams open on this node.
+    pub fn streams_open(&self) -> usize {
+        self.wakes.open()
+    }
+
+    fn home_key(user: UserId, cursor: &str) -> Option<u64> {
+        Cursor::decode(cursor, &FeedScope::Home(user.0)).ok().map(|c| c.key)
+    }
+
+    /// Opens `user`'s stream after `last_event_id` (the first events are
+    /// what the client missed), or at the top of the home now (a `reset`
+    /// first when the id cannot be resumed).
+    pub async fn open_stream(
+        &self,
+        user: UserId,
+        last_event_id: Option<&str>,
+    ) -> Result<(HomeStream, Vec<StreamEvent>)> {
+        let now = self.now();
+        let window = self.opts.replay_window_ms;
+        let reset = match last_event_id {
+            None => None,
+            Some(id) => match Self::home_key(user, id) {
+                None => Some("the id is not one of this home's cursors"),
+                Some(k) if now.0.saturating_sub(key_time(k).0) > window => {
+                    Some("the id is older than the replay window")
+                }
+                Some(key) => {
+                    let mut s = HomeStream {
+                        user,
+                        position: id.to_owned(),
+                        position_key: key,
+                        held: VecDeque::new(),
+                        floor: id.to_owned(),
+                        wake_in: None,
+                    };
+                    // What the client missed comes first.
+                    let missed = self.stream_step(&mut s).await?;
+                    return Ok((s, missed));
+                }
+            },
+        };
+        // At the top now: the newest entry's cursor, or (an empty home) a
+        // position just before this moment.
+        let top = self.home_pulled(user, &PageRequest { limit: Some(1), ..PageRequest::default() }).await?;
+        let position = match top.entries.iter().find(|e| e.reason != Reason::Promoted) {
+            Some(e) => e.cursor.clone(),
+            None => Cursor::new(key_floor_of(now).saturating_sub(1)).encode(&FeedScope::Home(user.0)),
+        };
+        let position_key = Self::home_key(user, &position).unwrap_or(0);
+        let s = HomeStream {
+            user,
+            position: position.clone(),
+            position_key,
+            held: VecDeque::new(),
+            floor: position.clone(),
+            wake_in: None,
+        };
+        let events = match reset {
+            Some(reason) => vec![StreamEvent::Reset { id: position, reason: reason.to_owned() }],
+            None => Vec::new(),
+        };
+        Ok((s, events))
+    }
+
+    /// What changed at the top of the stream's home since its last step.
+    pub async fn stream_step(&self, s: &mut HomeStream) -> Result<Vec<StreamEvent>> {
+        let mut out = Vec::new();
+        // Entries that left or moved, among those sent.
+        if !s.held.is_empty() {
+            let req = PageRequest { limit: Some(HELD), after: Some(s.floor.clone()), ..PageRequest::default() };
+            let page = self.home_pulled(s.user, &req).await?;
+            let now: Vec<(ItemId, u64)> = page
+                .entries
+                .iter()
+                .filter(|e| e.reason != Reason::Promoted)
+                .filter_map(|e| Self::home_key(s.user, &e.cursor).map(|k| (e.item.item.id, k)))
+                .collect();
+            // A full page may stop below the newest held entries: judge only
+            // those it covers.
+            let covered = if now.len() >= HELD { now.iter().map(|e| e.1).max().unwrap_or(0) } else { u64::MAX };
+            let mut kept = VecDeque::with_capacity(s.held.len());
+            for (item, cursor, key) in std::mem::take(&mut s.held) {
+                let here = now.iter().find(|(i, _)| *i == item);
+                match here {
+                    Some((_, k)) if *k == key => kept.push_back((item, cursor, key)),
+                    _ if key > covered => kept.push_back((item, cursor, key)),
+                    // Moved below the position: only its delete is ours to
+                    // send (entries below the top are not streamed).
+                    _ => out.push(StreamEvent::Delete { id: s.position.clone(), item }),
+                }
+            }
+            s.held = kept;
+        }
+        // New entries at the top, oldest first, once settled (a write that
+        // took an older id may still be landing: sending a newer entry first
+        // would pass it over).
+        s.wake_in = None;
+        let settled_before = self.now().0.saturating_sub(self.opts.settle_ms);
+        let mut sent = 0;
+        'read: while sent < STEP_ENTRIES {
+            let req =
+                PageRequest { limit: Some(STEP_ENTRIES), after: Some(s.position.clone()), ..PageRequest::default() };
+            let page = self.home_pulled(s.user, &req).await?;
+            let fresh: Vec<EntryView> = page.entries.into_iter().filter(|e| e.reason != Reason::Promoted).collect();
+            if fresh.is_empty() {
+                break;
+            }
+            let full = fresh.len() >= STEP_ENTRIES;
+            for e in fresh.into_iter().rev() {
+                let Some(key) = Self::home_key(s.user, &e.cursor) else {
+                    return Err(ServiceError::Store(tideway_store::StoreError::corrupt("a home entry's cursor")));
+                };
+                if key <= s.position_key {
+                    continue;
+                }
+                let at = key_time(key).0;
+                if at > settled_before {
+                    let wait = (at - settled_before).clamp(1, self.opts.settle_ms.max(1));
+                    s.wake_in = Some(std::time::Duration::from_millis(wait as u64));
+                    break 'read;
+                }
+                let item = e.item.item.id;
+                // An entry that moved up: its old place goes first.
+                if let Some(at) = s.held.iter().position(|h| h.0 == item) {
+                    s.held.remove(at);
+                    out.push(StreamEvent::Delete { id: s.position.clone(), item });
+                }
+                s.position = e.cursor.clone();
+                s.position_key = key;
+                s.held.push_back((item, e.cursor.clone(), key));
+                while s.held.len() > HELD {
+                    if let Some((_, cursor, _)) = s.held.pop_front() {
+                        s.floor = cursor;
+                    }
+                }
+                out.push(StreamEvent::Entry(e));
+                sent += 1;
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,249 @@
+//! The home stream over HTTP with a real Server-Sent Events client: entries
+//! in order (pushed and a hot author's pulled ones alike), a disconnect and
+//! a resume with no gap and no duplicate, deletes while connected (a
+//! delete, an unfollow), `reset` for an id it cannot resume from, and what
+//! a client holds equal to the top of the REST page.
+
+use crate::helpers::*;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+/// One event as received.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sse {
+    pub event: String,
+    pub id: String,
+    pub data: Value,
+}
+
+/// A connected stream: reads events off the response body.
+pub struct Client {
+    resp: reqwest::Response,
+    buf: String,
+}
+
+impl Client {
+    pub async fn connect(s: &TestServer, u: u64, last_id: Option<&str>) -> Client {
+        Self::connect_to(&s.client, &s.base, s.token.as_deref(), u, last_id).await
+    }
+
+    /// A stream of `u` on the server at `base`.
+    pub async fn connect_to(
+        client: &reqwest::Client,
+        base: &str,
+        token: Option<&str>,
+        u: u64,
+        last_id: Option<&str>,
+    ) -> Client {
+        let mut req = client.get(format!("{base}/v1/users/{u}/home/stream"));
+        if let Some(t) = token {
+            req = req.bearer_auth(t);
+        }
+        if let Some(id) = last_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.expect("connect");
+        assert_eq!(resp.status(), StatusCode::OK);
+        let ctype = resp.headers().get("content-type").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+        assert!(ctype.starts_with("text/event-stream"), "{ctype}");
+        assert_eq!(resp.headers().get("x-accel-buffering").and_then(|v| v.to_str().ok()), Some("no"));
+        Client { resp, buf: String::new() }
+    }
+
+    /// The next event (comments and `retry:` skipped), waiting at most `wait`.
+    pub async fn next(&mut self, wait: Duration) -> Option<Sse> {
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            if let Some(end) = self.buf.find("\n\n") {
+                let block: String = self.buf.drain(..end + 2).collect();
+                let (mut event, mut id, mut data) = (String::new(), String::new(), String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        event = v.to_owned();
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        id = v.to_owned();
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data.push_str(v);
+                    }
+                }
+                if event.is_empty() {
+                    continue;
+                }
+                let data = serde_json::from_str(&data).unwrap_or_else(|_| panic!("event data is not JSON: {data:?}"));
+                return Some(Sse { event, id, data });
+            }
+            // A timeout, the end of the stream, or the connection gone (a
+            // killed server): no event.
+            let chunk = tokio::time::timeout_at(deadline, self.resp.chunk()).await.ok()?.ok()??;
+            self.buf.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// The next `n` events, each within `wait` (panics on fewer).
+    pub async fn take(&mut self, n: usize, wait: Duration) -> Vec<Sse> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            match self.next(wait).await {
+                Some(e) => out.push(e),
+                None => panic!("{} of {n} events came: {out:?}", out.len()),
+            }
+        }
+        out
+    }
+
+    /// Events until none comes for `quiet`.
+    pub async fn drain(&mut self, quiet: Duration) -> Vec<Sse> {
+        let mut out = Vec::new();
+        while let Some(e) = self.next(quiet).await {
+            out.push(e);
+        }
+        out
+    }
+}
+
+/// What a client holds after these events: item ids, oldest first.
+fn apply(held: &mut Vec<String>, events: &[Sse]) {
+    for e in events {
+        match e.event.as_str() {
+            "entry" => {
+                let id = e.data["item"]["id"].as_str().expect("item id").to_owned();
+                assert!(!held.contains(&id), "a duplicate entry: {id}");
+                held.push(id);
+            }
+            "delete" => {
+                let id = e.data["item"].as_str().expect("item id");
+                held.retain(|h| h != id);
+            }
+            other => panic!("unexpected {other} event: {e:?}"),
+        }
+    }
+}
+
+/// The REST home's entries after `cursor`, oldest first.
+async fn home_after(s: &TestServer, u: u64, cursor: &str) -> Vec<String> {
+    let (ids, _) = s.home_ids(u, &format!("after={cursor}&limit=100")).await;
+    ids.into_iter().rev().collect()
+}
+
+const QUIET: Duration = Duration::from_millis(400);
+
+#[tokio::test]
+async fn entries_arrive_in_order_and_a_resume_has_no_gap_and_no_duplicate() {
+    // Author 3 is hot (2 followers): their posts are pulled, not pushed.
+    let s = spawn_with(|c| c.fanout.hot_followers = 2).await;
+    for (u, t) in [(1, 2), (1, 3), (4, 3)] {
+        s.follow(u, t).await;
+    }
+    let start = s.post_item(2, json!({"body": {"t": "before"}})).await;
+    s.drained().await;
+    let (_, first) = s.get("/v1/users/1/home?limit=1").await;
+    let top = first["prev_cursor"].as_str().expect("a cursor").to_owned();
+    assert_eq!(first["entries"][0]["item"]["id"], json!(start));
+
+    let mut c = Client::connect(&s, 1, Some(&top)).await;
+    let mut posted = Vec::new();
+    for (i, author) in [2, 3, 1, 2, 3].into_iter().enumerate() {
+        posted.push(s.post_item(author, json!({"body": {"n": i}})).await);
+    }
+    let events = c.drain(QUIET).await;
+    let mut held = Vec::new();
+    apply(&mut held, &events);
+    assert_eq!(held, posted, "every post, oldest first, the hot author's too");
+    let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    let cursors: Vec<&str> = events.iter().map(|e| e.data["cursor"].as_str().expect("cursor")).collect();
+    assert_eq!(ids, cursors, "an entry's id is its cursor");
+    assert_eq!(held, home_after(&s, 1, &top).await, "what the client holds is the top of the page");
+
+    // Away: three more posts; back with the last id: exactly those.
+    let last = events.last().expect("events").id.clone();
+    drop(c);
+    let mut missed = Vec::new();
+    for author in [3, 2, 2] {
+        missed.push(s.post_item(author, json!({})).await);
+    }
+    let mut c = Client::connect(&s, 1, Some(&last)).await;
+    let events = c.drain(QUIET).await;
+    apply(&mut held, &events);
+    assert_eq!(events.len(), 3, "no duplicate: {events:?}");
+    assert_eq!(held[held.len() - 3..], missed[..]);
+    assert_eq!(held, home_after(&s, 1, &top).await);
+    drop(c);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn entries_that_leave_the_home_are_deleted_while_connected() {
+    let s = spawn().await;
+    for t in [2, 3] {
+        s.follow(1, t).await;
+    }
+    let mut c = Client::connect(&s, 1, None).await;
+    let a = s.post_item(2, json!({})).await;
+    let b = s.post_item(3, json!({})).await;
+    let b2 = s.post_item(3, json!({})).await;
+    let d = s.post_item(2, json!({})).await;
+    let mut held = Vec::new();
+    apply(&mut held, &c.drain(QUIET).await);
+    assert_eq!(held, vec![a.clone(), b.clone(), b2.clone(), d.clone()]);
+    // A delete, then an unfollow: their entries leave.
+    assert_eq!(s.delete(&format!("/v1/items/{a}")).await.0, StatusCode::NO_CONTENT);
+    let events = c.drain(QUIET).await;
+    assert_eq!(events.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(), ["delete"]);
+    assert_eq!(events[0].data, json!({"item": a}));
+    apply(&mut held, &events);
+    assert_eq!(s.delete("/v1/users/1/following/3").await.0, StatusCode::NO_CONTENT);
+    apply(&mut held, &c.drain(QUIET).await);
+    assert_eq!(held, vec![d.clone()]);
+    // A new post after all that.
+    let e = s.post_item(2, json!({})).await;
+    apply(&mut held, &c.drain(QUIET).await);
+    assert_eq!(held, vec![d, e]);
+    drop(c);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_id_it_cannot_resume_from_gets_a_reset_then_the_stream_goes_on() {
+    let s = spawn_with(|c| c.stream.replay_window = tideway_service::config::HumanDuration(Duration::from_millis(500)))
+        .await;
+    s.follow(1, 2).await;
+    let old = s.post_item(2, json!({})).await;
+    let (_, page) = s.get("/v1/users/1/home").await;
+    let old_cursor = page["entries"][0]["cursor"].as_str().expect("cursor").to_owned();
+    let (_, other) = s.get("/v1/users/2/home").await;
+    let foreign = other["prev_cursor"].as_str().expect("user 2's cursor").to_owned();
+    for id in ["garbage", foreign.as_str()] {
+        let mut c = Client::connect(&s, 1, Some(id)).await;
+        let e = c.next(QUIET).await.expect("an event");
+        assert_eq!(e.event, "reset", "{id}: {e:?}");
+        assert!(e.data["reason"].as_str().is_some_and(|r| !r.is_empty()));
+        assert_eq!(home_after(&s, 1, &e.id).await, Vec::<String>::new(), "a reset's id is the top now");
+        let fresh = s.post_item(2, json!({})).await;
+        let next = c.next(QUIET).await.expect("the stream goes on");
+        assert_eq!((next.event.as_str(), next.data["item"]["id"].clone()), ("entry", json!(fresh)));
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let mut c = Client::connect(&s, 1, Some(&old_cursor)).await;
+    assert_eq!(c.next(QUIET).await.expect("an event").event, "reset", "older than the replay window");
+    assert_ne!(old, "");
+    drop(c);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_user_token_streams_only_its_own_home() {
+    let mut s = spawn_with(|c| {
+        c.auth.server_keys = vec![KEY.into()];
+        c.auth.jwt_secret = Some(SECRET.into());
+    })
+    .await;
+    s.token = Some(user_token(2));
+    assert_error(&s.get("/v1/users/1/home/stream").await, 403, "forbidden");
+    s.token = None;
+    assert_error(&s.get("/v1/users/1/home/stream").await, 401, "unauthenticated");
+    s.token = Some(user_token(1));
+    let c = Client::connect(&s, 1, None).await;
+    drop(c);
+    s.stop().await;
+}
