@@ -303,12 +303,15 @@ pub async fn hub(b: &dyn Backend) {
     b.publish(&[Signal::Work]).await.expect("publish with no subscription");
     let mut a = b.subscribe().await.expect("subscribe");
     let mut c = b.subscribe().await.expect("subscribe");
-    b.publish(&[Signal::Work, Signal::Home(UserId(7)), Signal::Author(UserId(3))]).await.expect("publish");
+    b.publish(&[Signal::Work, Signal::Home(UserId(7)), Signal::Author(UserId(3)), Signal::Gone(UserId(4))])
+        .await
+        .expect("publish");
     b.publish(&[Signal::Home(UserId(u64::MAX >> 1))]).await.expect("publish");
     for sub in [&mut a, &mut c] {
         assert_eq!(next(sub).await, Received::Signal(Signal::Work));
         assert_eq!(next(sub).await, Received::Signal(Signal::Home(UserId(7))));
         assert_eq!(next(sub).await, Received::Signal(Signal::Author(UserId(3))));
+        assert_eq!(next(sub).await, Received::Signal(Signal::Gone(UserId(4))));
         assert_eq!(next(sub).await, Received::Signal(Signal::Home(UserId(u64::MAX >> 1))));
     }
     let mut late = b.subscribe().await.expect("subscribe");

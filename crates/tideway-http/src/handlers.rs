@@ -521,7 +521,10 @@ pub async fn home_stream(
                     return None;
                 }
                 let wait = stream.wake_in.map_or(STREAM_HEARTBEAT, |w| w.min(STREAM_HEARTBEAT));
-                let _ = tokio::time::timeout(wait, reg.waker.notify.notified()).await;
+                // A heartbeat with no wake checks everything (a lost signal).
+                let woken = tokio::time::timeout(wait, reg.waker.notify.notified()).await.is_ok();
+                let check_sent = reg.waker.check_sent.swap(false, std::sync::atomic::Ordering::AcqRel)
+                    || (!woken && wait == STREAM_HEARTBEAT);
                 if reg.waker.graph_changed.swap(false, std::sync::atomic::Ordering::AcqRel) {
                     match svc.register_stream(stream.user).await {
                         Ok(r) => reg = r,
@@ -531,7 +534,7 @@ pub async fn home_stream(
                         }
                     }
                 }
-                match svc.stream_step(&mut stream).await {
+                match svc.stream_step(&mut stream, check_sent).await {
                     Ok(events) => pending.extend(events.iter().map(sse_event)),
                     Err(e) => {
                         tracing::debug!(error = %e, "home stream: the home could not be read; ending the stream");

@@ -2,11 +2,12 @@
 //! node, and an index of its open streams by user and by the authors each
 //! follows, so a signal wakes exactly the streams it may concern.
 //!
-//! `Author(a)` (an item of `a` written, changed, or a chunk of its fan-out
-//! delivered) wakes the streams of `a`'s followers; `Home(u)` (`u` followed,
-//! blocked, muted, got an insertion) wakes `u`'s streams and tells them to
-//! read whom they follow again; `Lagged` (signals may be lost) wakes every
-//! stream. A stream also reads its home at every heartbeat, so a lost
+//! `Author(a)` (an item of `a` written, or a chunk of its fan-out
+//! delivered) wakes the streams of `a`'s followers; `Gone(a)` (an item of
+//! `a` deleted or changed) wakes them to check what they sent too;
+//! `Home(u)` (`u` followed, blocked, muted, got an insertion) wakes `u`'s
+//! streams to read whom they follow again and check what they sent;
+//! `Lagged` (signals may be lost) does that for every stream. A stream also reads its home at every heartbeat, so a lost
 //! signal delays an event and never loses it.
 
 use parking_lot::Mutex;
@@ -23,6 +24,8 @@ pub struct Waker {
     pub notify: Notify,
     /// Set by a `Home` signal: whom the user follows may have changed.
     pub graph_changed: AtomicBool,
+    /// Set by a `Gone` or `Home` signal: what the stream sent may have left.
+    pub check_sent: AtomicBool,
 }
 
 #[derive(Default)]
@@ -88,15 +91,23 @@ impl Wakes {
                     w.notify.notify_one();
                 }
             }
+            Received::Signal(Signal::Gone(a)) => {
+                for (_, w) in ix.by_author.get(&a).into_iter().flatten() {
+                    w.check_sent.store(true, Ordering::Release);
+                    w.notify.notify_one();
+                }
+            }
             Received::Signal(Signal::Home(u)) => {
                 for (_, w) in ix.by_user.get(&u).into_iter().flatten() {
                     w.graph_changed.store(true, Ordering::Release);
+                    w.check_sent.store(true, Ordering::Release);
                     w.notify.notify_one();
                 }
             }
             Received::Lagged => {
                 for (_, w) in ix.by_user.values().flatten() {
                     w.graph_changed.store(true, Ordering::Release);
+                    w.check_sent.store(true, Ordering::Release);
                     w.notify.notify_one();
                 }
             }

@@ -35,6 +35,7 @@ fn encode_signals(signals: &[Signal]) -> String {
             Signal::Work => Some("w".to_owned()),
             Signal::Home(u) => Some(format!("h{}", u.0)),
             Signal::Author(u) => Some(format!("a{}", u.0)),
+            Signal::Gone(u) => Some(format!("g{}", u.0)),
             // A signal this build cannot send to other nodes.
             _ => None,
         })
@@ -48,6 +49,7 @@ fn decode_signals(msg: &str) -> impl Iterator<Item = Signal> + '_ {
         Some(b'w') if part.len() == 1 => Some(Signal::Work),
         Some(b'h') => part[1..].parse().ok().map(|u| Signal::Home(UserId(u))),
         Some(b'a') => part[1..].parse().ok().map(|u| Signal::Author(UserId(u))),
+        Some(b'g') => part[1..].parse().ok().map(|u| Signal::Gone(UserId(u))),
         _ => None,
     })
 }
@@ -151,10 +153,15 @@ mod tests {
     #[test]
     fn hub_messages_round_trip_and_skip_what_they_do_not_know() {
         use tideway_store::Signal;
-        let signals =
-            [Signal::Work, Signal::Home(UserId(7)), Signal::Home(UserId(u64::MAX >> 1)), Signal::Author(UserId(9))];
+        let signals = [
+            Signal::Work,
+            Signal::Home(UserId(7)),
+            Signal::Home(UserId(u64::MAX >> 1)),
+            Signal::Author(UserId(9)),
+            Signal::Gone(UserId(5)),
+        ];
         let msg = encode_signals(&signals);
-        assert_eq!(msg, format!("w,h7,h{},a9", u64::MAX >> 1));
+        assert_eq!(msg, format!("w,h7,h{},a9,g5", u64::MAX >> 1));
         assert_eq!(decode_signals(&msg).collect::<Vec<_>>(), signals);
         assert_eq!(
             decode_signals("x9,w,h,hx,wz,h3,a,a4").collect::<Vec<_>>(),

@@ -429,10 +429,13 @@ pub enum Signal {
     /// The top of a user's home may have changed (a follow, block, mute or
     /// insertion of theirs): a home stream of that user reads it again.
     Home(UserId),
-    /// An item of this author was written, deleted or changed, or a chunk
-    /// of its fan-out was delivered: home streams of its followers read
-    /// their home again.
+    /// An item of this author was written, or a chunk of its fan-out was
+    /// delivered: home streams of its followers read the top of their home
+    /// again.
     Author(UserId),
+    /// An item of this author was deleted or changed: home streams of its
+    /// followers also check whether what they sent is still there.
+    Gone(UserId),
 }
 
 /// What a [`Subscription`] receives.

@@ -319,7 +319,7 @@ impl FeedService {
             .update_item(id, &ItemChange::Patch { body, visibility })
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
-        self.signal(vec![Signal::Author(updated.author)]).await;
+        self.signal(vec![Signal::Gone(updated.author)]).await;
         self.hydrate_one(updated, actor).await
     }
 
@@ -334,7 +334,7 @@ impl FeedService {
         Self::check_author(&item, actor)?;
         if !item.deleted {
             self.backend.update_item(id, &ItemChange::Delete).await?;
-            self.signal(vec![Signal::Author(item.author)]).await;
+            self.signal(vec![Signal::Gone(item.author)]).await;
         }
         let original_author = self.author_of(item.repost_of).await?;
         self.notify(&[Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false }])

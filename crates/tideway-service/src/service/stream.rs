@@ -115,7 +115,7 @@ impl FeedService {
                         wake_in: None,
                     };
                     // What the client missed comes first.
-                    let missed = self.stream_step(&mut s).await?;
+                    let missed = self.stream_step(&mut s, false).await?;
                     return Ok((s, missed));
                 }
             },
@@ -143,11 +143,13 @@ impl FeedService {
         Ok((s, events))
     }
 
-    /// What changed at the top of the stream's home since its last step.
-    pub async fn stream_step(&self, s: &mut HomeStream) -> Result<Vec<StreamEvent>> {
+    /// What changed at the top of the stream's home since its last step;
+    /// with `check_sent`, whether what it sent is still there too (after a
+    /// delete, a patch, a change of the graph, or at a heartbeat).
+    pub async fn stream_step(&self, s: &mut HomeStream, check_sent: bool) -> Result<Vec<StreamEvent>> {
         let mut out = Vec::new();
         // Entries that left or moved, among those sent.
-        if !s.held.is_empty() {
+        if check_sent && !s.held.is_empty() {
             let req = PageRequest { limit: Some(HELD), after: Some(s.floor.clone()), ..PageRequest::default() };
             let page = self.home_pulled(s.user, &req).await?;
             let now: Vec<(ItemId, u64)> = page
