@@ -34,6 +34,7 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("notifications", |b| Box::pin(notifications(b))),
     ("live", |b| Box::pin(live(b))),
     ("snapshots", |b| Box::pin(snapshots(b))),
+    ("removals", |b| Box::pin(removals(b))),
 ];
 
 /// The inbox cap the harness gives every backend (`timeline.max_len`).
@@ -853,4 +854,20 @@ pub async fn snapshots(b: &dyn Backend) {
     assert_eq!(b.snapshot(94).await.expect("unknown"), None);
     tokio::time::sleep(std::time::Duration::from_millis(120)).await;
     assert_eq!(b.snapshot(93).await.expect("expired"), None, "gone after its time to live");
+}
+
+/// `Removals`: the newest time noted for the user or any of the authors
+/// asked; nothing for others; times long before the window forgotten.
+pub async fn removals(b: &dyn Backend) {
+    let u = UserId;
+    assert_eq!(b.last_removal(u(1), &[u(2), u(3)]).await.expect("empty"), None);
+    b.note_removals(&[u(2)], &[], Millis(1_000), 60_000).await.expect("an author's");
+    b.note_removals(&[u(3)], &[u(1)], Millis(2_000), 60_000).await.expect("an author's and a user's");
+    b.note_removals(&[u(2)], &[], Millis(1_500), 60_000).await.expect("an older one");
+    assert_eq!(b.last_removal(u(1), &[]).await.expect("the user's"), Some(Millis(2_000)));
+    assert_eq!(b.last_removal(u(9), &[u(2)]).await.expect("an author's"), Some(Millis(1_500)));
+    assert_eq!(b.last_removal(u(9), &[u(2), u(3), u(4)]).await.expect("the newest"), Some(Millis(2_000)));
+    assert_eq!(b.last_removal(u(9), &[u(4), u(5)]).await.expect("others"), None);
+    let many: Vec<UserId> = (100..2100).map(UserId).collect();
+    assert_eq!(b.last_removal(u(9), &many).await.expect("2,000 authors"), None);
 }

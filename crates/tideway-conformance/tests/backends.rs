@@ -62,7 +62,8 @@ fn every_suite_is_in_the_matrix() {
             "postings",
             "notifications",
             "live",
-            "snapshots"
+            "snapshots",
+            "removals"
         ]
     );
 }

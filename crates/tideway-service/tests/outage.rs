@@ -105,6 +105,16 @@ impl Hub for Switch {
 }
 
 #[async_trait]
+impl tideway_store::Removals for Switch {
+    async fn note_removals(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) -> Result<()> {
+        self.up()?.note_removals(authors, users, at, keep_ms).await
+    }
+    async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>> {
+        self.up()?.last_removal(user, authors).await
+    }
+}
+
+#[async_trait]
 impl tideway_store::Snapshots for Switch {
     async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
         self.up()?.put_snapshot(id, bytes, ttl_ms).await

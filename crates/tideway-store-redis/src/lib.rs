@@ -16,6 +16,7 @@
 //! | `{p}a{a<shard>}`   | zset   | activity: member user id, score last read (ms) |
 //! | `{p}h{h<shard>}`   | hash   | hot authors: field author id, value newest unpushed key (8 bytes) |
 //! | `{p}s{<id>}`       | string | a live feed snapshot (9 bytes a session), with its expiry |
+//! | `{p}r{r<shard>}`, `{p}q{q<shard>}` | zset | when entries last left homes, by author and by user (score: ms), pruned to the replay window |
 //! | `{p}hub`           | channel | the event hub: signals, `w` (work) or `h<user>` (a home), comma-separated |
 //!
 //! The braces are Redis Cluster hash tags: every key of one user carries
@@ -55,6 +56,7 @@ mod cluster;
 mod hub;
 mod inbox;
 mod marks;
+mod removals;
 mod scripts;
 mod snapshots;
 

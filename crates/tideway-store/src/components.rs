@@ -56,6 +56,48 @@ impl<T: Copy + Ord> NewestPerUser<T> {
             self.record(*u, *v);
         }
     }
+
+    /// Forgets the values below `cutoff`.
+    pub fn forget_below(&self, cutoff: T) {
+        self.newest.lock().retain(|_, v| *v >= cutoff);
+    }
+
+    pub fn len(&self) -> usize {
+        self.newest.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// When entries last left homes, per author and per user (see
+/// `tideway_store::Removals`), pruned to the replay window as it grows.
+#[derive(Debug, Default)]
+pub struct MemoryRemovals {
+    authors: NewestPerUser<Millis>,
+    users: NewestPerUser<Millis>,
+}
+
+/// Entries kept before the ones older than the window are pruned.
+const REMOVALS_PRUNED_AT: usize = 4096;
+
+impl MemoryRemovals {
+    pub fn note(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) {
+        for (set, list) in [(&self.authors, authors), (&self.users, users)] {
+            for u in list {
+                set.record(*u, at);
+            }
+            if set.len() > REMOVALS_PRUNED_AT {
+                set.forget_below(Millis(at.0.saturating_sub(keep_ms)));
+            }
+        }
+    }
+
+    pub fn last(&self, user: UserId, authors: &[UserId]) -> Option<Millis> {
+        let by_user = self.users.get(&[user]).pop().flatten();
+        self.authors.get(authors).into_iter().flatten().chain(by_user).max()
+    }
 }
 
 /// When each reader last read their home.

@@ -8,7 +8,7 @@
 
 /// Implements every storage trait for `$ty` by forwarding: the durable
 /// traits (`Items`, `Postings`, `Notifications`, `Live`, `Graph`, `Jobs`) to `$durable`, the
-/// shared ones (`Activity`, `HotAuthors`, `Inboxes`, `Hub`, `Snapshots`) to `$shared`, after running
+/// shared ones (`Activity`, `HotAuthors`, `Inboxes`, `Hub`, `Snapshots`, `Removals`) to `$shared`, after running
 /// `$before` if given (each an expression over `$s`, which names `self`).
 macro_rules! forward_backend {
     ($ty:ty, $s:ident => durable: $durable:expr, shared: $shared:expr $(, before: $before:expr)?) => {
@@ -411,6 +411,25 @@ macro_rules! forward_backend {
                     let $s = self;
                     $($before;)?
                     $shared.subscribe().await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Removals for $ty {
+                async fn note_removals(
+                    &self,
+                    authors: &[UserId],
+                    users: &[UserId],
+                    at: Millis,
+                    keep_ms: i64,
+                ) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.note_removals(authors, users, at, keep_ms).await
+                }
+                async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.last_removal(user, authors).await
                 }
             }
             #[async_trait::async_trait]

@@ -16,8 +16,8 @@ impl<T: Items + Postings + Notifications + Live + Graph + Jobs + Profiled> Durab
 /// State shared by every node that only speeds pages up or decides who gets
 /// pushes: inboxes, activity, hot-author marks, live feed snapshots; and the
 /// event hub between the nodes.
-pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Profiled {}
-impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Profiled> Shared for T {}
+pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + Profiled {}
+impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + Profiled> Shared for T {}
 
 /// A backend whose durable and shared halves are separate engines.
 #[derive(Clone)]

@@ -382,6 +382,23 @@ pub trait HotAuthors: Send + Sync {
     async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()>;
 }
 
+/// When entries last left homes, kept for the home stream's replay window:
+/// per author (an item of theirs was deleted or changed: entries may have
+/// left their followers' homes) and per user (they unfollowed, blocked or
+/// muted someone, or were blocked). A stream resuming from an id finds
+/// whether anything left its home since; if so it cannot replay the deletes
+/// and answers `reset`. Shared by every node.
+///
+/// Contract (the `removals` conformance suite): a time noted is found for
+/// the user or any of the authors asked, the newest one; times older than
+/// `keep_ms` before the newest note may be forgotten.
+#[async_trait]
+pub trait Removals: Send + Sync {
+    async fn note_removals(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) -> Result<()>;
+    /// The newest removal noted for `user` or any of `authors`.
+    async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>>;
+}
+
 /// Materialised home inboxes (an optimisation: everything in them can be
 /// rebuilt from the outboxes). Each inbox is complete for keys above its
 /// floor, holds at most `timeline.max_len` keys, and may be absent. Every

@@ -98,6 +98,7 @@ impl FeedService {
 
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
         self.backend.unfollow(user, target).await?;
+        self.note_removals(&[], &[user]).await;
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let at = self.clock.now();
         self.notify(&[Cause::Follow { from: user, to: target, at, stands: false }]).await
@@ -114,6 +115,7 @@ impl FeedService {
         Self::check_not_self(user, target, "block")?;
         let at = self.clock.now();
         self.backend.set_block(user, target, on, at).await?;
+        self.note_removals(&[], &[user, target]).await;
         self.signal(vec![tideway_store::Signal::Home(user), tideway_store::Signal::Home(target)]).await;
         if on {
             // A block removes the follows both ways: their events fall.
@@ -129,6 +131,7 @@ impl FeedService {
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
         self.backend.set_mute(user, target, on, self.clock.now()).await?;
+        self.note_removals(&[], &[user]).await;
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         self.notify_hidden(user, target).await
     }

@@ -319,6 +319,7 @@ impl FeedService {
             .update_item(id, &ItemChange::Patch { body, visibility })
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
+        self.note_removals(&[updated.author], &[]).await;
         self.signal(vec![Signal::Gone(updated.author)]).await;
         self.hydrate_one(updated, actor).await
     }
@@ -334,6 +335,7 @@ impl FeedService {
         Self::check_author(&item, actor)?;
         if !item.deleted {
             self.backend.update_item(id, &ItemChange::Delete).await?;
+            self.note_removals(&[item.author], &[]).await;
             self.signal(vec![Signal::Gone(item.author)]).await;
         }
         let original_author = self.author_of(item.repost_of).await?;

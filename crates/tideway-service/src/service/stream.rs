@@ -14,10 +14,11 @@
 //!   one no longer there is a `delete`; one that moved (its earliest
 //!   appearance went) is a `delete`, then an `entry` where it is now.
 //! - **Resuming**: an id that is a cursor of this user's home within
-//!   `stream.replay_window` resumes after it; any other id is a `reset`
-//!   (the client reloads the first page and reads on from the top).
-//!   Deletes that happened while a client was away are not sent yet (the
-//!   journal that would tell them is the next step, ARCHITECTURE.md).
+//!   `stream.replay_window` resumes after it, unless entries may have left
+//!   the home since (a delete or change of a followee's item, the user's
+//!   unfollow, block or mute, noted in the shared half's `Removals`): the
+//!   stream cannot tell the client which, so that, like any other id, is a
+//!   `reset` (the client reloads the first page and reads on from the top).
 
 use super::FeedService;
 use crate::error::{Result, ServiceError};
@@ -68,6 +69,18 @@ impl HomeStream {
 }
 
 impl FeedService {
+    /// Notes, for streams that resume later, that entries may have left
+    /// homes now: of the followers of `authors` (an item of theirs was
+    /// deleted or changed) and of `users` (their graph removed someone).
+    /// Best effort: a note lost with the shared half lets a resume miss a
+    /// delete (logged and counted).
+    pub(crate) async fn note_removals(&self, authors: &[UserId], users: &[UserId]) {
+        if let Err(e) = self.backend.note_removals(authors, users, self.now(), self.opts.replay_window_ms).await {
+            tracing::warn!(error = %e, "could not note a removal for resuming home streams");
+            metrics::counter!("tideway_stream_removals_lost_total").increment(1);
+        }
+    }
+
     /// Indexes a stream of `user` among this node's, by whom they follow:
     /// the signals that concern it wake it (the node starts listening to
     /// the hub with its first stream).
@@ -104,6 +117,15 @@ impl FeedService {
                 None => Some("the id is not one of this home's cursors"),
                 Some(k) if now.0.saturating_sub(key_time(k).0) > window => {
                     Some("the id is older than the replay window")
+                }
+                Some(key)
+                    if self
+                        .backend
+                        .last_removal(user, &self.backend.followees(user).await?)
+                        .await?
+                        .is_some_and(|t| t >= key_time(key)) =>
+                {
+                    Some("entries left the home since that id; reload the first page")
                 }
                 Some(key) => {
                     let mut s = HomeStream {

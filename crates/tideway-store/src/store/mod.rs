@@ -44,7 +44,7 @@ mod postings;
 mod shared;
 
 use crate::change::{Change, Record};
-use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub, MemorySnapshots};
+use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub, MemoryRemovals, MemorySnapshots};
 use crate::error::{Engine, StoreError};
 use crate::inbox::InboxSet;
 use crate::state::State;
@@ -79,6 +79,7 @@ pub struct Store<J: Journal> {
     leases: JobLeases,
     hub: MemoryHub,
     snapshots: MemorySnapshots,
+    removals: MemoryRemovals,
     /// Recent and hot records and bodies, when the journal is lazy.
     caches: Option<Caches>,
     /// Units loaded from a lazy journal, and loads that had to read again
@@ -140,6 +141,7 @@ impl<J: Journal> Store<J> {
             leases: JobLeases::default(),
             hub: MemoryHub::default(),
             snapshots: MemorySnapshots::default(),
+            removals: MemoryRemovals::default(),
             caches: None,
             loads: AtomicU64::new(0),
             load_retries: AtomicU64::new(0),

@@ -1,5 +1,5 @@
 //! The shared components on a [`Store`]: [`Activity`], [`HotAuthors`],
-//! [`Inboxes`], [`Hub`] and [`Snapshots`], forwarded to the in-process components and the
+//! [`Inboxes`], [`Hub`], [`Snapshots`] and [`Removals`], forwarded to the in-process components and the
 //! inbox set; and its [`Profiled`](crate::Profiled) answer.
 
 use super::Store;
@@ -132,5 +132,16 @@ impl<J: Journal> Snapshots for Store<J> {
     }
     async fn snapshot(&self, id: u64) -> Result<Option<Vec<u8>>> {
         Ok(self.snapshots.get(id))
+    }
+}
+
+#[async_trait]
+impl<J: Journal> Removals for Store<J> {
+    async fn note_removals(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) -> Result<()> {
+        self.removals.note(authors, users, at, keep_ms);
+        Ok(())
+    }
+    async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>> {
+        Ok(self.removals.last(user, authors))
     }
 }

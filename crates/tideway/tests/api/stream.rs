@@ -247,3 +247,39 @@ async fn a_user_token_streams_only_its_own_home() {
     drop(c);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn an_entry_that_left_while_away_makes_the_resume_a_reset() {
+    let s = spawn().await;
+    for t in [2, 3] {
+        s.follow(1, t).await;
+    }
+    let mut c = Client::connect(&s, 1, None).await;
+    let a = s.post_item(2, json!({})).await;
+    let b = s.post_item(3, json!({})).await;
+    let events = c.drain(QUIET).await;
+    assert_eq!(events.len(), 2, "{events:?}");
+    let last = events[1].id.clone();
+    drop(c);
+    // Nothing left: the resume replays (here: nothing).
+    let mut c = Client::connect(&s, 1, Some(&last)).await;
+    assert!(c.next(QUIET).await.is_none());
+    drop(c);
+    // Away, a held entry is deleted: the stream cannot say which it was,
+    // so the resume is a reset; its id is the top, and the stream goes on.
+    assert_eq!(s.delete(&format!("/v1/items/{a}")).await.0, StatusCode::NO_CONTENT);
+    let mut c = Client::connect(&s, 1, Some(&last)).await;
+    let e = c.next(QUIET).await.expect("an event");
+    assert_eq!(e.event, "reset", "{e:?}");
+    assert_eq!(home_after(&s, 1, &e.id).await, Vec::<String>::new());
+    drop(c);
+    // So does an unfollow while away (b's entry leaves).
+    let (_, top) = s.get("/v1/users/1/home?limit=1").await;
+    let top = top["prev_cursor"].as_str().expect("cursor").to_owned();
+    assert_eq!(s.delete("/v1/users/1/following/3").await.0, StatusCode::NO_CONTENT);
+    let mut c = Client::connect(&s, 1, Some(&top)).await;
+    assert_eq!(c.next(QUIET).await.expect("an event").event, "reset");
+    assert_ne!(b, "");
+    drop(c);
+    s.stop().await;
+}
