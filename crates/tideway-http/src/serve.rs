@@ -13,6 +13,11 @@
 //!   connections close, requests in flight may finish, and after
 //!   `shutdown_grace` whatever is left (a half-sent header, a slow client)
 //!   is dropped.
+//! * **Clients that stop reading are dropped.** A write that cannot go on
+//!   for [`WRITE_STALL`] (the client's window stayed shut: it stopped
+//!   reading a home stream, or a page) fails and the connection closes, so
+//!   a stalled stream holds nothing past that; its client resumes or
+//!   resets when it comes back.
 //! * **JSON for hyper's own errors.** hyper answers a request it cannot
 //!   parse (headers too large, URI too long, a malformed request line) by
 //!   itself, with an empty body. [`JsonErrors`] wraps the socket and
@@ -120,7 +125,8 @@ pub async fn serve(
             req.extensions_mut().insert(ConnectInfo(remote));
             req
         });
-        let conn = builder.serve_connection(TokioIo::new(JsonErrors::new(stream)), TowerToHyperService::new(svc));
+        let io = TokioIo::new(JsonErrors::new(WriteStall::new(stream, WRITE_STALL)));
+        let conn = builder.serve_connection(io, TowerToHyperService::new(svc));
         let conn = graceful.watch(conn);
         conns.spawn(async move {
             metrics::gauge!("tideway_http_connections").increment(1.0);
@@ -152,6 +158,77 @@ async fn accept_error(e: &io::Error) {
     }
     tracing::error!(error = %e, "accept failed; retrying in 100 ms");
     tokio::time::sleep(Duration::from_millis(100)).await;
+}
+
+/// How long a write may wait for a client that does not read.
+pub const WRITE_STALL: Duration = Duration::from_secs(30);
+
+/// A socket whose writes fail once one has waited `limit` for the peer to
+/// take bytes (its receive window shut): a client that stopped reading.
+pub struct WriteStall<S> {
+    inner: S,
+    limit: Duration,
+    /// Running while a write is held back.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteStall<S> {
+    pub fn new(inner: S, limit: Duration) -> Self {
+        Self { inner, limit, stalled: None }
+    }
+
+    /// What a write that returned `polled` means: a pending one starts (or
+    /// goes on with) the clock, and fails when it ran out.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, polled: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let limit = self.limit;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                self.stalled = None;
+                Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "the client stopped reading")))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteStall<S> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteStall<S> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
 
 /// A socket that turns hyper's own bodiless error answers into JSON.
@@ -266,6 +343,37 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for JsonErrors<S> {
 
 #[cfg(test)]
 mod tests {
+
+    #[tokio::test]
+    async fn a_write_the_peer_does_not_take_fails_after_the_stall_limit() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (a, mut b) = tokio::io::duplex(64);
+        let mut w = WriteStall::new(a, Duration::from_millis(100));
+        w.write_all(&[1; 64]).await.expect("fits the buffer");
+        let started = std::time::Instant::now();
+        let e = w.write_all(&[2; 64]).await.expect_err("the peer reads nothing");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        drop(w);
+        let mut rest = Vec::new();
+        b.read_to_end(&mut rest).await.expect("the first peer's bytes");
+        assert_eq!(rest.len(), 64);
+        // A peer that reads in time keeps the connection.
+        let (a, mut b2) = tokio::io::duplex(64);
+        let mut w = WriteStall::new(a, Duration::from_millis(200));
+        let reader = tokio::spawn(async move {
+            let mut buf = vec![0; 256];
+            let mut got = 0;
+            while got < 256 {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                got += b2.read(&mut buf).await.expect("read");
+            }
+            got
+        });
+        w.write_all(&[3; 256]).await.expect("a slow but reading peer");
+        assert_eq!(reader.await.expect("reader"), 256);
+    }
+
     use super::*;
 
     #[test]
