@@ -15,11 +15,7 @@ fn token(sub: &str, exp_from_now: i64) -> String {
 
 #[tokio::test]
 async fn server_keys_and_user_tokens() {
-    let mut s = spawn_with(|c| {
-        c.auth.server_keys = vec![KEY.into()];
-        c.auth.jwt_secret = Some(SECRET.into());
-    })
-    .await;
+    let mut s = spawn_authed().await;
     assert_error(&s.get("/v1/users/1/home").await, 401, "unauthenticated");
     s.token = Some("wrong-key".into());
     assert_error(&s.get("/v1/users/1/home").await, 401, "unauthenticated");

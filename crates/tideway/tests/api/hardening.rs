@@ -20,11 +20,7 @@ fn jwt(claims: Value) -> String {
 }
 
 async fn secured() -> TestServer {
-    let mut s = spawn_with(|c| {
-        c.auth.server_keys = vec![KEY.into()];
-        c.auth.jwt_secret = Some(SECRET.into());
-    })
-    .await;
+    let mut s = spawn_authed().await;
     s.token = Some(KEY.into());
     s
 }

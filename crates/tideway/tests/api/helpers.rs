@@ -19,6 +19,16 @@ pub async fn spawn() -> TestServer {
     spawn_with(|_| {}).await
 }
 
+/// A server with authentication on: [`KEY`] as its server key, user tokens
+/// signed with [`SECRET`].
+pub async fn spawn_authed() -> TestServer {
+    spawn_with(|c| {
+        c.auth.server_keys = vec![KEY.into()];
+        c.auth.jwt_secret = Some(SECRET.into());
+    })
+    .await
+}
+
 pub async fn spawn_with(edit: impl FnOnce(&mut Config)) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = Config::default();

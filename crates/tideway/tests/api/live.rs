@@ -196,11 +196,7 @@ async fn a_walk_expires_after_the_snapshot_ttl() {
 
 #[tokio::test]
 async fn only_the_anchor_acts_and_a_viewer_reads_only_their_own_feed() {
-    let mut s = spawn_with(|c| {
-        c.auth.server_keys = vec![KEY.into()];
-        c.auth.jwt_secret = Some(SECRET.into());
-    })
-    .await;
+    let mut s = spawn_authed().await;
     s.token = Some(user_token(1));
     let id = create(&s, 1, 1000).await;
     assert_error(&s.post("/v1/live", json!({"anchor": "2", "scheduled_start": in_ms(1000)})).await, 403, "forbidden");

@@ -189,11 +189,7 @@ async fn notifications_refuse_bad_input() {
 
 #[tokio::test]
 async fn a_user_token_reads_and_marks_only_its_own_notifications() {
-    let mut s = spawn_with(|c| {
-        c.auth.server_keys = vec![KEY.into()];
-        c.auth.jwt_secret = Some(SECRET.into());
-    })
-    .await;
+    let mut s = spawn_authed().await;
     s.token = Some(KEY.into());
     s.follow(2, 1).await;
     s.token = Some(user_token(1));

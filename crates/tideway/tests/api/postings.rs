@@ -96,11 +96,7 @@ async fn posting_feeds_refuse_bad_input() {
 
 #[tokio::test]
 async fn mentions_are_read_as_their_user_and_other_feeds_by_anyone() {
-    let mut s = spawn_with(|c| {
-        c.auth.server_keys = vec![KEY.into()];
-        c.auth.jwt_secret = Some(SECRET.into());
-    })
-    .await;
+    let mut s = spawn_authed().await;
     s.token = Some(KEY.into());
     let id = s.post_item(1, json!({"tags": ["rust"], "mentions": ["7"], "visibility": "mentioned"})).await;
     assert_eq!(page(&s, "/v1/users/7/mentions").await.0, vec![id.clone()], "a server key reads any");

@@ -233,11 +233,7 @@ async fn an_id_it_cannot_resume_from_gets_a_reset_then_the_stream_goes_on() {
 
 #[tokio::test]
 async fn a_user_token_streams_only_its_own_home() {
-    let mut s = spawn_with(|c| {
-        c.auth.server_keys = vec![KEY.into()];
-        c.auth.jwt_secret = Some(SECRET.into());
-    })
-    .await;
+    let mut s = spawn_authed().await;
     s.token = Some(user_token(2));
     assert_error(&s.get("/v1/users/1/home/stream").await, 403, "forbidden");
     s.token = None;
