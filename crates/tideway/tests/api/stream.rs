@@ -279,3 +279,24 @@ async fn an_entry_that_left_while_away_makes_the_resume_a_reset() {
     drop(c);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn shutdown_ends_open_streams_within_the_grace() {
+    let s =
+        spawn_with(|c| c.server.shutdown_grace = tideway_service::config::HumanDuration(Duration::from_millis(300)))
+            .await;
+    s.follow(1, 2).await;
+    let mut streams = Vec::new();
+    for u in [1, 3] {
+        streams.push(Client::connect(&s, u, None).await);
+    }
+    let started = std::time::Instant::now();
+    s.stop().await;
+    assert!(started.elapsed() < Duration::from_secs(3), "stopped in {:?}", started.elapsed());
+    for mut c in streams {
+        // Ended, not waiting: `next` gives up at once, well before its 5 s.
+        let t = std::time::Instant::now();
+        assert!(c.next(Duration::from_secs(5)).await.is_none());
+        assert!(t.elapsed() < Duration::from_secs(1), "the stream was still open after the shutdown");
+    }
+}
