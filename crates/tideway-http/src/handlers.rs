@@ -688,6 +688,7 @@ pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_js
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format")))]
 pub async fn metrics(State(st): State<AppState>) -> Response {
+    metrics::gauge!("tideway_home_streams_open").set(st.svc.streams_open() as f64);
     if let Ok(s) = st.svc.stats().await {
         metrics::gauge!("tideway_fanout_pending").set(s.pending as f64);
         metrics::gauge!("tideway_fanout_oldest_pending_ms").set(s.oldest_pending_ms as f64);

@@ -264,6 +264,8 @@ async fn streams_resume_after_kill_9() {
         Client::connect_to(&c, &server.base, None, 1, None).await,
         Client::connect_to(&c, &server.base, None, 2, None).await,
     ];
+    let metrics = c.get(format!("{}/metrics", server.base)).send().await.expect("metrics").text().await.expect("text");
+    assert!(metrics.lines().any(|l| l == "tideway_home_streams_open 2"), "the gauge counts both streams:\n{metrics}");
     let before: Vec<String> = [post(&server.base, 9).await, post(&server.base, 9).await].into();
     let mut last = Vec::new();
     for s in &mut streams {
