@@ -182,11 +182,6 @@ impl Snapshot {
         Self { taken, entries: sessions.iter().map(|s| (s.id, s.phase())).collect() }
     }
 
-    /// Whether the session is in it (the replay part leaves it out).
-    pub fn holds(&self, id: u64) -> bool {
-        self.entries.iter().any(|(i, _)| *i == id)
-    }
-
     /// The time taken (8 bytes), then 9 bytes an entry: the id, the phase.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(8 + self.entries.len() * 9);
@@ -299,7 +294,6 @@ mod tests {
         assert_eq!(Snapshot::decode(&snap.encode()), Some(snap.clone()));
         assert!(Snapshot::decode(&[1, 2, 3]).is_none());
         assert!(Snapshot::decode(&snap.encode()[..20]).is_none());
-        assert!(snap.holds(7) && !snap.holds(6));
     }
 
     #[test]

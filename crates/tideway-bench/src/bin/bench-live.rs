@@ -124,13 +124,8 @@ fn report(what: &str, h: &Histogram<u64>, base: Option<&Histogram<u64>>) {
 /// Tideway's pages on one engine: first, inside the snapshot, deep in replay.
 async fn tideway(args: &Args, cfg: &Config) -> Res<[Histogram<u64>; 3]> {
     let backend = tideway_engines::open(cfg).await.map_err(|e| e.chain())?.backend();
-    let profile = backend.profile();
-    let opts = ServiceOptions {
-        node_id: 1,
-        read_ahead: profile.reads_ahead(),
-        background_signals: profile.background_signals(),
-        ..ServiceOptions::default()
-    };
+    // As `tideway serve` derives them from the engines' profile.
+    let opts = ServiceOptions { node_id: 1, ..ServiceOptions::new(cfg, backend.profile()) };
     let svc = FeedService::new(backend.clone(), opts, Arc::new(SystemClock)).await.map_err(err)?;
     let started = Instant::now();
     let all = sessions(args, svc.now());

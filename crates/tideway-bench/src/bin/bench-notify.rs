@@ -83,13 +83,8 @@ struct Figures {
 
 async fn service(cfg: &Config) -> Res<Arc<FeedService>> {
     let backend = tideway_engines::open(cfg).await.map_err(|e| e.chain())?.backend();
-    let profile = backend.profile();
-    let opts = ServiceOptions {
-        node_id: 1,
-        read_ahead: profile.reads_ahead(),
-        background_signals: profile.background_signals(),
-        ..ServiceOptions::default()
-    };
+    // As `tideway serve` derives them from the engines' profile.
+    let opts = ServiceOptions { node_id: 1, ..ServiceOptions::new(cfg, backend.profile()) };
     Ok(Arc::new(FeedService::new(backend, opts, Arc::new(SystemClock)).await.map_err(err)?))
 }
 

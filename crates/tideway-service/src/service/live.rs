@@ -206,6 +206,6 @@ impl FeedService {
             return Ok(HashSet::new());
         }
         let rels = self.backend.relations(viewer, &anchors).await?;
-        Ok(anchors.into_iter().zip(rels).filter(|(_, r)| r.blocked_either_way() || r.muting).map(|(a, _)| a).collect())
+        Ok(anchors.into_iter().zip(rels).filter(|(_, r)| r.hidden(true)).map(|(a, _)| a).collect())
     }
 }
