@@ -106,11 +106,11 @@ impl Hub for Switch {
 
 #[async_trait]
 impl tideway_store::Removals for Switch {
-    async fn note_removals(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) -> Result<()> {
-        self.up()?.note_removals(authors, users, at, keep_ms).await
+    async fn note_removals(&self, notes: &[tideway_store::Removal], at: Millis, keep_ms: i64) -> Result<()> {
+        self.up()?.note_removals(notes, at, keep_ms).await
     }
-    async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>> {
-        self.up()?.last_removal(user, authors).await
+    async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<tideway_store::Removed> {
+        self.up()?.removed_since(user, authors, since).await
     }
 }
 

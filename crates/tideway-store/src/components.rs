@@ -6,9 +6,9 @@
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use tideway_core::{Key, Millis, UserId};
+use tideway_core::{ItemId, Key, Millis, UserId};
 
-use crate::traits::{HubEvent, Signal, Subscription, WorkerId};
+use crate::traits::{HubEvent, Removal, Removed, Signal, Subscription, WorkerId};
 
 /// The newest value recorded per user: a reader's last home read (activity)
 /// and a hot author's newest unpushed key are both this.
@@ -57,11 +57,6 @@ impl<T: Copy + Ord> NewestPerUser<T> {
         }
     }
 
-    /// Forgets the values below `cutoff`.
-    pub fn forget_below(&self, cutoff: T) {
-        self.newest.lock().retain(|_, v| *v >= cutoff);
-    }
-
     pub fn len(&self) -> usize {
         self.newest.lock().len()
     }
@@ -71,32 +66,66 @@ impl<T: Copy + Ord> NewestPerUser<T> {
     }
 }
 
-/// When entries last left homes, per author and per user (see
-/// `tideway_store::Removals`), pruned to the replay window as it grows.
+/// What made entries leave homes, per author (items) and per user (others
+/// lost); see `tideway_store::Removals`. Each owner's notes are pruned to
+/// the window when it gets a new one, idle owners when the map grows.
 #[derive(Debug, Default)]
 pub struct MemoryRemovals {
-    authors: NewestPerUser<Millis>,
-    users: NewestPerUser<Millis>,
+    notes: Mutex<FxHashMap<Owner, Vec<(Millis, Noted)>>>,
 }
 
-/// Entries kept before the ones older than the window are pruned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Owner {
+    Author(UserId),
+    User(UserId),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Noted {
+    Item(ItemId, Option<Key>),
+    Other(UserId),
+}
+
+/// Owners kept before the idle ones are pruned.
 const REMOVALS_PRUNED_AT: usize = 4096;
 
 impl MemoryRemovals {
-    pub fn note(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) {
-        for (set, list) in [(&self.authors, authors), (&self.users, users)] {
-            for u in list {
-                set.record(*u, at);
-            }
-            if set.len() > REMOVALS_PRUNED_AT {
-                set.forget_below(Millis(at.0.saturating_sub(keep_ms)));
-            }
+    pub fn note(&self, notes: &[Removal], at: Millis, keep_ms: i64) {
+        let cutoff = Millis(at.0.saturating_sub(keep_ms));
+        let mut m = self.notes.lock();
+        for n in notes {
+            let (owner, noted) = match *n {
+                Removal::Item { author, item, key } => (Owner::Author(author), Noted::Item(item, key)),
+                Removal::Relation { user, other } => (Owner::User(user), Noted::Other(other)),
+            };
+            let list = m.entry(owner).or_default();
+            list.retain(|(t, x)| *t >= cutoff && *x != noted);
+            list.push((at, noted));
+        }
+        if m.len() > REMOVALS_PRUNED_AT {
+            m.retain(|_, list| {
+                list.retain(|(t, _)| *t >= cutoff);
+                !list.is_empty()
+            });
         }
     }
 
-    pub fn last(&self, user: UserId, authors: &[UserId]) -> Option<Millis> {
-        let by_user = self.users.get(&[user]).pop().flatten();
-        self.authors.get(authors).into_iter().flatten().chain(by_user).max()
+    pub fn since(&self, user: UserId, authors: &[UserId], since: Millis) -> Removed {
+        let m = self.notes.lock();
+        let mut out = Removed::default();
+        let owners = authors.iter().map(|a| Owner::Author(*a)).chain([Owner::User(user)]);
+        for owner in owners {
+            for (t, noted) in m.get(&owner).map(Vec::as_slice).unwrap_or_default() {
+                if *t < since {
+                    continue;
+                }
+                match *noted {
+                    Noted::Item(item, key) => out.items.push((item, key)),
+                    Noted::Other(other) => out.others.push(other),
+                }
+            }
+        }
+        out
     }
 }
 

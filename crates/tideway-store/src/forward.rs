@@ -415,21 +415,15 @@ macro_rules! forward_backend {
             }
             #[async_trait::async_trait]
             impl Removals for $ty {
-                async fn note_removals(
-                    &self,
-                    authors: &[UserId],
-                    users: &[UserId],
-                    at: Millis,
-                    keep_ms: i64,
-                ) -> Result<()> {
+                async fn note_removals(&self, notes: &[Removal], at: Millis, keep_ms: i64) -> Result<()> {
                     let $s = self;
                     $($before;)?
-                    $shared.note_removals(authors, users, at, keep_ms).await
+                    $shared.note_removals(notes, at, keep_ms).await
                 }
-                async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>> {
+                async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed> {
                     let $s = self;
                     $($before;)?
-                    $shared.last_removal(user, authors).await
+                    $shared.removed_since(user, authors, since).await
                 }
             }
             #[async_trait::async_trait]

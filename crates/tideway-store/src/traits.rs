@@ -382,21 +382,48 @@ pub trait HotAuthors: Send + Sync {
     async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()>;
 }
 
-/// When entries last left homes, kept for the home stream's replay window:
-/// per author (an item of theirs was deleted or changed: entries may have
-/// left their followers' homes) and per user (they unfollowed, blocked or
-/// muted someone, or were blocked). A stream resuming from an id finds
-/// whether anything left its home since; if so it cannot replay the deletes
-/// and answers `reset`. Shared by every node.
+/// What made entries leave homes, kept for the home stream's replay window,
+/// so that a stream resuming from an id can name the entries its client
+/// holds that left meanwhile (`delete` events). Shared by every node.
 ///
-/// Contract (the `removals` conformance suite): a time noted is found for
-/// the user or any of the authors asked, the newest one; times older than
-/// `keep_ms` before the newest note may be forgotten.
+/// Contract (the `removals` conformance suite): every note is found by
+/// [`Removals::removed_since`] for its owner (an author among those asked,
+/// or the user asked) when noted at or after `since`, once per item or
+/// other user; notes older than `keep_ms` before the newest may be forgotten.
 #[async_trait]
 pub trait Removals: Send + Sync {
-    async fn note_removals(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) -> Result<()>;
-    /// The newest removal noted for `user` or any of `authors`.
-    async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>>;
+    async fn note_removals(&self, notes: &[Removal], at: Millis, keep_ms: i64) -> Result<()>;
+    /// Everything noted at or after `since` for `user` (the others their
+    /// graph lost) or any of `authors` (their items that changed).
+    async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed>;
+}
+
+/// One reason entries may have left homes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Removal {
+    /// An item of `author` was deleted or hidden: the entry of `item` (the
+    /// original it shows) may have left the homes of `author`'s followers.
+    /// `key` is the appearance that went (the deleted item's or repost's
+    /// key); `None` for a change that may hide every appearance.
+    Item { author: UserId, item: ItemId, key: Option<Key> },
+    /// `user`'s home lost `other` (an unfollow, a block or a mute, by either
+    /// side): `other`'s items and reposts may have left it.
+    Relation { user: UserId, other: UserId },
+}
+
+/// What [`Removals::removed_since`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Removed {
+    /// Items that changed (and the appearance that went), in no order.
+    pub items: Vec<(ItemId, Option<Key>)>,
+    /// Users the home lost, in no order.
+    pub others: Vec<UserId>,
+}
+
+impl Removed {
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty() && self.others.is_empty()
+    }
 }
 
 /// Materialised home inboxes (an optimisation: everything in them can be

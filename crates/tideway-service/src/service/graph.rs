@@ -9,7 +9,7 @@ use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS, page_limit};
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::notify::Cause;
 use tideway_core::{Millis, Relation, UserId};
-use tideway_store::{FollowStatus, ListKind};
+use tideway_store::{FollowStatus, ListKind, Removal};
 
 impl FeedService {
     /// Follows many targets in one storage round; brings their recent items
@@ -98,7 +98,7 @@ impl FeedService {
 
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
         self.backend.unfollow(user, target).await?;
-        self.note_removals(&[], &[user]).await;
+        self.note_removals(&[Removal::Relation { user, other: target }]).await;
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let at = self.clock.now();
         self.notify(&[Cause::Follow { from: user, to: target, at, stands: false }]).await
@@ -115,7 +115,13 @@ impl FeedService {
         Self::check_not_self(user, target, "block")?;
         let at = self.clock.now();
         self.backend.set_block(user, target, on, at).await?;
-        self.note_removals(&[], &[user, target]).await;
+        if on {
+            self.note_removals(&[
+                Removal::Relation { user, other: target },
+                Removal::Relation { user: target, other: user },
+            ])
+            .await;
+        }
         self.signal(vec![tideway_store::Signal::Home(user), tideway_store::Signal::Home(target)]).await;
         if on {
             // A block removes the follows both ways: their events fall.
@@ -131,7 +137,9 @@ impl FeedService {
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
         self.backend.set_mute(user, target, on, self.clock.now()).await?;
-        self.note_removals(&[], &[user]).await;
+        if on {
+            self.note_removals(&[Removal::Relation { user, other: target }]).await;
+        }
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         self.notify_hidden(user, target).await
     }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tideway_core::limits::MAX_BATCH_IDS;
 use tideway_core::notify::Cause;
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
-use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Signal, StoreError, ViewerMarks};
+use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Removal, Signal, StoreError, ViewerMarks};
 
 impl FeedService {
     pub(super) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
@@ -319,7 +319,10 @@ impl FeedService {
             .update_item(id, &ItemChange::Patch { body, visibility })
             .await?
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
-        self.note_removals(&[updated.author], &[]).await;
+        if visibility.is_some() {
+            let original = updated.repost_of.unwrap_or(updated.id);
+            self.note_removals(&[Removal::Item { author: updated.author, item: original, key: None }]).await;
+        }
         self.signal(vec![Signal::Gone(updated.author)]).await;
         self.hydrate_one(updated, actor).await
     }
@@ -335,7 +338,8 @@ impl FeedService {
         Self::check_author(&item, actor)?;
         if !item.deleted {
             self.backend.update_item(id, &ItemChange::Delete).await?;
-            self.note_removals(&[item.author], &[]).await;
+            let original = item.repost_of.unwrap_or(item.id);
+            self.note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }]).await;
             self.signal(vec![Signal::Gone(item.author)]).await;
         }
         let original_author = self.author_of(item.repost_of).await?;

@@ -14,19 +14,22 @@
 //!   one no longer there is a `delete`; one that moved (its earliest
 //!   appearance went) is a `delete`, then an `entry` where it is now.
 //! - **Resuming**: an id that is a cursor of this user's home within
-//!   `stream.replay_window` resumes after it, unless entries may have left
-//!   the home since (a delete or change of a followee's item, the user's
-//!   unfollow, block or mute, noted in the shared half's `Removals`): the
-//!   stream cannot tell the client which, so that, like any other id, is a
-//!   `reset` (the client reloads the first page and reads on from the top).
+//!   `stream.replay_window` resumes after it: first the `delete`s of what
+//!   may have left the home since (the shared half's `Removals`: a
+//!   followee's item deleted or hidden, someone the user's graph lost),
+//!   judged against the home now as a connected stream judges what it
+//!   sent; then the entries after the id. Any other id is a `reset` (the
+//!   client reloads the first page and reads on from the top).
 
 use super::FeedService;
 use crate::error::{Result, ServiceError};
 use crate::view::{EntryView, PageRequest, Reason};
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::ids::{key_floor_of, key_time};
+use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, UserId};
+use tideway_store::{Record, Removal};
 
 /// Entries a stream keeps to tell when they leave (a page's worth).
 pub const HELD: usize = 100;
@@ -69,13 +72,11 @@ impl HomeStream {
 }
 
 impl FeedService {
-    /// Notes, for streams that resume later, that entries may have left
-    /// homes now: of the followers of `authors` (an item of theirs was
-    /// deleted or changed) and of `users` (their graph removed someone).
-    /// Best effort: a note lost with the shared half lets a resume miss a
-    /// delete (logged and counted).
-    pub(crate) async fn note_removals(&self, authors: &[UserId], users: &[UserId]) {
-        if let Err(e) = self.backend.note_removals(authors, users, self.now(), self.opts.replay_window_ms).await {
+    /// Notes, for streams that resume later, what may have made entries
+    /// leave homes now. Best effort: a note lost with the shared half lets
+    /// a resume miss a delete (logged and counted).
+    pub(crate) async fn note_removals(&self, notes: &[Removal]) {
+        if let Err(e) = self.backend.note_removals(notes, self.now(), self.opts.replay_window_ms).await {
             tracing::warn!(error = %e, "could not note a removal for resuming home streams");
             metrics::counter!("tideway_stream_removals_lost_total").increment(1);
         }
@@ -118,15 +119,6 @@ impl FeedService {
                 Some(k) if now.0.saturating_sub(key_time(k).0) > window => {
                     Some("the id is older than the replay window")
                 }
-                Some(key)
-                    if self
-                        .backend
-                        .last_removal(user, &self.backend.followees(user).await?)
-                        .await?
-                        .is_some_and(|t| t >= key_time(key)) =>
-                {
-                    Some("entries left the home since that id; reload the first page")
-                }
                 Some(key) => {
                     let mut s = HomeStream {
                         user,
@@ -136,8 +128,10 @@ impl FeedService {
                         floor: id.to_owned(),
                         wake_in: None,
                     };
-                    // What the client missed comes first.
-                    let missed = self.stream_step(&mut s, false).await?;
+                    // What the client missed comes first: the entries that
+                    // left, then those that arrived.
+                    let mut missed = self.resume_deletes(&s).await?;
+                    missed.extend(self.stream_step(&mut s, false).await?);
                     return Ok((s, missed));
                 }
             },
@@ -163,6 +157,63 @@ impl FeedService {
             None => Vec::new(),
         };
         Ok((s, events))
+    }
+
+    /// The `delete` events a client resuming at `s`'s position missed: the
+    /// entries that may have left since its time (`Removals`: items deleted
+    /// or hidden by followees, others the user's graph lost, whose items and
+    /// reposts are read from their outboxes), judged against the home now
+    /// at and below the position, a page's worth ([`HELD`]), as a connected
+    /// stream judges the entries it sent. An entry goes when its item is no
+    /// longer there, or is there only at a later appearance than the one
+    /// that went. A delete may name an item the client never held (it
+    /// removes nothing).
+    async fn resume_deletes(&self, s: &HomeStream) -> Result<Vec<StreamEvent>> {
+        let followees = self.backend.followees(s.user).await?;
+        let removed = self.backend.removed_since(s.user, &followees, key_time(s.position_key)).await?;
+        if removed.is_empty() {
+            return Ok(Vec::new());
+        }
+        let scope = FeedScope::Home(s.user.0);
+        let at_or_below = Cursor::new(s.position_key.saturating_add(1)).encode(&scope);
+        let req = PageRequest { limit: Some(HELD), before: Some(at_or_below), ..PageRequest::default() };
+        let page = self.home_pulled(s.user, &req).await?;
+        let here: HashMap<ItemId, u64> = page
+            .entries
+            .iter()
+            .filter(|e| e.reason != Reason::Promoted)
+            .filter_map(|e| Self::home_key(s.user, &e.cursor).map(|k| (e.item.item.id, k)))
+            .collect();
+        // A full page stops somewhere: below it nothing is judged.
+        let bottom = if here.len() >= HELD { here.values().copied().min().unwrap_or(0) } else { 0 };
+        let mut candidates = removed.items;
+        if !removed.others.is_empty() {
+            let range =
+                KeyRange { above: Some(bottom.saturating_sub(1)), below: Some(s.position_key.saturating_add(1)) };
+            let keys = self.backend.outbox_merge(&removed.others, range, Direction::Older, HELD).await?;
+            for (key, record) in keys.iter().zip(self.backend.records(&keys).await?) {
+                if let Some(Record::Item(it)) = record {
+                    candidates.push((it.repost_of.unwrap_or(it.id), Some(*key)));
+                }
+            }
+        }
+        let mut sent = HashSet::new();
+        let mut out = Vec::new();
+        for (item, went) in candidates {
+            let judged = went.unwrap_or(item.0);
+            if judged < bottom || judged > s.position_key {
+                continue;
+            }
+            let gone = match (here.get(&item), went) {
+                (None, _) => true,
+                (Some(now), Some(went)) => *now > went,
+                (Some(_), None) => false,
+            };
+            if gone && sent.insert(item) {
+                out.push(StreamEvent::Delete { id: s.position.clone(), item });
+            }
+        }
+        Ok(out)
     }
 
     /// What changed at the top of the stream's home since its last step;

@@ -137,11 +137,11 @@ impl<J: Journal> Snapshots for Store<J> {
 
 #[async_trait]
 impl<J: Journal> Removals for Store<J> {
-    async fn note_removals(&self, authors: &[UserId], users: &[UserId], at: Millis, keep_ms: i64) -> Result<()> {
-        self.removals.note(authors, users, at, keep_ms);
+    async fn note_removals(&self, notes: &[Removal], at: Millis, keep_ms: i64) -> Result<()> {
+        self.removals.note(notes, at, keep_ms);
         Ok(())
     }
-    async fn last_removal(&self, user: UserId, authors: &[UserId]) -> Result<Option<Millis>> {
-        Ok(self.removals.last(user, authors))
+    async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed> {
+        Ok(self.removals.since(user, authors, since))
     }
 }

@@ -260,6 +260,24 @@ async fn a_post_on_one_node_reaches_a_stream_held_on_the_other() {
     let events = s.take(1, Duration::from_secs(15)).await;
     assert_eq!(events[0].data["item"]["id"], json!(late));
     assert!(s.next(Duration::from_millis(300)).await.is_none(), "no duplicate");
+    // Away again: a delete on one node, an unfollow on the other; the
+    // resume on either gets both entries' deletes (noted in Redis).
+    let last = events[0].id.clone();
+    drop(s);
+    let r = cl.c.delete(format!("{}/v1/items/{}", a.base, posted[0])).send().await.expect("delete");
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let r = cl.c.delete(format!("{}/v1/users/1/following/3", b.base)).send().await.expect("unfollow");
+    assert_eq!(r.status(), StatusCode::NO_CONTENT);
+    let mut s = Client::connect_to(&cl.c, &b.base, None, 1, Some(&last)).await;
+    let events = s.take(3, Duration::from_secs(15)).await;
+    let mut got: Vec<(String, String)> =
+        events.iter().map(|e| (e.event.clone(), e.data["item"].as_str().expect("an item").to_owned())).collect();
+    got.sort();
+    let mut want: Vec<(String, String)> =
+        [&posted[0], &posted[1], &posted[3]].into_iter().map(|i| ("delete".to_owned(), i.clone())).collect();
+    want.sort();
+    assert_eq!(got, want, "the deleted post and the unfollowed author's two");
+    assert!(s.next(Duration::from_millis(300)).await.is_none(), "nothing else");
     drop(s);
     drop((a, b));
     cl.clean().await;
