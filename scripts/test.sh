@@ -15,6 +15,12 @@ echo "== format"
 cargo fmt --all --check
 echo "== lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== alert rules"
+if command -v promtool >/dev/null; then
+  promtool check rules deploy/prometheus/tideway-rules.yml
+else
+  echo "(promtool not found: deploy/prometheus/tideway-rules.yml not checked; apt-get install prometheus provides it)"
+fi
 echo "== API contract: schemathesis against the OpenAPI document"
 scripts/schemathesis.sh
 echo "== engines: PostgreSQL, MariaDB, Redis, a Redis Cluster"

@@ -520,16 +520,20 @@ pub struct InsertedJson {
 
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FanoutJson {
-    /// Fan-out jobs not finished: 0 once every accepted write reached every inbox it goes to.
+    /// Fan-out jobs not finished, on every node (read from the database): 0 once every
+    /// accepted write reached every inbox it goes to.
     pub pending: u64,
+    /// Deliveries made by this node's worker since it started (not the deployment's).
     pub delivered_total: u64,
-    /// Deliveries per second over the last 10 seconds.
+    /// Deliveries per second by this node's worker over the last 10 seconds.
     pub deliveries_per_sec: u64,
-    /// Age of the oldest pending job: the delivery lag.
+    /// Age of the oldest pending job on any node: the delivery lag.
     pub oldest_pending_ms: u64,
 }
 
 #[derive(Debug, Serialize, ToSchema)]
+/// The inboxes of the whole deployment (`null` in `StatsJson` while the shared engine does not
+/// answer).
 pub struct InboxesJson {
     pub count: u64,
     pub entries: u64,
@@ -542,7 +546,7 @@ pub struct StatsJson {
     pub items: u64,
     pub follows: u64,
     pub fanout: FanoutJson,
-    pub inboxes: InboxesJson,
+    pub inboxes: Option<InboxesJson>,
 }
 
 impl From<&StatsView> for StatsJson {
@@ -557,7 +561,7 @@ impl From<&StatsView> for StatsJson {
                 deliveries_per_sec: s.deliveries_per_sec,
                 oldest_pending_ms: s.oldest_pending_ms,
             },
-            inboxes: InboxesJson { count: s.inboxes, entries: s.inbox_entries, bytes: s.inbox_bytes },
+            inboxes: s.inboxes.map(|i| InboxesJson { count: i.inboxes, entries: i.entries, bytes: i.bytes }),
         }
     }
 }

@@ -74,10 +74,12 @@ impl From<ServiceError> for ApiError {
             ServiceError::LimitExceeded(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "limit_exceeded", m),
             ServiceError::Expired(m) => Self::new(StatusCode::GONE, "cursor_expired", m),
             ServiceError::Store(e) if e.is_unavailable() => {
+                tideway_service::health::count_error(&e);
                 tracing::error!(cause = %e.chain(), "storage unavailable");
                 Self::unavailable("storage is unavailable; retry later")
             }
             ServiceError::Store(other) => {
+                tideway_service::health::count_error(&other);
                 tracing::error!(cause = %other.chain(), "internal storage error");
                 Self::internal()
             }

@@ -670,34 +670,45 @@ pub async fn stats(State(st): State<AppState>, _a: Actor) -> ApiResult<axum::Jso
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
-    responses((status = 200, description = "the process is up and can take writes"),
-              (status = 503, body = ErrorBody, description = "a write failed to reach the disk: restart the process")))]
+    responses((status = 200, description = "the process is alive; an engine that is away does not change this"),
+              (status = 503, body = ErrorBody, description = "storage failed in a way only a restart recovers from (the embedded store after a write failed to reach the disk): restart the process")))]
 pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
-    st.svc.health().await.map_err(|e| {
+    st.svc.liveness().await.map_err(|e| {
         tracing::error!(error = %e, "liveness: storage failed; the process must restart");
         ApiError::unavailable(format!("storage failed and takes no writes until a restart: {e}"))
     })?;
     Ok(axum::Json(serde_json::json!({"status": "ok"})))
 }
 
-#[utoipa::path(get, path = "/readyz", tag = "operations", responses((status = 200, description = "storage answers"), (status = 503, body = ErrorBody)))]
+#[utoipa::path(get, path = "/readyz", tag = "operations", security(()),
+    responses((status = 200, description = "this node can serve pages: its database answered the last probe (at most a few seconds ago); Redis partly or wholly away does not make it unready"),
+              (status = 503, body = ErrorBody, description = "the database does not answer (or has not been probed for seconds): send requests to another node")))]
 pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
-    st.svc.stats().await.map_err(ApiError::from)?;
+    st.svc.readiness().map_err(|why| ApiError::unavailable(format!("not ready: {why}")))?;
     Ok(axum::Json(serde_json::json!({"status": "ready"})))
 }
 
-#[utoipa::path(get, path = "/metrics", tag = "operations", responses((status = 200, description = "Prometheus text format")))]
-pub async fn metrics(State(st): State<AppState>) -> Response {
+/// Sets the gauges read from storage when `/metrics` is scraped. Figures
+/// of the whole deployment carry `scope="deployment"`; a figure that cannot
+/// be read now is `NaN` (unknown), never a stale or made-up 0.
+async fn scrape_gauges(st: &AppState) {
     metrics::gauge!("tideway_home_streams_open").set(st.svc.streams_open() as f64);
-    if let Ok(s) = st.svc.stats().await {
-        metrics::gauge!("tideway_fanout_pending").set(s.pending as f64);
-        metrics::gauge!("tideway_fanout_oldest_pending_ms").set(s.oldest_pending_ms as f64);
-        metrics::gauge!("tideway_fanout_deliveries_per_sec").set(s.deliveries_per_sec as f64);
-        metrics::gauge!("tideway_inbox_entries").set(s.inbox_entries as f64);
-        metrics::gauge!("tideway_inbox_bytes").set(s.inbox_bytes as f64);
-        metrics::gauge!("tideway_items").set(s.items as f64);
-        metrics::gauge!("tideway_follows").set(s.follows as f64);
-    }
+    let s = st.svc.stats().await.ok();
+    let d = |f: fn(&tideway_service::StatsView) -> u64| s.as_ref().map_or(f64::NAN, |s| f(s) as f64);
+    let scope = ("scope", "deployment");
+    metrics::gauge!("tideway_fanout_pending", &[scope]).set(d(|s| s.pending));
+    metrics::gauge!("tideway_fanout_oldest_pending_ms", &[scope]).set(d(|s| s.oldest_pending_ms));
+    metrics::gauge!("tideway_items", &[scope]).set(d(|s| s.items));
+    metrics::gauge!("tideway_follows", &[scope]).set(d(|s| s.follows));
+    metrics::gauge!("tideway_fanout_deliveries_per_sec").set(d(|s| s.deliveries_per_sec));
+    let ib = s.as_ref().and_then(|s| s.inboxes);
+    metrics::gauge!("tideway_inbox_entries", &[scope]).set(ib.map_or(f64::NAN, |i| i.entries as f64));
+    metrics::gauge!("tideway_inbox_bytes", &[scope]).set(ib.map_or(f64::NAN, |i| i.bytes as f64));
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "operations", security(()), responses((status = 200, description = "Prometheus text format")))]
+pub async fn metrics(State(st): State<AppState>) -> Response {
+    scrape_gauges(&st).await;
     let body = st.metrics.as_ref().map(|h| h.render()).unwrap_or_default();
     ([(CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }

@@ -142,6 +142,16 @@ pub enum BackendKind {
 }
 
 impl BackendKind {
+    /// The engine's name in health reports and metrics.
+    pub fn engine_name(self) -> &'static str {
+        match self {
+            BackendKind::Embedded => "embedded",
+            BackendKind::Memory => "memory",
+            BackendKind::Postgres => "postgres",
+            BackendKind::Mysql => "mysql",
+        }
+    }
+
     /// Whether this backend is shared by several nodes (SQL + Redis).
     pub fn is_shared(self) -> bool {
         matches!(self, BackendKind::Postgres | BackendKind::Mysql)

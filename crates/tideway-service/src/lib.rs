@@ -12,6 +12,7 @@ pub mod clock;
 pub mod config;
 pub mod error;
 pub mod feed;
+pub mod health;
 pub mod service;
 pub mod snapshot;
 pub mod view;

@@ -102,9 +102,8 @@ pub struct StatsView {
     /// Deliveries per second over the last 10 seconds.
     pub deliveries_per_sec: u64,
     pub oldest_pending_ms: u64,
-    pub inboxes: u64,
-    pub inbox_entries: u64,
-    pub inbox_bytes: u64,
+    /// The inboxes' figures; `None` when the shared engine did not answer.
+    pub inboxes: Option<tideway_store::InboxStats>,
 }
 
 /// A notification group as a page shows it (SPEC section 2).

@@ -156,6 +156,9 @@ impl FanoutWorker {
                 Ok(StepOutcome::Idle) => true,
                 Ok(StepOutcome::Progress { .. }) => false,
                 Err(e) => {
+                    if let crate::ServiceError::Store(se) = &e {
+                        crate::health::count_error(se);
+                    }
                     tracing::error!(error = %e, "fan-out step failed; retrying in 1s");
                     true
                 }

@@ -102,6 +102,9 @@ impl Hub for Switch {
     async fn subscribe(&self) -> Result<Subscription> {
         self.up()?.subscribe().await
     }
+    async fn ping(&self) -> Result<()> {
+        self.up()?.ping().await
+    }
 }
 
 #[async_trait]

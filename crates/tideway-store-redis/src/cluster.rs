@@ -239,6 +239,27 @@ impl RedisShared {
         c
     }
 
+    /// `PING` to the single server, or to every primary of a cluster (its
+    /// slot map read again first): the health probe.
+    pub(crate) async fn ping_every_server(&self) -> Result<()> {
+        let Conn::Cluster(c) = &self.conn else {
+            let _: String = self.query(&redis::cmd("PING")).await?;
+            return Ok(());
+        };
+        let pings = self.primaries().await?.into_iter().map(|(host, port)| {
+            let mut c = c.clone();
+            async move {
+                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
+                c.route_command(redis::cmd("PING"), routing)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| StoreError::unavailable_because(Engine::Redis, format!("primary {host}:{port}: {e}")))
+            }
+        });
+        futures_util::future::try_join_all(pings).await?;
+        Ok(())
+    }
+
     /// Every key matching `pattern` (on every primary of a cluster).
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
         let mut keys = Vec::new();

@@ -108,6 +108,10 @@ impl RedisHub {
 
 #[async_trait]
 impl Hub for RedisShared {
+    async fn ping(&self) -> Result<()> {
+        self.ping_every_server().await
+    }
+
     async fn publish(&self, signals: &[Signal]) -> Result<()> {
         let msg = encode_signals(signals);
         if msg.is_empty() {

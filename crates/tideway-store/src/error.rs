@@ -134,6 +134,26 @@ impl StoreError {
         matches!(self, StoreError::Unavailable { .. })
     }
 
+    /// The engine that failed, when one did.
+    pub fn engine(&self) -> Option<Engine> {
+        match self {
+            StoreError::Unavailable { engine, .. } => Some(*engine),
+            _ => None,
+        }
+    }
+
+    /// The kind of error, as metrics label it: `unavailable`, `retryable`
+    /// (the engine undid it: a deadlock), `corrupt`, `config`, `id_taken`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StoreError::Unavailable { retryable: true, .. } => "retryable",
+            StoreError::Unavailable { .. } => "unavailable",
+            StoreError::Corrupt { .. } => "corrupt",
+            StoreError::Config { .. } => "config",
+            StoreError::IdTaken(_) => "id_taken",
+        }
+    }
+
     /// The error and its chain of sources, for one log line.
     pub fn chain(&self) -> String {
         let mut out = self.to_string();

@@ -412,6 +412,11 @@ macro_rules! forward_backend {
                     $($before;)?
                     $shared.subscribe().await
                 }
+                async fn ping(&self) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $shared.ping().await
+                }
             }
             #[async_trait::async_trait]
             impl Removals for $ty {

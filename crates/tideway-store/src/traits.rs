@@ -540,6 +540,9 @@ pub trait Hub: Send + Sync {
     async fn publish(&self, signals: &[Signal]) -> Result<()>;
     /// Opens a subscription (fails when the engine cannot be reached).
     async fn subscribe(&self) -> Result<Subscription>;
+    /// Whether every server of the shared engine answers now (the health
+    /// probe; a cluster asks each primary). Cheap: no data is read.
+    async fn ping(&self) -> Result<()>;
 }
 
 /// Everything a backend provides: its durable half and its shared half

@@ -133,6 +133,24 @@ pub async fn serve(
     }
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let cancel = CancellationToken::new();
+    tideway_service::health::register_series();
+    tideway_http::edge::register_series();
+    // The engine probes: once before listening (so /readyz answers from the
+    // first request), then every second on a task of their own.
+    svc.probe_engines().await;
+    let probes = {
+        let (svc, cancel) = (svc.clone(), cancel.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(tideway_service::health::PROBE_EVERY);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    () = cancel.cancelled() => break,
+                    _ = tick.tick() => svc.probe_engines().await,
+                }
+            }
+        })
+    };
     // The fan-out worker: its own task, stopped by the same token as the server.
     let worker = tokio::spawn(FanoutWorker::new(svc.clone()).run(cancel.clone()));
     let state = AppState::new(svc.clone(), auth, RateLimits::new(&cfg.rate_limit), cfg.server.access_log, metrics);
@@ -167,6 +185,7 @@ pub async fn serve(
     tideway_http::serve(listener, app, opts, shutdown).await.map_err(|e| format!("server: {e}"))?;
     cancel.cancel();
     let _ = housekeeping.await;
+    let _ = probes.await;
     let worker_stopped = tokio::time::timeout(cfg.server.shutdown_grace.0, worker).await.is_ok();
     if !worker_stopped {
         tracing::warn!("fan-out worker did not stop in time; pending jobs resume at the next start");

@@ -18,7 +18,7 @@ mod postings;
 pub mod stream;
 
 use crate::clock::Clock;
-use crate::config::Config;
+use crate::config::{BackendKind, Config};
 use crate::error::{Result, ServiceError};
 use crate::view::*;
 use parking_lot::Mutex;
@@ -63,6 +63,9 @@ pub struct ServiceOptions {
     /// How long a home stream waits before it sends an entry, for writes
     /// that took an id earlier to be stored ([`Profile::settle_ms`]).
     pub settle_ms: i64,
+    /// The engines behind the two halves, as health and metrics name them.
+    pub durable_engine: &'static str,
+    pub shared_engine: &'static str,
 }
 
 impl ServiceOptions {
@@ -84,6 +87,11 @@ impl ServiceOptions {
             snapshot_ttl_ms: i64::try_from(c.live.snapshot_ttl.0.as_millis()).unwrap_or(i64::MAX),
             replay_window_ms: i64::try_from(c.stream.replay_window.0.as_millis()).unwrap_or(i64::MAX),
             settle_ms: profile.settle_ms(),
+            durable_engine: c.storage.backend.engine_name(),
+            shared_engine: match c.storage.backend {
+                BackendKind::Postgres | BackendKind::Mysql => "redis",
+                other => other.engine_name(),
+            },
         }
     }
 }
@@ -107,6 +115,8 @@ pub struct FeedService {
     /// first stream on).
     pub(crate) wakes: Arc<crate::wakes::Wakes>,
     pub(crate) wakes_listening: std::sync::atomic::AtomicBool,
+    /// What the engine probes last found ([`crate::health`]).
+    pub(crate) health: crate::health::Health,
 }
 
 /// The parsed direction and bound of a page request.
@@ -143,13 +153,14 @@ impl FeedService {
         ids.observe(backend.stats().await?.max_key);
         Ok(Self {
             backend,
-            opts,
             clock,
             ids,
             delivered_total: AtomicU64::new(0),
             delivery_rate: Mutex::new([(0, 0); 16]),
             wakes: Arc::default(),
             wakes_listening: std::sync::atomic::AtomicBool::new(false),
+            health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
+            opts,
         })
     }
 

@@ -82,15 +82,57 @@ impl FeedService {
         })
     }
 
-    /// Fails when storage cannot take writes until the process restarts
-    /// (after a write failed to reach the disk): the liveness probe.
-    pub async fn health(&self) -> Result<()> {
-        Ok(self.backend.health().await?)
+    /// The liveness probe: fails only when storage cannot serve until this
+    /// process restarts (an in-process store whose write failed to reach
+    /// the disk). A remote engine that is away is not this process's
+    /// failure, and a restart would not cure it: it is not asked.
+    pub async fn liveness(&self) -> Result<()> {
+        if !self.backend.profile().round_trips {
+            self.backend.health().await?;
+        }
+        Ok(())
     }
 
+    /// The readiness probe, from what the engine probes last found (no
+    /// engine is asked here): ready when the durable engine answered the
+    /// last probe, a few seconds ago at most. The shared engine does not
+    /// count (pages are pulled from the durable one while it is away).
+    pub fn readiness(&self) -> std::result::Result<(), String> {
+        self.health.durable.answering()
+    }
+
+    /// Whether the shared engine answered its last probe (for `/v1/stats`
+    /// and logs; readiness does not depend on it).
+    pub fn shared_answering(&self) -> std::result::Result<(), String> {
+        self.health.shared.answering()
+    }
+
+    /// Asks both engines whether they answer, each within
+    /// [`crate::health::PROBE_TIMEOUT`], and records the answers: run every
+    /// [`crate::health::PROBE_EVERY`] by the server, and once before it
+    /// listens.
+    pub async fn probe_engines(&self) {
+        use crate::health::PROBE_TIMEOUT;
+        let timed = |r: std::result::Result<tideway_store::Result<()>, tokio::time::error::Elapsed>| match r {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(e.chain()),
+            Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),
+        };
+        let (d, s) = tokio::join!(
+            tokio::time::timeout(PROBE_TIMEOUT, self.backend.health()),
+            tokio::time::timeout(PROBE_TIMEOUT, self.backend.ping())
+        );
+        self.health.durable.record(timed(d));
+        self.health.shared.record(timed(s));
+    }
+
+    /// Store-wide figures from the durable engine (fails when it does), and
+    /// the inboxes' from the shared one when it answers (`None` when not:
+    /// the fan-out figures stay readable through a Redis fault).
     pub async fn stats(&self) -> Result<StatsView> {
-        let s = self.backend.stats().await?;
-        let ib = self.backend.inbox_stats().await?;
+        let (s, ib) = tokio::join!(self.backend.stats(), self.backend.inbox_stats());
+        let s = s?;
+        let ib = ib.inspect_err(crate::health::count_error).ok();
         let now = self.clock.now();
         Ok(StatsView {
             users: s.users,
@@ -100,9 +142,7 @@ impl FeedService {
             delivered_total: self.delivered_total.load(Ordering::Relaxed),
             deliveries_per_sec: self.deliveries_per_sec(),
             oldest_pending_ms: s.oldest_job.map_or(0, |t| u64::try_from(now.0 - t.0).unwrap_or(0)),
-            inboxes: ib.inboxes,
-            inbox_entries: ib.entries,
-            inbox_bytes: ib.bytes,
+            inboxes: ib,
         })
     }
 }

@@ -122,6 +122,9 @@ impl<J: Journal> Hub for Store<J> {
     async fn subscribe(&self) -> Result<Subscription> {
         Ok(self.hub.subscribe())
     }
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
 }
 
 #[async_trait]

@@ -26,12 +26,33 @@ impl Drop for Daemon {
     }
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+/// Waits for a private server; on a busy machine (a cold build beside it)
+/// one can take long to start, so the wait is generous, and a server that
+/// never comes up fails the test with its own log.
+/// Stops (SIGSTOP) or continues (SIGCONT) a server and its children: it
+/// keeps its connections open and answers nothing, as a hung database does.
+fn pause(d: &Daemon, stopped: bool) {
+    let sig = if stopped { "-STOP" } else { "-CONT" };
+    let pid = d.0.id().to_string();
+    let _ = Command::new("pkill").args([sig, "-P", &pid]).status();
+    let ok = Command::new("kill").args([sig, &pid]).status();
+    assert!(ok.is_ok_and(|s| s.success()), "kill {sig} {pid}");
+}
+
+fn wait_until(what: &str, log: &Path, mut ok: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(120);
     while !ok() {
-        assert!(Instant::now() < deadline, "{what} did not come up");
+        if Instant::now() >= deadline {
+            let log = std::fs::read_to_string(log).unwrap_or_else(|e| format!("(no log: {e})"));
+            panic!("{what} did not come up within 120 s; its log:\n{log}");
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// A file for a private server's output.
+fn log_file(path: &Path) -> Stdio {
+    std::fs::OpenOptions::new().create(true).append(true).open(path).map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
 fn mariadb(dir: &Path, port: u16) -> Daemon {
@@ -42,10 +63,10 @@ fn mariadb(dir: &Path, port: u16) -> Daemon {
         .arg(format!("--socket={}", dir.join("sock").display()))
         .arg(format!("--log-error={}", dir.join("err.log").display()))
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log_file(&dir.join("err.log")))
         .spawn()
         .expect("start mariadbd (scripts/services.sh installs it)");
-    wait_until("mariadbd", || {
+    wait_until("mariadbd", &dir.join("err.log"), || {
         Command::new("mysql")
             .args(["-h", "127.0.0.1", "-P", &port.to_string(), "-u", "root", "-e", "select 1"])
             .stdout(Stdio::null())
@@ -80,11 +101,11 @@ fn postgres(dir: &Path, port: u16) -> Daemon {
         .arg(dir.join("data"))
         .args(["-p", &port.to_string(), "-c", "listen_addresses=127.0.0.1", "-k"])
         .arg(dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stdout(log_file(&dir.join("postgres.log")))
+        .stderr(log_file(&dir.join("postgres.log")))
         .spawn()
         .expect("start postgres");
-    wait_until("postgres", || {
+    wait_until("postgres", &dir.join("postgres.log"), || {
         Command::new("pg_isready")
             .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
             .status()
@@ -94,13 +115,19 @@ fn postgres(dir: &Path, port: u16) -> Daemon {
 }
 
 fn redis(port: u16) -> Daemon {
+    redis_with(port, &std::env::temp_dir().join(format!("tideway-faults-redis-{port}.log")), &[])
+}
+
+/// A private `redis-server` on `port` with more arguments, logging to `log`.
+fn redis_with(port: u16, log: &Path, more: &[&std::ffi::OsStr]) -> Daemon {
     let child = Command::new("redis-server")
         .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", "", "--appendonly", "no"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .args(more)
+        .stdout(log_file(log))
+        .stderr(log_file(log))
         .spawn()
         .expect("start redis-server");
-    wait_until("redis-server", || {
+    wait_until("redis-server", log, || {
         Command::new("redis-cli")
             .args(["-p", &port.to_string(), "ping"])
             .output()
@@ -140,6 +167,47 @@ async fn home(c: &reqwest::Client, base: &str, user: u64) -> (StatusCode, Vec<St
         .as_array()
         .map_or(vec![], |es| es.iter().map(|e| e["item"]["id"].as_str().unwrap_or_default().to_owned()).collect());
     (s, ids)
+}
+
+/// A probe's status; it must answer within a second (a probe that waits on
+/// an engine is the fault these checks exist for).
+async fn probe(c: &reqwest::Client, base: &str, path: &str) -> StatusCode {
+    let r = c.get(format!("{base}{path}")).timeout(Duration::from_secs(1)).send().await;
+    r.unwrap_or_else(|e| panic!("{path} did not answer within 1 s: {e}")).status()
+}
+
+/// Waits until `path` answers `want` (the probes run once a second).
+async fn probe_becomes(c: &reqwest::Client, base: &str, path: &str, want: StatusCode, why: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let got = probe(c, base, path).await;
+        if got == want {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{path} is {got}, not {want}, {why}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The value of one series of `/metrics` (`name{labels}` as rendered).
+async fn metric(c: &reqwest::Client, base: &str, series: &str) -> Option<f64> {
+    let text = c.get(format!("{base}/metrics")).send().await.ok()?.text().await.ok()?;
+    text.lines().find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// With Redis (or part of it) down: monitoring shows it, the node stays
+/// ready and alive, and still reads the fan-out figures from the database.
+async fn ready_with_redis_down(c: &reqwest::Client, base: &str, what: &str) {
+    let redis_up = r#"tideway_engine_up{engine="redis",role="shared"}"#;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while metric(c, base, redis_up).await != Some(0.0) {
+        assert!(Instant::now() < deadline, "tideway_engine_up shows Redis down ({what})");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(probe(c, base, "/readyz").await, StatusCode::OK, "ready with {what}");
+    assert_eq!(probe(c, base, "/healthz").await, StatusCode::OK, "alive with {what}");
+    let pending = metric(c, base, r#"tideway_fanout_pending{scope="deployment"}"#).await;
+    assert!(pending.is_some_and(|p| !p.is_nan()), "fan-out figures read from the database: {pending:?}");
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -247,6 +315,9 @@ async fn rides_out(engine: Engine) {
         }));
     }
     tokio::time::sleep(Duration::from_millis(800)).await;
+    let durable_up = format!(r#"tideway_engine_up{{engine="{backend}",role="durable"}}"#);
+    assert_eq!(probe(&c, &base, "/readyz").await, StatusCode::OK);
+    assert_eq!(metric(&c, &base, &durable_up).await, Some(1.0));
     drop(db); // kill -9 the database
     let acked_before_down = out.lock().expect("lock").acked.len();
     // Requests in flight wait for a connection (up to the pool's 3 s), then
@@ -256,7 +327,18 @@ async fn rides_out(engine: Engine) {
         assert!(Instant::now() < deadline, "writes while the database is down answer 503");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    // Probes: not ready (send pages elsewhere), but alive (a restart would
+    // not bring the database back); monitoring says so, and does not show
+    // a made-up fan-out lag of 0.
+    probe_becomes(&c, &base, "/readyz", StatusCode::SERVICE_UNAVAILABLE, "with the database down").await;
+    assert_eq!(probe(&c, &base, "/healthz").await, StatusCode::OK, "alive with the database down");
+    assert_eq!(metric(&c, &base, &durable_up).await, Some(0.0));
+    let lag = metric(&c, &base, r#"tideway_fanout_oldest_pending_ms{scope="deployment"}"#).await;
+    assert!(lag.is_some_and(f64::is_nan), "the lag is unknown while the database is down: {lag:?}");
+    let errors = format!(r#"tideway_engine_errors_total{{engine="{backend}",kind="unavailable"}}"#);
+    assert!(metric(&c, &base, &errors).await.is_some_and(|n| n > 0.0), "the refused writes are counted");
     db = start(engine, &db_dir, db_port);
+    probe_becomes(&c, &base, "/readyz", StatusCode::OK, "once the database is back").await;
     // The node reconnects by itself: acknowledged writes resume.
     let deadline = Instant::now() + Duration::from_secs(30);
     while out.lock().expect("lock").acked.len() < acked_before_down + 20 {
@@ -278,6 +360,14 @@ async fn rides_out(engine: Engine) {
         assert!(chunk.iter().all(|id| found.contains(id.as_str())), "an acknowledged item was lost");
     }
 
+    // The database hangs (stopped: connections open, no answers): not ready
+    // within the probe's timeout, alive all along, ready again after.
+    pause(&db, true);
+    probe_becomes(&c, &base, "/readyz", StatusCode::SERVICE_UNAVAILABLE, "with the database hung").await;
+    assert_eq!(probe(&c, &base, "/healthz").await, StatusCode::OK, "alive with the database hung");
+    pause(&db, false);
+    probe_becomes(&c, &base, "/readyz", StatusCode::OK, "once the database answers again").await;
+
     // Redis down: the home page is still served, from the database, exactly.
     let deadline = Instant::now() + Duration::from_secs(20);
     let before = loop {
@@ -292,6 +382,9 @@ async fn rides_out(engine: Engine) {
     assert_eq!(before.len(), 50);
     drop(rd);
     assert_eq!(home(&c, &base, 100).await, (StatusCode::OK, before.clone()), "pulled while Redis is down");
+    // Ready and alive: pages are served from the database; monitoring shows
+    // Redis down and still reads the fan-out figures from the database.
+    ready_with_redis_down(&c, &base, "Redis down").await;
     let refused = post(&c, &base, 1).await;
     assert!(refused.as_ref().is_err_and(|e| e.starts_with("503")), "a post while Redis is down: {refused:?}");
     rd = redis(redis_port); // empty: every inbox, mark and activity is gone
@@ -331,4 +424,81 @@ async fn the_event_hub_comes_back_with_redis() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(next(&mut sub).await, Received::Signal(Signal::Home(tideway_core::UserId(5))));
+}
+
+/// A private Redis Cluster of three primaries (no replicas), each node a
+/// [`Daemon`] with its own directory and log.
+fn redis_cluster(dir: &Path) -> Vec<(u16, Daemon)> {
+    let mut nodes = Vec::new();
+    for i in 0..3 {
+        let port = free_port();
+        let d = dir.join(format!("r{i}"));
+        std::fs::create_dir_all(&d).expect("dir");
+        let conf = d.join("nodes.conf");
+        let more = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000", "--cluster-config-file"];
+        let mut args: Vec<&std::ffi::OsStr> = more.iter().map(std::ffi::OsStr::new).collect();
+        args.extend([conf.as_os_str(), std::ffi::OsStr::new("--dir"), d.as_os_str()]);
+        nodes.push((port, redis_with(port, &d.join("redis.log"), &args)));
+    }
+    let addrs: Vec<String> = nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")).collect();
+    let created = Command::new("redis-cli").args(["--cluster", "create"]).args(&addrs).arg("--cluster-yes").output();
+    assert!(created.as_ref().is_ok_and(|o| o.status.success()), "redis-cli --cluster create: {created:?}");
+    for (port, _) in &nodes {
+        wait_until("the Redis Cluster", &dir.join("r0").join("redis.log"), || {
+            Command::new("redis-cli")
+                .args(["-p", &port.to_string(), "cluster", "info"])
+                .output()
+                .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+        });
+    }
+    nodes
+}
+
+/// One primary of three away: the node stays ready and alive and serves
+/// home pages from the database; monitoring shows Redis down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_redis_primary_away_leaves_the_node_ready() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut cluster = redis_cluster(tmp.path());
+    let db = tideway_store_sql::testing::FreshDatabase::create(
+        &std::env::var("TIDEWAY_TEST_POSTGRES_URL").expect("TIDEWAY_TEST_POSTGRES_URL (scripts/services.sh)"),
+    )
+    .await
+    .expect("db");
+    let urls: Vec<String> = cluster.iter().map(|(p, _)| format!("redis://127.0.0.1:{p}")).collect();
+    let urls = urls.join(",");
+    let env = [
+        ("TIDEWAY_STORAGE__BACKEND", "postgres"),
+        ("TIDEWAY_STORAGE__URL", db.url.as_str()),
+        ("TIDEWAY_REDIS__URLS", urls.as_str()),
+        ("TIDEWAY_SERVER__NODE_ID", "4"),
+    ];
+    let node = start_with(&tmp.path().join("node"), &tmp.path().join("node.log"), &env).await;
+    let (c, base) = (reqwest::Client::new(), node.base.clone());
+    for a in 1..=3 {
+        let r = c.put(format!("{base}/v1/users/100/following/{a}")).send().await.expect("follow");
+        assert!(r.status().is_success());
+    }
+    let mut posted = Vec::new();
+    for a in [1, 2, 3, 1, 2, 3] {
+        posted.push(post(&c, &base, a).await.expect("a post"));
+    }
+    posted.reverse();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while home(&c, &base, 100).await.1 != posted {
+        assert!(Instant::now() < deadline, "the home page shows the posts");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let redis_up = r#"tideway_engine_up{engine="redis",role="shared"}"#;
+    assert_eq!(metric(&c, &base, redis_up).await, Some(1.0));
+
+    drop(cluster.remove(1)); // kill -9 one primary
+    ready_with_redis_down(&c, &base, "one primary away").await;
+    assert_eq!(home(&c, &base, 100).await, (StatusCode::OK, posted), "pages pulled from the database");
+    let r = c.get(format!("{base}/v1/stats")).send().await.expect("stats");
+    assert_eq!(r.status(), StatusCode::OK, "stats answer (inbox figures cached, or null)");
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["fanout"]["pending"], json!(0), "{v}");
+    drop((node, cluster));
+    db.drop().await.expect("drop the database");
 }
