@@ -384,9 +384,21 @@ async fn red_metrics_request_ids_and_a_redacted_configuration() {
     let text = c.get(format!("{base}/metrics")).send().await.expect("send").text().await.expect("text");
     let line = text
         .lines()
-        .find(|l| l.starts_with("tideway_http_requests_total") && l.contains(r#"route="/v1/users/{u}/home""#))
+        .find(|l| {
+            l.starts_with("tideway_http_requests_total")
+                && l.contains(r#"route="/v1/users/{u}/home""#)
+                && l.contains(r#"status="200""#)
+        })
         .unwrap_or_else(|| panic!("no per-route counter:\n{text}"));
-    assert!(line.contains(r#"status="200""#) && line.ends_with(" 4"), "{line}");
+    assert!(line.ends_with(" 4"), "{line}");
+    // The series alerts use exist before anything failed.
+    assert!(
+        text.lines().any(|l| l.starts_with("tideway_http_requests_total")
+            && l.contains(r#"route="/v1/users/{u}/home""#)
+            && l.contains(r#"status="503""#)
+            && l.ends_with(" 0")),
+        "{text}"
+    );
     assert!(text.lines().any(|l| l.starts_with("tideway_http_requests_total")
         && l.contains(r#"route="/v1/items/{id}""#)
         && l.contains(r#"status="400""#)));
