@@ -29,9 +29,12 @@ use std::sync::Arc;
 use std::time::Instant;
 use tideway_core::live::Session;
 use tideway_core::{Millis, UserId};
-use tideway_service::config::{BackendKind, SyncKind};
-use tideway_service::{Config, FeedService, ServiceOptions, SystemClock};
+use tideway_service::Config;
+use tideway_service::config::SyncKind;
 use tideway_store_sql::testing::FreshDatabase;
+
+#[path = "../setup.rs"]
+mod setup;
 
 #[path = "../measure.rs"]
 #[allow(dead_code, reason = "the bench uses only the histograms")]
@@ -123,10 +126,8 @@ fn report(what: &str, h: &Histogram<u64>, base: Option<&Histogram<u64>>) {
 
 /// Tideway's pages on one engine: first, inside the snapshot, deep in replay.
 async fn tideway(args: &Args, cfg: &Config) -> Res<[Histogram<u64>; 3]> {
-    let backend = tideway_engines::open(cfg).await.map_err(|e| e.chain())?.backend();
-    // As `tideway serve` derives them from the engines' profile.
-    let opts = ServiceOptions { node_id: 1, ..ServiceOptions::new(cfg, backend.profile()) };
-    let svc = FeedService::new(backend.clone(), opts, Arc::new(SystemClock)).await.map_err(err)?;
+    let svc = setup::service(cfg).await?;
+    let backend = svc.backend().clone();
     let started = Instant::now();
     let all = sessions(args, svc.now());
     for chunk in all.chunks(64) {
@@ -271,19 +272,12 @@ async fn main() -> Res<()> {
     let base = seeds(&args).await?;
     eprintln!("tideway: embedded");
     let dir = tempfile::tempdir().map_err(err)?;
-    let mut cfg = Config::default();
-    cfg.storage.data_dir = dir.path().to_owned();
-    cfg.storage.sync = SyncKind::Buffer;
-    let embedded = tideway(&args, &cfg).await?;
+    let embedded = tideway(&args, &setup::embedded(dir.path(), SyncKind::Buffer)).await?;
     let shared = match &args.postgres {
         Some(base_url) => {
             eprintln!("tideway: PostgreSQL + Redis");
             let db = FreshDatabase::create(base_url).await.map_err(err)?;
-            let mut cfg = Config::default();
-            cfg.storage.backend = BackendKind::Postgres;
-            cfg.storage.url = Some(db.url.clone());
-            cfg.redis.urls = vec![args.redis.clone()];
-            cfg.redis.prefix = format!("benchlive{}t:", std::process::id());
+            let cfg = setup::postgres(&db.url, &args.redis, format!("benchlive{}t:", std::process::id()));
             let f = tideway(&args, &cfg).await?;
             db.drop().await.map_err(err)?;
             Some(f)

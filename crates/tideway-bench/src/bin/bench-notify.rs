@@ -36,9 +36,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tideway_core::notify::{Mark, Notice, Op, Verb};
 use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId};
-use tideway_service::config::{BackendKind, SyncKind};
-use tideway_service::{Config, FeedService, ServiceOptions, SystemClock};
+use tideway_service::FeedService;
+use tideway_service::config::SyncKind;
 use tideway_store_sql::testing::FreshDatabase;
+
+#[path = "../setup.rs"]
+mod setup;
 
 #[path = "../measure.rs"]
 #[allow(dead_code, reason = "the bench uses only the histograms")]
@@ -79,13 +82,6 @@ struct Figures {
     likes_per_sec: f64,
     read_while_liking: Histogram<u64>,
     page_at_groups: Histogram<u64>,
-}
-
-async fn service(cfg: &Config) -> Res<Arc<FeedService>> {
-    let backend = tideway_engines::open(cfg).await.map_err(|e| e.chain())?.backend();
-    // As `tideway serve` derives them from the engines' profile.
-    let opts = ServiceOptions { node_id: 1, ..ServiceOptions::new(cfg, backend.profile()) };
-    Ok(Arc::new(FeedService::new(backend, opts, Arc::new(SystemClock)).await.map_err(err)?))
 }
 
 /// Both phases on one engine.
@@ -373,20 +369,14 @@ async fn main() -> Res<()> {
     };
     eprintln!("tideway: embedded");
     let dir = tempfile::tempdir().map_err(err)?;
-    let mut cfg = Config::default();
-    cfg.storage.data_dir = dir.path().to_owned();
-    cfg.storage.sync = SyncKind::Fsync;
-    let embedded = tideway(&args, service(&cfg).await?, None).await?;
+    let cfg = setup::embedded(dir.path(), SyncKind::Fsync);
+    let embedded = tideway(&args, setup::service(&cfg).await?, None).await?;
     let shared = match &args.postgres {
         Some(base_url) => {
             eprintln!("tideway: PostgreSQL + Redis");
             let pgdb = FreshDatabase::create(base_url).await.map_err(err)?;
-            let mut cfg = Config::default();
-            cfg.storage.backend = BackendKind::Postgres;
-            cfg.storage.url = Some(pgdb.url.clone());
-            cfg.redis.urls = vec![args.redis.clone()];
-            cfg.redis.prefix = format!("benchnotify{}:", std::process::id());
-            let f = tideway(&args, service(&cfg).await?, Some(&pgdb)).await?;
+            let cfg = setup::postgres(&pgdb.url, &args.redis, format!("benchnotify{}:", std::process::id()));
+            let f = tideway(&args, setup::service(&cfg).await?, Some(&pgdb)).await?;
             pgdb.drop().await.map_err(err)?;
             Some(f)
         }
