@@ -17,6 +17,7 @@
 #   TIDEWAY_TEST_REDIS_URL     redis://127.0.0.1:6379
 #   TIDEWAY_TEST_REDIS_CLUSTER comma-separated node URLs
 #   TIDEWAY_TEST_CLUSTER_DIR   the cluster's directory (what `down` removes)
+#   TIDEWAY_TEST_FAKETIME      libfaketime's library (apt-get install libfaketime)
 #
 # Each test gives itself a fresh database or key prefix, so runs on the same
 # servers do not see each other.
@@ -176,12 +177,24 @@ down() {
     log "stopped the Redis Cluster in $dir"
 }
 
+faketime_up() { # libfaketime: the clock-skew test runs a node with its clock moved
+    local so
+    so=$(find /usr/lib /usr/local/lib -name 'libfaketime.so.1' 2>/dev/null | head -n 1)
+    if [ -z "$so" ]; then
+        apt_install libfaketime
+        so=$(find /usr/lib /usr/local/lib -name 'libfaketime.so.1' 2>/dev/null | head -n 1)
+    fi
+    [ -n "$so" ] || { log "libfaketime.so.1 not found after installing libfaketime"; exit 1; }
+    echo "export TIDEWAY_TEST_FAKETIME=$so"
+}
+
 case "${1:-up}" in
 up)
     redis_up
     cluster_up
     postgres_up
     mysql_up
+    faketime_up
     ;;
 down) down ;;
 *)

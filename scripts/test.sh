@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The test command of the README (and of CI: .ci/run calls exactly this).
+# Ends with scripts/guide.sh, which runs docs/deploy.md on loopback.
 # Works on a fresh machine: scripts/services.sh checks, installs (apt-get) and
 # starts the engines the scale-out tests use (PostgreSQL, MariaDB, Redis) and
 # a Redis Cluster of its own on free ports, stopped again on exit; each test
@@ -16,6 +17,12 @@ cargo fmt --all --check
 echo "== lint"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== alert rules"
+if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+  echo "(promtool not found: installing Debian's prometheus package for it)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 ||
+    { apt-get update -q >/dev/null 2>&1 &&
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1; } || true
+fi
 if command -v promtool >/dev/null; then
   promtool check rules deploy/prometheus/tideway-rules.yml
 else
@@ -35,3 +42,8 @@ else
   echo "(cargo-nextest not found: using cargo test)"
   cargo test --workspace --locked --no-fail-fast
 fi
+echo "== deployment guide: docs/deploy.md run on loopback"
+# Its own debug install of tideway (cargo install --debug; on a cold target dir
+# a few crates are built again with tideway's features alone), a Redis Cluster
+# and nginx of its own, on the PostgreSQL above; about 25 s once built.
+scripts/guide.sh

@@ -21,6 +21,7 @@ pub type Suite = for<'a> fn(&'a dyn Backend) -> Pin<Box<dyn Future<Output = ()> 
 pub const SUITES: &[(&str, Suite)] = &[
     ("items_update", |b| Box::pin(items_update(b))),
     ("jobs_leases", |b| Box::pin(jobs_leases(b))),
+    ("node_claims", |b| Box::pin(node_claims(b))),
     ("activity", |b| Box::pin(activity(b))),
     ("hot_authors", |b| Box::pin(hot_authors(b))),
     ("inboxes", |b| Box::pin(inboxes(b))),
@@ -82,8 +83,11 @@ pub async fn items_update(b: &dyn Backend) {
 /// `Jobs`: claims with leases, takeover after expiry, progress only from the
 /// holder, checkpoints that never move back, completion.
 pub async fn jobs_leases(b: &dyn Backend) {
-    const A: u64 = 1;
-    const B: u64 = 2;
+    use tideway_store::rules::worker_id;
+    // Two nodes' workers, and a later run of A's node.
+    const A: u64 = worker_id(1, 1);
+    const B: u64 = worker_id(2, 1);
+    const A2: u64 = worker_id(1, 2);
     for id in [2001, 2002, 2003] {
         created(b, id, 7, true).await;
     }
@@ -130,6 +134,67 @@ pub async fn jobs_leases(b: &dyn Backend) {
     let done = b.advance(A, &[JobProgress::Complete(2001), JobProgress::Complete(2003)]).await.expect("complete");
     assert_eq!(done, vec![true, true]);
     assert!(b.pending_jobs(10).await.expect("pending").is_empty());
+
+    // A restarted node (a later epoch of A's id) takes back what its dead
+    // run holds at once, live lease or not; another node does not.
+    for id in [2005, 2006] {
+        created(b, id, 7, true).await;
+    }
+    assert_eq!(keys(b.claim_jobs(A, Millis(3000), 10_000, 1).await.expect("claim")), vec![2005]);
+    assert_eq!(keys(b.claim_jobs(B, Millis(3001), 10_000, 10).await.expect("claim")), vec![2006], "A's lease is live");
+    assert_eq!(
+        keys(b.claim_jobs(A2, Millis(3002), 10_000, 10).await.expect("claim")),
+        vec![2005],
+        "A's later run takes A's job at once, not B's"
+    );
+    assert_eq!(
+        b.advance(A, &[JobProgress::Complete(2005)]).await.expect("advance"),
+        vec![false],
+        "the earlier run's progress is not recorded"
+    );
+    assert_eq!(
+        keys(b.claim_jobs(A, Millis(3003), 10_000, 10).await.expect("claim")),
+        Vec::<u64>::new(),
+        "nor may it take back"
+    );
+    assert_eq!(b.advance(A2, &[JobProgress::Complete(2005)]).await.expect("advance"), vec![true]);
+    assert_eq!(b.advance(B, &[JobProgress::Complete(2006)]).await.expect("advance"), vec![true]);
+}
+
+/// `Jobs`: node ids claimed by one running instance at a time, heartbeats,
+/// takeover of a stale claim with a new epoch, release, the store's clock.
+pub async fn node_claims(b: &dyn Backend) {
+    use tideway_store::NodeClaim;
+    const STALE: i64 = 300;
+    let (first, second, third) = (11, 22, 33);
+    assert_eq!(b.claim_node(5, first, STALE).await.expect("claim"), NodeClaim::Claimed { epoch: 1 });
+    assert_eq!(b.claim_node(6, second, STALE).await.expect("claim"), NodeClaim::Claimed { epoch: 1 }, "ids are apart");
+    assert!(b.beat(5, first).await.expect("beat"));
+    match b.claim_node(5, second, STALE).await.expect("claim") {
+        NodeClaim::Held { age_ms } => assert!((0..STALE).contains(&age_ms), "age {age_ms}"),
+        other => panic!("a live holder keeps its id, got {other:?}"),
+    }
+    assert!(!b.beat(5, second).await.expect("beat"), "a beat of a non-holder records nothing");
+    assert_eq!(
+        b.claim_node(5, first, STALE).await.expect("claim"),
+        NodeClaim::Claimed { epoch: 2 },
+        "the holder claiming again starts a new epoch"
+    );
+    // The holder stops beating: once its beat is stale the id is taken.
+    tokio::time::sleep(std::time::Duration::from_millis(STALE as u64 + 50)).await;
+    assert_eq!(b.claim_node(5, second, STALE).await.expect("claim"), NodeClaim::Claimed { epoch: 3 });
+    assert!(!b.beat(5, first).await.expect("beat"), "the earlier holder learns it lost the id");
+    assert!(b.beat(5, second).await.expect("beat"));
+    // A release frees the id at once; releasing someone else's does not.
+    b.release_node(5, first).await.expect("release");
+    assert!(matches!(b.claim_node(5, third, STALE).await.expect("claim"), NodeClaim::Held { .. }));
+    b.release_node(5, second).await.expect("release");
+    assert_eq!(b.claim_node(5, third, STALE).await.expect("claim"), NodeClaim::Claimed { epoch: 4 });
+    assert!(b.beat(5, third).await.expect("beat"));
+    // The store's clock, where it has one, is the wall clock's (same machine).
+    if let Some(t) = b.clock().await.expect("clock") {
+        assert!((t.0 - Millis::now().0).abs() < 5_000, "store clock {t:?}");
+    }
 }
 
 /// `Activity`: last reads that never move back, batch reads in order, the

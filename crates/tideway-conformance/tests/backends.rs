@@ -50,6 +50,7 @@ fn every_suite_is_in_the_matrix() {
         vec![
             "items_update",
             "jobs_leases",
+            "node_claims",
             "activity",
             "hot_authors",
             "inboxes",

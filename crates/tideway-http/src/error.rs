@@ -73,6 +73,7 @@ impl From<ServiceError> for ApiError {
             ServiceError::Conflict(m) => Self::new(StatusCode::CONFLICT, "conflict", m),
             ServiceError::LimitExceeded(m) => Self::new(StatusCode::UNPROCESSABLE_ENTITY, "limit_exceeded", m),
             ServiceError::Expired(m) => Self::new(StatusCode::GONE, "cursor_expired", m),
+            ServiceError::NodeUnavailable(m) => Self::unavailable(m),
             ServiceError::Store(e) if e.is_unavailable() => {
                 tideway_service::health::count_error(&e);
                 tracing::error!(cause = %e.chain(), "storage unavailable");

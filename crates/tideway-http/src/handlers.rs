@@ -682,7 +682,7 @@ pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_j
 
 #[utoipa::path(get, path = "/readyz", tag = "operations", security(()),
     responses((status = 200, description = "this node can serve pages: its database answered the last probe (at most a few seconds ago); Redis partly or wholly away does not make it unready"),
-              (status = 503, body = ErrorBody, description = "the database does not answer (or has not been probed for seconds): send requests to another node")))]
+              (status = 503, body = ErrorBody, description = "the database does not answer (or has not been probed for seconds), or this node's clock is further from the database's than server.max_clock_offset (its writes are refused): send requests to another node; the message says which")))]
 pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
     st.svc.readiness().map_err(|why| ApiError::unavailable(format!("not ready: {why}")))?;
     Ok(axum::Json(serde_json::json!({"status": "ready"})))

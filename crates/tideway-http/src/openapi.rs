@@ -117,8 +117,9 @@ const OPEN_PATHS: &[&str] = &["/healthz", "/readyz", "/metrics", "/openapi.json"
 /// - ids are decimal strings `1..=2^63-1` (a pattern), lists of them too;
 /// - `limit` is an integer 1..=100;
 /// - every `/v1` operation may answer 400 (a malformed input), 401 (no or a
-///   bad token), 429 (rate limited) and 503 (storage unavailable or the
-///   request timed out), and 413 when it takes a body;
+///   bad token), 429 (rate limited) and 503 (storage unavailable, the
+///   request timed out, or a write on a node whose clock is off), and 413
+///   when it takes a body;
 /// - the operational endpoints need no token;
 /// - request bodies reject unknown fields, and their fields have the API's
 ///   limits (enums, lengths, counts, ranges).
@@ -177,7 +178,10 @@ fn exact_operation(op: &mut Value) {
     add("400", "invalid_argument or invalid_cursor: a malformed id, query or body");
     add("401", "unauthenticated: no token, or a bad one");
     add("429", "rate_limited: retry after the Retry-After header's seconds");
-    add("503", "unavailable: storage is unavailable or the request took too long; retry later");
+    add(
+        "503",
+        "unavailable: storage is unavailable, the request took too long, or (a write) this node's clock is too far from the database's; retry later, or on another node",
+    );
     if has_body {
         add("413", "payload_too_large: the request body is over 64 KiB, or an item body over 16 KiB");
     }

@@ -47,6 +47,8 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
         .route("/openapi.json", get(crate::openapi::serve))
         .fallback(h::not_found)
         .method_not_allowed_fallback(h::method_not_allowed)
+        // Writes on a node whose clock is off are refused before any handler.
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), clock_gate))
         .with_state(state);
     api.layer(
         ServiceBuilder::new()
@@ -58,4 +60,20 @@ pub fn router(state: AppState, request_timeout: Duration) -> Router {
             .timeout(request_timeout)
             .layer(DefaultBodyLimit::max(tideway_core::limits::MAX_REQUEST_BYTES)),
     )
+}
+
+/// Answers a write `503 unavailable` while this node's clock is further from
+/// the database's than `server.max_clock_offset` (its ids and stored times
+/// would be wrong); reads pass.
+async fn clock_gate(
+    axum::extract::State(st): axum::extract::State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let write = !matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD);
+    if write && let Err(e) = st.svc.check_clock() {
+        return ApiError::from(e).into_response();
+    }
+    next.run(req).await
 }

@@ -5,6 +5,12 @@ use tideway_core::Millis;
 
 pub trait Clock: Send + Sync {
     fn now(&self) -> Millis;
+    /// Whether this clock tells the real time, so that comparing it with the
+    /// database's means something (a test's manual clock does not: the
+    /// service keeps it as the only clock).
+    fn is_real(&self) -> bool {
+        true
+    }
 }
 
 /// The wall clock.
@@ -34,5 +40,19 @@ impl ManualClock {
 impl Clock for ManualClock {
     fn now(&self) -> Millis {
         *self.0.lock()
+    }
+    fn is_real(&self) -> bool {
+        false
+    }
+}
+
+/// The wall clock moved by a fixed offset (tests of a node whose clock is
+/// wrong).
+#[derive(Debug, Clone, Copy)]
+pub struct SkewedClock(pub i64);
+
+impl Clock for SkewedClock {
+    fn now(&self) -> Millis {
+        Millis(Millis::now().0 + self.0)
     }
 }

@@ -110,6 +110,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Logs one line per request (target `tideway::access`, level info).
     pub access_log: bool,
+    /// How far this node's clock may be from the database's (measured every
+    /// second) before the node refuses writes (503) and is not ready.
+    pub max_clock_offset: HumanDuration,
 }
 
 impl Default for ServerConfig {
@@ -122,6 +125,7 @@ impl Default for ServerConfig {
             header_read_timeout: HumanDuration(Duration::from_secs(30)),
             max_connections: 10_000,
             access_log: false,
+            max_clock_offset: HumanDuration(Duration::from_secs(2)),
         }
     }
 }
@@ -370,14 +374,7 @@ impl Default for RateLimitConfig {
 }
 
 /// A URL with its password (if any) replaced by [`REDACTED`].
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://").map(|i| i + 3) else { return url.to_owned() };
-    let Some(at) = url[scheme_end..].find('@').map(|i| i + scheme_end) else { return url.to_owned() };
-    match url[scheme_end..at].find(':') {
-        Some(colon) => format!("{}{REDACTED}{}", &url[..scheme_end + colon + 1], &url[at..]),
-        None => url.to_owned(),
-    }
-}
+pub use tideway_store::redact_url;
 
 /// What replaces a secret wherever the configuration is shown.
 pub const REDACTED: &str = "<redacted>";

@@ -20,6 +20,10 @@ pub enum ServiceError {
     /// A cursor of a snapshot that expired: start over (410).
     #[error("{0}")]
     Expired(String),
+    /// This node cannot take the request now, for a reason of its own (its
+    /// clock is too far from the database's): 503, another node may.
+    #[error("{0}")]
+    NodeUnavailable(String),
     #[error(transparent)]
     Store(#[from] StoreError),
 }

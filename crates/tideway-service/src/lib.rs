@@ -19,7 +19,7 @@ pub mod view;
 pub mod wakes;
 pub mod worker;
 
-pub use clock::{Clock, ManualClock, SystemClock};
+pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use config::Config;
 pub use error::ServiceError;
 pub use service::stream::{HELD, HomeStream, StreamEvent};

@@ -32,8 +32,8 @@ pub enum StepOutcome {
 #[derive(Clone)]
 pub struct FanoutWorker {
     svc: Arc<FeedService>,
-    /// This worker's id in job leases (random: unique among the workers of
-    /// a deployment without coordination).
+    /// This worker's id in job leases: its node's claimed id and start
+    /// epoch ([`FeedService::worker_id`]).
     id: WorkerId,
     /// How long an idle worker waits for a wake-up from the event hub
     /// before it looks for work anyway (a lost signal costs at most this).
@@ -42,7 +42,7 @@ pub struct FanoutWorker {
 
 impl FanoutWorker {
     pub fn new(svc: Arc<FeedService>) -> Self {
-        Self { svc, id: rand::random(), poll: Duration::from_secs(1) }
+        Self { id: svc.worker_id(), svc, poll: Duration::from_secs(1) }
     }
 
     /// A worker with a chosen id (tests of leases between workers).
@@ -61,7 +61,7 @@ impl FanoutWorker {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn step(&self) -> Result<StepOutcome> {
         let b = &self.svc.backend;
-        let jobs = b.claim_jobs(self.id, self.svc.now(), self.svc.opts.lease_ms, LANES).await?;
+        let jobs = b.claim_jobs(self.id, self.svc.shared_now(), self.svc.opts.lease_ms, LANES).await?;
         if jobs.is_empty() {
             return Ok(StepOutcome::Idle);
         }

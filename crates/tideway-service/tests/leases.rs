@@ -21,7 +21,11 @@ async fn another_worker_resumes_a_dead_workers_job_after_its_lease() {
         svc.home(*f, &PageRequest::default()).await.expect("an inbox, so the follower is pushed to");
     }
     let (post, _) = svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
-    let (a, b) = (FanoutWorker::with_id(svc.clone(), 1), FanoutWorker::with_id(svc.clone(), 2));
+    // Two nodes' workers (a later epoch of one node would take its jobs at once).
+    let (a, b) = (
+        FanoutWorker::with_id(svc.clone(), tideway_store::rules::worker_id(1, 1)),
+        FanoutWorker::with_id(svc.clone(), tideway_store::rules::worker_id(2, 1)),
+    );
 
     // A delivers one chunk of 1,000 and dies.
     assert_eq!(a.step().await.expect("step"), StepOutcome::Progress { deliveries: 1000, completed: 0 });

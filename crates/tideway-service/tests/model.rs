@@ -676,6 +676,7 @@ fn kind_of(e: &ServiceError) -> &'static str {
         ServiceError::Conflict(_) => "conflict",
         ServiceError::Store(_) => "store",
         ServiceError::Expired(_) => "expired",
+        ServiceError::NodeUnavailable(_) => "node",
     }
 }
 

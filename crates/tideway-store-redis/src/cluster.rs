@@ -13,6 +13,10 @@ use tideway_store::{Engine, Result, StoreError};
 /// Keys per SCAN step and per pipeline of reads.
 pub(crate) const SCAN_BATCH: usize = 1000;
 
+/// Runs of one batch at most, through redirections and a cluster that is
+/// reconfiguring (see [`RedisShared::run`]).
+const ATTEMPTS: u32 = 6;
+
 /// A connection to a single Redis or to a Redis Cluster (both multiplex and
 /// reconnect by themselves; clones share them).
 #[derive(Clone)]
@@ -53,15 +57,19 @@ impl ConnectionLike for Conn {
 /// command was not run and may be run again (a redirection, `TRYAGAIN`,
 /// `CLUSTERDOWN`, `LOADING`: read from the error's kind, never its text).
 pub(crate) fn err(e: RedisError) -> StoreError {
+    StoreError::Unavailable { engine: Engine::Redis, retryable: retryable(&e), source: Box::new(e) }
+}
+
+/// Whether Redis answered that the command was not run and may be run again.
+fn retryable(e: &RedisError) -> bool {
     use redis::RetryMethod;
-    let retryable = matches!(
+    matches!(
         e.retry_method(),
         RetryMethod::WaitAndRetry
             | RetryMethod::MovedRedirect
             | RetryMethod::AskRedirect
             | RetryMethod::RefreshSlotsAndRetry
-    );
-    StoreError::Unavailable { engine: Engine::Redis, retryable, source: Box::new(e) }
+    )
 }
 
 /// A reply of another shape than the command's.
@@ -118,13 +126,61 @@ impl RedisShared {
         Ok(())
     }
 
+    /// Fails at once while the last probe found Redis down (see `down`).
+    fn check_up(&self) -> Result<()> {
+        match self.down.lock().as_deref() {
+            None => Ok(()),
+            Some(why) => Err(StoreError::unavailable_because(
+                Engine::Redis,
+                format!("Redis is down ({why}); not asked again until a probe finds it back"),
+            )),
+        }
+    }
+
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        self.check_up()?;
+        self.query_anyway(cmd).await
+    }
+
+    /// A command sent even while Redis is known to be down (the probe's).
+    async fn query_anyway<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
         cmd.query_async(&mut self.conn.clone()).await.map_err(err)
+    }
+
+    /// Asks the cluster about itself (`CLUSTER SLOTS`, `CLUSTER INFO`) on a
+    /// node that answers: the primaries of the slot map first, then the
+    /// configured nodes, each within a second. (Left to the client's own
+    /// routing it goes to a random node it knows, which after a failover
+    /// may be the dead primary.)
+    async fn ask_cluster<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let Conn::Cluster(c) = &self.conn else { return self.query_anyway(cmd).await };
+        let mut candidates: Vec<Node> = Vec::new();
+        for node in self.slots.read().iter().map(|r| r.2.clone()).chain(self.seeds.iter().cloned()) {
+            if !candidates.contains(&node) {
+                candidates.push(node);
+            }
+        }
+        let mut last = None;
+        for (host, port) in candidates {
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
+            let mut conn = c.clone();
+            let asked =
+                tokio::time::timeout(std::time::Duration::from_secs(1), conn.route_command(cmd.clone(), routing));
+            match asked.await {
+                Ok(Ok(v)) => return T::from_redis_value(v).map_err(bad_reply),
+                Ok(Err(e)) => last = Some(format!("{host}:{port}: {e}")),
+                Err(_) => last = Some(format!("{host}:{port}: no answer within 1 s")),
+            }
+        }
+        Err(StoreError::unavailable_because(
+            Engine::Redis,
+            format!("no cluster node answered ({})", last.unwrap_or_else(|| "none known".into())),
+        ))
     }
 
     /// Reads a cluster's slot map.
     pub(crate) async fn refresh_slots(&self) -> Result<()> {
-        let slots: Vec<Vec<Value>> = self.query(&redis::cmd("CLUSTER").arg("SLOTS").clone()).await?;
+        let slots: Vec<Vec<Value>> = self.ask_cluster(&redis::cmd("CLUSTER").arg("SLOTS").clone()).await?;
         let mut map = Vec::new();
         for range in slots {
             let num = |i: usize| range.get(i).map(u16::from_redis_value_ref).transpose().map_err(bad_reply);
@@ -162,23 +218,61 @@ impl RedisShared {
     }
 
     /// Runs keyed commands as pipelines, one per node, concurrently; the
-    /// replies in order. After a failure (a server lost its scripts, a
-    /// resharding moved a slot) it reloads what it needs and runs the whole
-    /// batch again once: every command sent this way is idempotent.
+    /// replies in order. Every command sent this way is idempotent, so the
+    /// whole batch is run again after a failure a topology change explains:
+    /// - a server that lost its scripts (a restart, a flush, a new cluster, a
+    ///   promoted replica): the scripts' text is sent with `EVAL` instead,
+    ///   to whichever server answers for the keys (which keeps them);
+    /// - a redirection, `TRYAGAIN`, `CLUSTERDOWN` or `LOADING` (a reshard, a
+    ///   failover): the slot map is read again after a growing pause, up to
+    ///   [`ATTEMPTS`] runs (about a third of a second in all);
+    /// - a lost connection on a cluster (a primary died): once, after the
+    ///   slot map is read again.
     pub(crate) async fn run(&self, batch: &Batch) -> Result<Vec<Value>> {
-        match self.run_once(batch).await {
-            Ok(v) => Ok(v),
-            Err(e) => {
-                if is_noscript(&e) {
-                    self.load_scripts().await?;
-                } else if self.is_cluster() {
-                    self.refresh_slots().await?;
-                } else {
-                    return Err(err(e));
-                }
-                self.run_once(batch).await.map_err(err)
+        self.check_up()?;
+        self.run_anyway(batch).await
+    }
+
+    /// [`Self::run`] even while Redis is known to be down (the probe's purge).
+    async fn run_anyway(&self, batch: &Batch) -> Result<Vec<Value>> {
+        let mut evals: Option<Batch> = None;
+        let mut lost_connection = false;
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let e = match self.run_once(evals.as_ref().unwrap_or(batch)).await {
+                Ok(v) => return Ok(v),
+                Err(e) => e,
+            };
+            if attempt >= ATTEMPTS {
+                return Err(err(e));
+            }
+            if is_noscript(&e) && evals.is_none() {
+                evals = Some(self.with_eval(batch));
+                continue;
+            }
+            let topology = retryable(&e);
+            let connection = self.is_cluster() && !lost_connection && (e.is_io_error() || e.is_connection_dropped());
+            if !(topology || connection) {
+                return Err(err(e));
+            }
+            lost_connection |= connection;
+            if topology {
+                tokio::time::sleep(std::time::Duration::from_millis(10 << attempt)).await;
+            }
+            if self.is_cluster() {
+                self.refresh_slots().await?;
             }
         }
+    }
+
+    /// `batch` with each script run as `EVAL` of its text.
+    fn with_eval(&self, batch: &Batch) -> Batch {
+        let mut out = Batch::default();
+        for (key, cmd) in &batch.cmds {
+            out.add(key.clone(), self.scripts.as_eval(cmd).unwrap_or_else(|| cmd.clone()));
+        }
+        out
     }
 
     async fn run_once(&self, batch: &Batch) -> std::result::Result<Vec<Value>, RedisError> {
@@ -239,14 +333,61 @@ impl RedisShared {
         c
     }
 
-    /// `PING` to the single server, or to every primary of a cluster (its
-    /// slot map read again first): the health probe.
+    /// The health probe: `PING` to the single server, or to every primary of
+    /// a cluster (its slot map read again first) and the cluster's state
+    /// (`CLUSTER INFO`: `fail` refuses every command). Its answer opens or
+    /// closes the breaker every other call checks first.
+    ///
+    /// A primary that was not one at the last successful probe (a replica
+    /// promoted by a failover: replication is asynchronous, so it may lack
+    /// the last writes of the primary it replaced; or a primary added for a
+    /// reshard) makes the probe drop every key of this deployment once,
+    /// with the breaker still open: an inbox missing a delivery would serve
+    /// pages without it, an absent one is rebuilt from the database.
     pub(crate) async fn ping_every_server(&self) -> Result<()> {
-        let Conn::Cluster(c) = &self.conn else {
-            let _: String = self.query(&redis::cmd("PING")).await?;
-            return Ok(());
+        let found = match self.probe_servers().await {
+            Ok(primaries) => self.after_topology(primaries).await,
+            Err(e) => Err(e),
         };
-        let pings = self.primaries().await?.into_iter().map(|(host, port)| {
+        *self.down.lock() = found.as_ref().err().map(|e| e.to_string());
+        found
+    }
+
+    /// Drops every key when `primaries` has one the last probe did not see.
+    async fn after_topology(&self, mut primaries: Vec<Node>) -> Result<()> {
+        primaries.sort();
+        let new: Vec<Node> = {
+            let seen = self.primaries_seen.lock();
+            if seen.is_empty() { Vec::new() } else { primaries.iter().filter(|p| !seen.contains(p)).cloned().collect() }
+        };
+        if !new.is_empty() {
+            tracing::warn!(
+                new_primaries = ?new,
+                "a Redis node became a primary (a failover or a reshard): it may lack the last writes of the one \
+                 it replaced, so every inbox, mark and note is dropped once and rebuilt from the database"
+            );
+            *self.down.lock() = Some("a new primary: dropping what it may have lost".into());
+            let dropped = self.purge_anyway().await?;
+            tracing::info!(dropped, "shared state dropped after the topology change");
+        }
+        *self.primaries_seen.lock() = primaries;
+        Ok(())
+    }
+
+    /// The primaries (every one answering `PING`), or why not.
+    async fn probe_servers(&self) -> Result<Vec<Node>> {
+        let Conn::Cluster(c) = &self.conn else {
+            let _: String = self.query_anyway(&redis::cmd("PING")).await?;
+            return Ok(Vec::new());
+        };
+        let info: String = self.ask_cluster(&redis::cmd("CLUSTER").arg("INFO").clone()).await?;
+        if let Some(state) = info.lines().find_map(|l| l.trim().strip_prefix("cluster_state:"))
+            && state != "ok"
+        {
+            return Err(StoreError::unavailable_because(Engine::Redis, format!("the cluster's state is {state}")));
+        }
+        let primaries = self.primaries().await?;
+        let pings = primaries.clone().into_iter().map(|(host, port)| {
             let mut c = c.clone();
             async move {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
@@ -257,7 +398,7 @@ impl RedisShared {
             }
         });
         futures_util::future::try_join_all(pings).await?;
-        Ok(())
+        Ok(primaries)
     }
 
     /// Every key matching `pattern` (on every primary of a cluster).
@@ -279,7 +420,7 @@ impl RedisShared {
                         let v = c.clone().route_command(cmd, routing).await.map_err(err)?;
                         FromRedisValue::from_redis_value(v).map_err(bad_reply)?
                     }
-                    _ => self.query(&cmd).await?,
+                    _ => self.query_anyway(&cmd).await?,
                 };
                 keys.extend(batch);
                 cursor = next;
@@ -294,13 +435,18 @@ impl RedisShared {
     /// Deletes every key under this prefix (tests, and `tideway` tools that
     /// reset a deployment's shared state). Returns how many were deleted.
     pub async fn purge(&self) -> Result<usize> {
+        self.check_up()?;
+        self.purge_anyway().await
+    }
+
+    async fn purge_anyway(&self) -> Result<usize> {
         let keys = self.scan(&format!("{}*", self.prefix)).await?;
         for chunk in keys.chunks(SCAN_BATCH) {
             let mut batch = Batch::default();
             for k in chunk {
                 batch.add(k.clone(), redis::cmd("UNLINK").arg(k).clone());
             }
-            self.run(&batch).await?;
+            self.run_anyway(&batch).await?;
         }
         Ok(keys.len())
     }

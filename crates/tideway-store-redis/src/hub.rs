@@ -96,9 +96,11 @@ impl RedisHub {
                         }
                     }
                     let _ = ready.send(false);
-                    tracing::warn!(url, "the event hub's connection to Redis was lost; subscribing again");
+                    tracing::warn!(url = %tideway_store::redact_url(url), "the event hub's connection to Redis was lost; subscribing again");
                 }
-                Err(e) => tracing::warn!(url, error = %e, "the event hub could not subscribe to Redis; retrying"),
+                Err(e) => {
+                    tracing::warn!(url = %tideway_store::redact_url(url), error = %e, "the event hub could not subscribe to Redis; retrying")
+                }
             }
             tokio::time::sleep(backoff).await;
             backoff = (backoff * 2).min(Duration::from_secs(2));

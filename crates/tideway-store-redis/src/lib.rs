@@ -104,6 +104,17 @@ pub struct RedisShared {
     /// SLOTS; refreshed when a pipeline fails, e.g. after a resharding).
     slots: parking_lot::RwLock<Vec<(u16, u16, Node)>>,
     hub: RedisHub,
+    /// Why the last health probe found Redis down (`None`: up, or not
+    /// probed): while set, calls fail at once instead of waiting on a
+    /// server that is away or a cluster that refuses every command.
+    down: parking_lot::Mutex<Option<String>>,
+    /// The primaries the last successful probe found: a new one (a replica
+    /// promoted by a failover) may lack the last writes of the one it
+    /// replaced, so every key is dropped once (see `ping_every_server`).
+    primaries_seen: parking_lot::Mutex<Vec<Node>>,
+    /// The configured nodes' addresses: where the cluster's own view is
+    /// asked when the slot map's primaries do not answer.
+    seeds: Vec<Node>,
 }
 
 /// Every call is a round trip to Redis.
@@ -123,9 +134,10 @@ impl RedisShared {
                 format!("{:?} must not contain braces", opts.prefix),
             ));
         }
+        let shown: Vec<String> = opts.urls.iter().map(|u| tideway_store::redact_url(u)).collect();
         let named = |e: RedisError| StoreError::Config {
             setting: URLS,
-            message: format!("{}: {e}", opts.urls.join(",")),
+            message: format!("{}: {e}{}", shown.join(","), cluster_hint(&e)),
             source: Some(Box::new(e)),
         };
         let conn = match opts.urls.as_slice() {
@@ -165,6 +177,18 @@ impl RedisShared {
             scripts: Scripts::new(),
             stats: tokio::sync::Mutex::new(None),
             slots: parking_lot::RwLock::new(Vec::new()),
+            down: parking_lot::Mutex::new(None),
+            primaries_seen: parking_lot::Mutex::new(Vec::new()),
+            seeds: opts
+                .urls
+                .iter()
+                .filter_map(|u| match redis::IntoConnectionInfo::into_connection_info(u.as_str()).ok()?.addr() {
+                    redis::ConnectionAddr::Tcp(h, p) | redis::ConnectionAddr::TcpTls { host: h, port: p, .. } => {
+                        Some((h.clone(), *p))
+                    }
+                    _ => None,
+                })
+                .collect(),
         };
         let _: String = redis::cmd("PING").query_async(&mut me.conn.clone()).await.map_err(named)?;
         me.load_scripts().await.map_err(|e| StoreError::Config {
@@ -176,5 +200,14 @@ impl RedisShared {
             me.refresh_slots().await?;
         }
         Ok(me)
+    }
+}
+
+/// What to do when several URLs name servers without cluster mode.
+fn cluster_hint(e: &RedisError) -> &'static str {
+    if e.to_string().contains("cluster support disabled") {
+        " (several URLs name a Redis Cluster's nodes: for one Redis without cluster mode give its URL alone)"
+    } else {
+        ""
     }
 }

@@ -147,15 +147,46 @@ pub(crate) struct Scripts {
     pub deliver: redis::Script,
     pub merge: redis::Script,
     pub mark: redis::Script,
+    /// Each script's hash and text, for `EVAL` where a server lost them.
+    texts: Vec<(String, String)>,
 }
 
 impl Scripts {
     pub fn new() -> Self {
-        let with_prelude = |body: &str| redis::Script::new(&format!("{PRELUDE}{body}"));
-        Self { deliver: with_prelude(DELIVER), merge: with_prelude(MERGE), mark: with_prelude(MARK) }
+        let texts: Vec<(String, String)> = [DELIVER, MERGE, MARK]
+            .iter()
+            .map(|body| {
+                let text = format!("{PRELUDE}{body}");
+                (redis::Script::new(&text).get_hash().to_owned(), text)
+            })
+            .collect();
+        let script = |i: usize| redis::Script::new(&texts[i].1);
+        Self { deliver: script(0), merge: script(1), mark: script(2), texts }
     }
 
     pub fn all(&self) -> [&redis::Script; 3] {
         [&self.deliver, &self.merge, &self.mark]
+    }
+
+    /// `cmd` as an `EVAL` of the script's text when it is an `EVALSHA` of
+    /// one of these scripts (run on a server that does not hold the script,
+    /// it runs and the server keeps it); `None` for any other command.
+    pub fn as_eval(&self, cmd: &redis::Cmd) -> Option<redis::Cmd> {
+        let mut args = cmd.args_iter();
+        let (Some(redis::Arg::Simple(name)), Some(redis::Arg::Simple(hash))) = (args.next(), args.next()) else {
+            return None;
+        };
+        if !name.eq_ignore_ascii_case(b"EVALSHA") {
+            return None;
+        }
+        let (_, text) = self.texts.iter().find(|(h, _)| h.as_bytes() == hash)?;
+        let mut eval = redis::cmd("EVAL");
+        eval.arg(text.as_str());
+        for a in args {
+            if let redis::Arg::Simple(a) = a {
+                eval.arg(a);
+            }
+        }
+        Some(eval)
     }
 }

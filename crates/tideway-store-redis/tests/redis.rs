@@ -168,6 +168,83 @@ async fn scripts_come_back_after_a_flush() {
     redis.purge().await.expect("purge");
 }
 
+/// The same on a cluster where only one primary lost its scripts (a new
+/// or promoted server): each script runs from its text on the server that
+/// answers for the keys, whichever that is.
+#[tokio::test]
+async fn scripts_come_back_when_one_cluster_node_lost_them() {
+    let redis = connect(cluster(), 10).await;
+    let users: Vec<UserId> = (1..=30).map(UserId).collect();
+    for &u in &users {
+        redis.finish_rebuild(u, &[1], 0).await.expect("create");
+    }
+    let first = &cluster()[0];
+    let client = redis::Client::open(first.as_str()).expect("client");
+    let mut c = client.get_multiplexed_async_connection().await.expect("conn");
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query_async(&mut c).await.expect("flush scripts");
+    // (A batch is run again whole after the miss, so the count of inboxes
+    // that took the key then leaves out those that took it the first time.)
+    redis.deliver(2, &users).await.expect("deliver after the flush");
+    for &u in &users {
+        let read = redis.read_inbox(u, KeyRange::ALL, Direction::Older, 10).await.expect("read").expect("present");
+        assert_eq!(read.keys, vec![2, 1], "user {u}");
+        redis.mark_unpushed(u, 77).await.expect("mark after the flush");
+    }
+    assert_eq!(redis.unpushed_above(&users, 0).await.expect("above"), users);
+    redis.purge().await.expect("purge");
+}
+
+/// A private `redis-server` on `port` (killed on drop).
+struct Server(std::process::Child);
+
+impl Server {
+    fn start(port: u16) -> Self {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server on {port} did not come up");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Server(child)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Once a probe found Redis down, calls fail at once without asking it (a
+/// page is then pulled from the database at once, not after a timeout per
+/// call); the next probe that finds it back closes the breaker.
+#[tokio::test]
+async fn calls_fail_fast_while_the_probe_finds_redis_down() {
+    use tideway_store::Hub;
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let server = Server::start(port);
+    let redis = connect(vec![format!("redis://127.0.0.1:{port}")], 10).await;
+    let u = UserId(4);
+    redis.ping().await.expect("up");
+    redis.finish_rebuild(u, &[1], 0).await.expect("create");
+    drop(server);
+    assert!(redis.ping().await.is_err(), "the probe finds it down");
+    let e = redis.inbox_floor(u).await.expect_err("down");
+    assert!(e.is_unavailable() && e.to_string().contains("not asked again"), "{e}");
+    let _server = Server::start(port);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while redis.ping().await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "the probe did not find it back");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(redis.inbox_floor(u).await.expect("back"), None, "its data went with it: the inbox is rebuilt on read");
+}
+
 /// An unreachable server or a malformed URL is refused at connect, naming
 /// the setting to fix.
 #[tokio::test]
@@ -180,6 +257,15 @@ async fn a_bad_url_is_refused_naming_the_setting() {
             Err(e) => assert!(e.to_string().contains("TIDEWAY_REDIS__URLS"), "{urls:?}: {e}"),
         }
     }
+    // A password never shows; a Redis without cluster mode named as a
+    // cluster's nodes is told apart.
+    let mut opts = RedisOptions::new(vec!["redis://:sekrit@127.0.0.1:1".into()], 10);
+    opts.timeout = std::time::Duration::from_millis(300);
+    let e = RedisShared::connect(opts).await.err().expect("refused").chain();
+    assert!(!e.contains("sekrit") && e.contains("<redacted>"), "{e}");
+    let twice = vec![single()[0].clone(), single()[0].clone()];
+    let e = RedisShared::connect(RedisOptions::new(twice, 10)).await.err().expect("refused").chain();
+    assert!(e.contains("TIDEWAY_REDIS__URLS") && e.contains("without cluster mode"), "{e}");
 }
 
 /// Two nodes (two connections with one prefix) hear each other's signals;

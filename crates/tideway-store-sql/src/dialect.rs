@@ -45,6 +45,16 @@ impl Dialect {
         }
     }
 
+    /// The database's clock now, in milliseconds since the Unix epoch, as
+    /// an expression (the connection's time zone is UTC on MySQL: sqlx sets
+    /// it, so `NOW(3)` has no daylight-saving jumps).
+    pub(crate) fn now_ms(self) -> &'static str {
+        match self {
+            Dialect::Postgres => "CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT)",
+            Dialect::MySql => "CAST(UNIX_TIMESTAMP(NOW(3)) * 1000 AS SIGNED)",
+        }
+    }
+
     /// The engine, as errors and logs name it.
     pub fn engine(self) -> Engine {
         match self {

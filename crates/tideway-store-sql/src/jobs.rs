@@ -3,11 +3,11 @@
 //! each other), advanced by `tideway_store::rules::progress`.
 
 use crate::SqlStore;
-use crate::rows::{job_of, k, marks, oint, w};
+use crate::rows::{int, job_of, k, marks, oint, w};
 use async_trait::async_trait;
 use tideway_core::{Millis, UserId};
 use tideway_store::rules::{self, JobState, ProgressEffect};
-use tideway_store::{Job, JobProgress, Jobs, Result, WorkerId};
+use tideway_store::{Job, JobProgress, Jobs, NodeClaim, Result, WorkerId};
 
 #[async_trait]
 impl Jobs for SqlStore {
@@ -23,25 +23,36 @@ impl Jobs for SqlStore {
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
         self.retrying(|| async move {
-                let mut tx = self.begin().await?;
-                // Jobs another worker is claiming right now are skipped, not waited on.
-                let sql = self.q(&format!(
-                    "SELECT k, author, cur_since, cur_user, created FROM tw_jobs \
-                     WHERE holder IS NULL OR holder = ? OR lease_until <= ? ORDER BY k LIMIT {limit} FOR UPDATE SKIP LOCKED"
-                ));
-                let rows = sqlx::query(&sql).bind(w(worker)).bind(now.0).fetch_all(&mut *tx).await.map_err(self.err())?;
-                let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
-                if !jobs.is_empty() {
-                    let sql =
-                        self.q(&format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len())));
-                    let mut q = sqlx::query(&sql).bind(w(worker)).bind(now.0.saturating_add(lease_ms));
-                    for j in &jobs {
-                        q = q.bind(k(j.key));
-                    }
-                    q.execute(&mut *tx).await.map_err(self.err())?;
+            let mut tx = self.begin().await?;
+            // Jobs another worker is claiming right now are skipped, not waited on.
+            // A job held by an earlier run of this node (`rules::supersedes`:
+            // same node bits, lower epoch) is taken at once.
+            let sql = self.q(&format!(
+                "SELECT k, author, cur_since, cur_user, created FROM tw_jobs \
+                     WHERE holder IS NULL OR holder = ? OR lease_until <= ? OR (holder >= ? AND holder < ?) \
+                     ORDER BY k LIMIT {limit} FOR UPDATE SKIP LOCKED"
+            ));
+            let base = w(worker >> 32 << 32);
+            let rows = sqlx::query(&sql)
+                .bind(w(worker))
+                .bind(now.0)
+                .bind(base)
+                .bind(w(worker))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
+            if !jobs.is_empty() {
+                let sql = self
+                    .q(&format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len())));
+                let mut q = sqlx::query(&sql).bind(w(worker)).bind(now.0.saturating_add(lease_ms));
+                for j in &jobs {
+                    q = q.bind(k(j.key));
                 }
-                self.commit(tx).await?;
-                Ok(jobs)
+                q.execute(&mut *tx).await.map_err(self.err())?;
+            }
+            self.commit(tx).await?;
+            Ok(jobs)
         })
         .await
     }
@@ -96,5 +107,100 @@ impl Jobs for SqlStore {
             Ok(recorded)
         })
         .await
+    }
+
+    async fn claim_node(&self, node: u16, instance: u64, stale_ms: i64) -> Result<NodeClaim> {
+        let now_ms = self.dialect.now_ms();
+        // Two nodes claiming a new id at once: one insert wins, the other
+        // finds its row on the next attempt.
+        for _ in 0..3 {
+            let attempt = self
+                .retrying(|| async move {
+                    let mut tx = self.begin().await?;
+                    let now: i64 = sqlx::query_scalar(&format!("SELECT {now_ms}"))
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    let row = sqlx::query(&self.q("SELECT instance, epoch, beat FROM tw_nodes WHERE node = ? FOR UPDATE"))
+                        .bind(i64::from(node))
+                        .fetch_optional(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    let claim = match row {
+                        None => {
+                            let inserted = sqlx::query(&self.q(
+                                "INSERT INTO tw_nodes (node, instance, epoch, beat, beats) VALUES (?, ?, 1, ?, 0)",
+                            ))
+                            .bind(i64::from(node))
+                            .bind(w(instance))
+                            .bind(now)
+                            .execute(&mut *tx)
+                            .await;
+                            match inserted {
+                                Ok(_) => Some(NodeClaim::Claimed { epoch: 1 }),
+                                Err(e) if crate::tx::is_unique_violation(&e) => None,
+                                Err(e) => return Err(self.err()(e)),
+                            }
+                        }
+                        Some(row) => {
+                            let (holder, epoch, beat) = (oint(&row, 0)?, int(&row, 1)?, int(&row, 2)?);
+                            if holder.is_some_and(|h| h != w(instance)) && now - beat < stale_ms {
+                                Some(NodeClaim::Held { age_ms: now - beat })
+                            } else {
+                                let epoch = u32::try_from(epoch + 1).unwrap_or(1);
+                                sqlx::query(&self.q(
+                                    "UPDATE tw_nodes SET instance = ?, epoch = ?, beat = ?, beats = beats + 1 WHERE node = ?",
+                                ))
+                                .bind(w(instance))
+                                .bind(i64::from(epoch))
+                                .bind(now)
+                                .bind(i64::from(node))
+                                .execute(&mut *tx)
+                                .await
+                                .map_err(self.err())?;
+                                Some(NodeClaim::Claimed { epoch })
+                            }
+                        }
+                    };
+                    self.commit(tx).await?;
+                    Ok(claim)
+                })
+                .await?;
+            if let Some(claim) = attempt {
+                return Ok(claim);
+            }
+        }
+        Err(tideway_store::StoreError::unavailable_because(
+            self.dialect.engine(),
+            format!("node id {node}: the claim raced with other nodes' three times"),
+        ))
+    }
+
+    async fn beat(&self, node: u16, instance: u64) -> Result<bool> {
+        let sql = self.q(&format!(
+            "UPDATE tw_nodes SET beat = {}, beats = beats + 1 WHERE node = ? AND instance = ?",
+            self.dialect.now_ms()
+        ));
+        let done =
+            sqlx::query(&sql).bind(i64::from(node)).bind(w(instance)).execute(&self.pool).await.map_err(self.err())?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn release_node(&self, node: u16, instance: u64) -> Result<()> {
+        sqlx::query(&self.q("UPDATE tw_nodes SET instance = NULL WHERE node = ? AND instance = ?"))
+            .bind(i64::from(node))
+            .bind(w(instance))
+            .execute(&self.pool)
+            .await
+            .map_err(self.err())?;
+        Ok(())
+    }
+
+    async fn clock(&self) -> Result<Option<Millis>> {
+        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", self.dialect.now_ms()))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(self.err())?;
+        Ok(Some(Millis(now)))
     }
 }

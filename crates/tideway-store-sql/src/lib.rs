@@ -90,7 +90,7 @@ impl SqlStore {
             .await
             .map_err(|e| StoreError::Config {
                 setting: SETTING,
-                message: format!("cannot connect to {}: {e}", redact(url)),
+                message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
                 source: Some(Box::new(e)),
             })?;
         let store = Self { pool, dialect, stats: tokio::sync::Mutex::new(None) };
@@ -112,30 +112,5 @@ impl SqlStore {
 impl tideway_store::Profiled for SqlStore {
     fn profile(&self) -> tideway_store::Profile {
         tideway_store::Profile::REMOTE
-    }
-}
-
-/// A URL without its password.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(s), Some(at)) if at > s => {
-            let creds = &url[s + 3..at];
-            match creds.find(':') {
-                Some(c) => format!("{}{}:***{}", &url[..s + 3], &creds[..c], &url[at..]),
-                None => url.to_owned(),
-            }
-        }
-        _ => url.to_owned(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn urls_are_redacted() {
-        assert_eq!(redact("postgres://u:secret@h/db"), "postgres://u:***@h/db");
-        assert_eq!(redact("mysql://root@h/db"), "mysql://root@h/db");
     }
 }

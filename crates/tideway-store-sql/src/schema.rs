@@ -273,6 +273,23 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
         ){table}",
         ],
     ),
+    (
+        10,
+        &[
+            // Node ids claimed by running nodes (`jobs.rs`): the holding
+            // instance (NULL once released), the start epoch of its claim
+            // (its worker id's low bits), its last heartbeat by the
+            // database's clock, and a beat counter (so every heartbeat
+            // changes the row: MySQL counts changed rows only).
+            "CREATE TABLE tw_nodes (
+            node BIGINT NOT NULL PRIMARY KEY,
+            instance BIGINT,
+            epoch BIGINT NOT NULL,
+            beat BIGINT NOT NULL,
+            beats BIGINT NOT NULL
+        ){table}",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

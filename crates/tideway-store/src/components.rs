@@ -148,7 +148,7 @@ impl JobLeases {
     pub fn try_take(&self, job: Key, worker: WorkerId, now: Millis, until: Millis) -> bool {
         let mut m = self.held.lock();
         match m.get(&job) {
-            Some((w, exp)) if *w != worker && *exp > now => false,
+            Some((w, exp)) if *w != worker && *exp > now && !crate::rules::supersedes(worker, *w) => false,
             _ => {
                 m.insert(job, (worker, until));
                 true
@@ -164,6 +164,52 @@ impl JobLeases {
 
     pub fn release(&self, job: Key) {
         self.held.lock().remove(&job);
+    }
+}
+
+/// Node id claims of a store that lives in one process (see
+/// [`Jobs::claim_node`](crate::Jobs::claim_node)): only that process's
+/// instances meet here, by the wall clock.
+#[derive(Debug, Default)]
+pub struct LocalNodes {
+    held: Mutex<FxHashMap<u16, NodeHold>>,
+}
+
+/// A node id's claim: the holding instance (`None`: released), its epoch,
+/// its last heartbeat.
+type NodeHold = (Option<u64>, u32, Millis);
+
+impl LocalNodes {
+    pub fn claim(&self, node: u16, instance: u64, stale_ms: i64) -> crate::NodeClaim {
+        let now = Millis::now();
+        let mut m = self.held.lock();
+        let (holder, epoch, beat) = m.get(&node).copied().unwrap_or((None, 0, Millis(0)));
+        match holder {
+            Some(h) if h != instance && now.0 - beat.0 < stale_ms => crate::NodeClaim::Held { age_ms: now.0 - beat.0 },
+            _ => {
+                let epoch = epoch + 1;
+                m.insert(node, (Some(instance), epoch, now));
+                crate::NodeClaim::Claimed { epoch }
+            }
+        }
+    }
+
+    pub fn beat(&self, node: u16, instance: u64) -> bool {
+        match self.held.lock().get_mut(&node) {
+            Some((Some(h), _, beat)) if *h == instance => {
+                *beat = Millis::now();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    pub fn release(&self, node: u16, instance: u64) {
+        if let Some((h, ..)) = self.held.lock().get_mut(&node)
+            && *h == Some(instance)
+        {
+            *h = None;
+        }
     }
 }
 

@@ -158,16 +158,32 @@ impl StoreError {
     pub fn chain(&self) -> String {
         let mut out = self.to_string();
         let mut cur = std::error::Error::source(self);
-        // The Display of `Unavailable` already shows its direct source.
-        if matches!(self, StoreError::Unavailable { .. }) {
-            cur = cur.and_then(std::error::Error::source);
-        }
         while let Some(e) = cur {
-            out.push_str(": ");
-            out.push_str(&e.to_string());
+            // A cause already told (a message that includes its source, a
+            // driver error that repeats its own) is not told again.
+            let text = e.to_string();
+            if !out.contains(&text) {
+                out.push_str(": ");
+                out.push_str(&text);
+            }
             cur = e.source();
         }
         out
+    }
+}
+
+/// `url` with its password replaced (`postgres://tw:<redacted>@db/tw`), as
+/// logs and error messages show a URL.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(s), Some(at)) if at > s => {
+            let creds = &url[s + 3..at];
+            match creds.find(':') {
+                Some(c) => format!("{}{}:<redacted>{}", &url[..s + 3], &creds[..c], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
     }
 }
 

@@ -289,6 +289,26 @@ macro_rules! forward_backend {
                     $($before;)?
                     $durable.advance(worker, progress).await
                 }
+                async fn claim_node(&self, node: u16, instance: u64, stale_ms: i64) -> Result<NodeClaim> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.claim_node(node, instance, stale_ms).await
+                }
+                async fn beat(&self, node: u16, instance: u64) -> Result<bool> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.beat(node, instance).await
+                }
+                async fn release_node(&self, node: u16, instance: u64) -> Result<()> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.release_node(node, instance).await
+                }
+                async fn clock(&self) -> Result<Option<Millis>> {
+                    let $s = self;
+                    $($before;)?
+                    $durable.clock().await
+                }
             }
             #[async_trait::async_trait]
             impl Activity for $ty {

@@ -62,7 +62,7 @@ pub mod traits;
 pub use blocks::SortedBlocks;
 pub use change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 pub use counted::Counted;
-pub use error::{BoxError, Engine, StoreError};
+pub use error::{BoxError, Engine, StoreError, redact_url};
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use memory::{MemoryStore, NoJournal};
 pub use profile::{Profile, Profiled};

@@ -64,6 +64,24 @@ pub fn follow(
     FollowDecision { statuses, new }
 }
 
+/// The worker id of `node`'s run in start epoch `epoch` (see
+/// [`WorkerId`](crate::WorkerId)): the node in the high 32 bits.
+pub const fn worker_id(node: u16, epoch: u32) -> u64 {
+    ((node as u64) << 32) | epoch as u64
+}
+
+/// The lowest worker id of `node` (its epochs are the ids from here up).
+pub const fn node_base(node: u16) -> u64 {
+    worker_id(node, 0)
+}
+
+/// Whether `worker` is a later run of the node whose earlier run is
+/// `holder`: it takes `holder`'s jobs at once (that run is dead: a node id
+/// is held by one running instance at a time).
+pub const fn supersedes(worker: u64, holder: u64) -> bool {
+    worker >> 32 == holder >> 32 && holder < worker
+}
+
 /// What a fan-out job's recorded state is, as the engine read it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct JobState {

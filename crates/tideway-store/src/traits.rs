@@ -324,9 +324,24 @@ pub enum JobProgress {
     Complete(Key),
 }
 
-/// Who works on fan-out jobs: one id per worker (a node's worker picks a
-/// random one at start), so leases tell workers apart.
+/// Who works on fan-out jobs, so leases tell workers apart: a node's worker
+/// is [`rules::worker_id`]`(node, epoch)`, its node id and the start epoch
+/// its claim of that id got ([`Jobs::claim_node`]), so a restarted node
+/// knows which leases its dead predecessor held.
+///
+/// [`rules::worker_id`]: crate::rules::worker_id
 pub type WorkerId = u64;
+
+/// What a claim of a node id found ([`Jobs::claim_node`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeClaim {
+    /// The id is this instance's, in this start epoch (1 for the first
+    /// claim of the id, one more for each later one).
+    Claimed { epoch: u32 },
+    /// Another instance holds it: its last heartbeat was `age_ms` ago (by
+    /// the store's clock), less than the claim's `stale_ms`.
+    Held { age_ms: i64 },
+}
 
 /// Durable fan-out jobs, claimed with leases.
 ///
@@ -338,7 +353,23 @@ pub type WorkerId = u64;
 ///   claim; its later `advance` of that job is then not recorded;
 /// - a checkpoint never moves back: progress behind the recorded cursor is
 ///   ignored, so a slow worker cannot undo a faster one's work;
-/// - `Complete` removes the job.
+/// - `Complete` removes the job;
+/// - a worker of a later epoch of the same node
+///   ([`rules::supersedes`](crate::rules::supersedes)) takes the jobs an
+///   earlier epoch holds at once, live lease or not: that run is dead.
+///
+/// Node ids are claimed, not assumed (shared by every node of a
+/// deployment, so two running nodes never use one id):
+/// - `claim_node` gives the id to `instance` when no other instance holds
+///   it, or the holder released it, or the holder's heartbeat is at least
+///   `stale_ms` old by the store's clock; each claim starts a new epoch;
+/// - `beat` records `instance`'s heartbeat; `false` when the id is no longer
+///   `instance`'s (another instance claimed it: this one must stop);
+/// - `release_node` gives the id up at a clean stop (a later claim need not
+///   wait for the heartbeat to go stale);
+/// - `clock` is the store's own clock (a database's), which cross-node
+///   deadlines follow; `None` when the store lives in this process and has
+///   no clock but the node's.
 #[async_trait]
 pub trait Jobs: Send + Sync {
     /// Up to `limit` pending jobs, oldest first, whoever holds them.
@@ -351,6 +382,15 @@ pub trait Jobs: Send + Sync {
     /// deliveries (inboxes ignore keys they hold), so a backend may make it
     /// durable a little later (the embedded store: within 50 ms).
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>>;
+    /// Claims node id `node` for `instance` (see the trait's contract).
+    async fn claim_node(&self, node: u16, instance: u64, stale_ms: i64) -> Result<NodeClaim>;
+    /// Records `instance`'s heartbeat on `node`; whether it still holds it.
+    async fn beat(&self, node: u16, instance: u64) -> Result<bool>;
+    /// Gives `node` up if `instance` holds it.
+    async fn release_node(&self, node: u16, instance: u64) -> Result<()>;
+    /// The store's clock, read now (`None`: the store has no other clock
+    /// than this process's). Fails when the store does not answer.
+    async fn clock(&self) -> Result<Option<Millis>>;
 }
 
 /// When each reader last read their home: who is active and gets pushes.

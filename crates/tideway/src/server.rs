@@ -108,6 +108,10 @@ pub async fn serve(
             .await
             .map_err(|e| e.to_string())?,
     );
+    // The node id is claimed before anything runs under it: a second live
+    // node with this id refuses to start; a restart after a crash takes it
+    // (and its predecessor's jobs) back within a few seconds.
+    svc.claim_node().await.map_err(|e| e.to_string())?;
     // Warm inboxes after a clean restart (the snapshot is used once).
     let snapshot =
         (cfg.storage.backend == BackendKind::Embedded).then(|| cfg.storage.data_dir.join("inboxes.snapshot"));
@@ -138,6 +142,8 @@ pub async fn serve(
     // The engine probes: once before listening (so /readyz answers from the
     // first request), then every second on a task of their own.
     svc.probe_engines().await;
+    // A node whose id another node claimed meanwhile stops (two nodes must
+    // not write under one id): the probe task returns why.
     let probes = {
         let (svc, cancel) = (svc.clone(), cancel.clone());
         tokio::spawn(async move {
@@ -145,8 +151,12 @@ pub async fn serve(
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 tokio::select! {
-                    () = cancel.cancelled() => break,
+                    () = cancel.cancelled() => return None,
                     _ = tick.tick() => svc.probe_engines().await,
+                }
+                if let Some(lost) = svc.node_id_lost() {
+                    cancel.cancel();
+                    return Some(lost.0);
                 }
             }
         })
@@ -177,7 +187,11 @@ pub async fn serve(
     let shutdown = {
         let cancel = cancel.clone();
         async move {
-            shutdown.await;
+            // A signal, or the node's own stop (its id was taken).
+            tokio::select! {
+                () = shutdown => {}
+                () = cancel.cancelled() => {}
+            }
             tracing::info!("shutting down: draining requests");
             cancel.cancel();
         }
@@ -185,10 +199,18 @@ pub async fn serve(
     tideway_http::serve(listener, app, opts, shutdown).await.map_err(|e| format!("server: {e}"))?;
     cancel.cancel();
     let _ = housekeeping.await;
-    let _ = probes.await;
+    let lost = probes.await.ok().flatten();
     let worker_stopped = tokio::time::timeout(cfg.server.shutdown_grace.0, worker).await.is_ok();
     if !worker_stopped {
         tracing::warn!("fan-out worker did not stop in time; pending jobs resume at the next start");
+    }
+    if let Some(why) = lost {
+        return Err(why);
+    }
+    // The id is free for a restart at once (jobs this run still holds are
+    // taken back by the next run of this id, or by any node after the lease).
+    if let Err(e) = svc.release_node().await {
+        tracing::warn!(error = %e, "node id not released: a restart waits a few seconds for its heartbeat to go stale");
     }
     // Only a quiet service may be snapshotted: no request and no delivery runs.
     if let (Some(path), true) = (&snapshot, worker_stopped) {

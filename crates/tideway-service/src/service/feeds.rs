@@ -203,7 +203,7 @@ impl FeedService {
         // round trip.
         let (f_list, touched, floor) = tokio::join!(
             self.sources_of(user),
-            self.backend.touch(user, self.clock.now()),
+            self.backend.touch(user, self.shared_now()),
             self.backend.inbox_floor(user)
         );
         let f_list = f_list?;
@@ -285,7 +285,7 @@ impl FeedService {
         if !it.visible_to(Some(user), rel.following) || rel.blocked_either_way() {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
-        let now = self.clock.now();
+        let now = self.write_now()?;
         let key = self.ids.next(now)?;
         // The inbox first: if the shared state is down nothing is written;
         // if the durable write fails, the inbox holds a key without a record,

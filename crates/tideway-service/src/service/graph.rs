@@ -25,7 +25,7 @@ impl FeedService {
         // deployment: if they cannot be reached, refuse before the follows
         // are stored, or the inbox would miss the backfill below.
         self.backend.inbox_floor(user).await?;
-        let statuses = self.backend.follow_many(user, targets, self.clock.now(), self.opts.max_following).await?;
+        let statuses = self.backend.follow_many(user, targets, self.write_now()?, self.opts.max_following).await?;
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let new: Vec<UserId> = targets
             .iter()
@@ -113,7 +113,7 @@ impl FeedService {
 
     pub async fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "block")?;
-        let at = self.clock.now();
+        let at = self.write_now()?;
         self.backend.set_block(user, target, on, at).await?;
         if on {
             self.note_removals(&[
@@ -136,7 +136,7 @@ impl FeedService {
 
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
-        self.backend.set_mute(user, target, on, self.clock.now()).await?;
+        self.backend.set_mute(user, target, on, self.write_now()?).await?;
         if on {
             self.note_removals(&[Removal::Relation { user, other: target }]).await;
         }

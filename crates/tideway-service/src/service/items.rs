@@ -86,7 +86,7 @@ impl FeedService {
             }
             reply_to_author = Some(parent.author);
         }
-        let now = self.clock.now();
+        let now = self.write_now()?;
         if let Some(t) = new.created_at {
             // Imports are of the past. A time a little ahead (the app's clock
             // runs fast) is taken as now; further ahead would sit above every
@@ -427,7 +427,7 @@ impl FeedService {
             return Err(ServiceError::invalid("ends_at", "must be after starts_at"));
         }
         self.live_item(item).await?;
-        let p = Promotion { id: self.ids.next(self.clock.now())?, item, every, starts_at, ends_at };
+        let p = Promotion { id: self.ids.next(self.write_now()?)?, item, every, starts_at, ends_at };
         self.backend.create_promotion(p.clone()).await?;
         Ok(p)
     }
@@ -435,6 +435,7 @@ impl FeedService {
     /// Sets (`on`) or clears one reaction of `user` to `item`; returns the
     /// item's counts after the change.
     pub async fn react(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<ItemCounts> {
+        self.check_clock()?;
         let valid = kind.len() <= 32
             && kind.starts_with(|c: char| c.is_ascii_lowercase())
             && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');

@@ -45,7 +45,7 @@ impl FeedService {
         body: serde_json::Map<String, serde_json::Value>,
     ) -> Result<Session> {
         check_body(&body)?;
-        let now = self.now();
+        let now = self.write_now()?;
         check_schedule("scheduled_start", scheduled_start, now)?;
         let session = Session::new(self.ids.next(now)?, anchor, scheduled_start, std::sync::Arc::new(body));
         if !self.backend.create_session(session.clone(), MAX_OPEN_SESSIONS).await? {
@@ -68,7 +68,7 @@ impl FeedService {
 
     /// Starts or ends session `id` now.
     pub async fn move_session(&self, id: u64, step: Move) -> Result<Session> {
-        match self.backend.move_session(id, step, self.now()).await? {
+        match self.backend.move_session(id, step, self.write_now()?).await? {
             Moved::Done(s) => Ok(s),
             Moved::Wrong(s) => {
                 let (verb, needs) = match step {

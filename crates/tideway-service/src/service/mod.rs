@@ -12,6 +12,7 @@ mod feeds;
 mod graph;
 mod items;
 mod live;
+pub mod node;
 mod notifications;
 mod ops;
 mod postings;
@@ -63,6 +64,9 @@ pub struct ServiceOptions {
     /// How long a home stream waits before it sends an entry, for writes
     /// that took an id earlier to be stored ([`Profile::settle_ms`]).
     pub settle_ms: i64,
+    /// How far this node's clock may be from the durable store's before it
+    /// refuses writes (`server.max_clock_offset`).
+    pub max_clock_offset_ms: i64,
     /// The engines behind the two halves, as health and metrics name them.
     pub durable_engine: &'static str,
     pub shared_engine: &'static str,
@@ -87,6 +91,7 @@ impl ServiceOptions {
             snapshot_ttl_ms: i64::try_from(c.live.snapshot_ttl.0.as_millis()).unwrap_or(i64::MAX),
             replay_window_ms: i64::try_from(c.stream.replay_window.0.as_millis()).unwrap_or(i64::MAX),
             settle_ms: profile.settle_ms(),
+            max_clock_offset_ms: i64::try_from(c.server.max_clock_offset.0.as_millis()).unwrap_or(i64::MAX),
             durable_engine: c.storage.backend.engine_name(),
             shared_engine: match c.storage.backend {
                 BackendKind::Postgres | BackendKind::Mysql => "redis",
@@ -117,6 +122,8 @@ pub struct FeedService {
     pub(crate) wakes_listening: std::sync::atomic::AtomicBool,
     /// What the engine probes last found ([`crate::health`]).
     pub(crate) health: crate::health::Health,
+    /// This node's claimed id, worker id and clock offset ([`node`]).
+    pub(crate) node: node::NodeState,
 }
 
 /// The parsed direction and bound of a page request.
@@ -150,8 +157,8 @@ fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
 impl FeedService {
     pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
         let ids = IdGenerator::new(opts.node_id)?;
-        ids.observe(backend.stats().await?.max_key);
-        Ok(Self {
+        let max_key = backend.stats().await?.max_key;
+        let svc = Self {
             backend,
             clock,
             ids,
@@ -160,8 +167,12 @@ impl FeedService {
             wakes: Arc::default(),
             wakes_listening: std::sync::atomic::AtomicBool::new(false),
             health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
+            node: node::NodeState::new(),
             opts,
-        })
+        };
+        svc.measure_clock().await?;
+        svc.observe_stored(max_key);
+        Ok(svc)
     }
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
@@ -172,8 +183,18 @@ impl FeedService {
         &self.opts
     }
 
+    /// This node's clock: item ids and the times stored with writes (which
+    /// are refused while it is too far from the durable store's, see
+    /// [`Self::check_clock`]).
     pub fn now(&self) -> Millis {
         self.clock.now()
+    }
+
+    /// The deployment's clock (the durable store's, as this node estimates
+    /// it): for deadlines other nodes share (job leases, activity windows,
+    /// the fan-out lag).
+    pub fn shared_now(&self) -> Millis {
+        Millis(self.clock.now().0.saturating_add(self.node.offset_ms()))
     }
 }
 

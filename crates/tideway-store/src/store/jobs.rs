@@ -63,11 +63,32 @@ impl<J: Journal> Jobs for Store<J> {
                 out
             }
         };
-        for p in progress {
-            if let JobProgress::Complete(k) = p {
+        // Only a completion that was recorded ends the lease: a worker that
+        // lost the job must not free it under its new holder.
+        for (p, done) in progress.iter().zip(&recorded) {
+            if let (JobProgress::Complete(k), true) = (p, done) {
                 self.leases.release(*k);
             }
         }
         Ok(recorded)
+    }
+
+    async fn claim_node(&self, node: u16, instance: u64, stale_ms: i64) -> Result<NodeClaim> {
+        Ok(self.nodes.claim(node, instance, stale_ms))
+    }
+
+    async fn beat(&self, node: u16, instance: u64) -> Result<bool> {
+        Ok(self.nodes.beat(node, instance))
+    }
+
+    async fn release_node(&self, node: u16, instance: u64) -> Result<()> {
+        self.nodes.release(node, instance);
+        Ok(())
+    }
+
+    /// No clock but this process's; fails as [`Graph::health`] does.
+    async fn clock(&self) -> Result<Option<Millis>> {
+        self.health().await?;
+        Ok(None)
     }
 }

@@ -32,8 +32,19 @@ async fn start(dir: &std::path::Path, log: &std::path::Path) -> Proc {
     start_with(dir, log, &[]).await
 }
 
-/// Starts the binary with extra environment (configuration) variables.
+/// Starts the binary with extra environment (configuration) variables and
+/// waits until it is ready.
 pub(crate) async fn start_with(dir: &std::path::Path, log: &std::path::Path, env: &[(&str, &str)]) -> Proc {
+    start_until(dir, log, env, "/readyz").await
+}
+
+/// The same, waiting only until it is alive (`/healthz`): a node that is
+/// not meant to become ready.
+pub(crate) async fn start_alive(dir: &std::path::Path, log: &std::path::Path, env: &[(&str, &str)]) -> Proc {
+    start_until(dir, log, env, "/healthz").await
+}
+
+async fn start_until(dir: &std::path::Path, log: &std::path::Path, env: &[(&str, &str)], probe: &str) -> Proc {
     let port = free_port();
     let child = Command::new(env!("CARGO_BIN_EXE_tideway"))
         .args(["serve", "--listen", &format!("127.0.0.1:{port}"), "--data-dir"])
@@ -49,7 +60,7 @@ pub(crate) async fn start_with(dir: &std::path::Path, log: &std::path::Path, env
     let client = reqwest::Client::new();
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        if let Ok(r) = client.get(format!("{base}/readyz")).send().await
+        if let Ok(r) = client.get(format!("{base}{probe}")).send().await
             && r.status() == StatusCode::OK
         {
             proc.base = base;
@@ -62,6 +73,35 @@ pub(crate) async fn start_with(dir: &std::path::Path, log: &std::path::Path, env
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Starts the binary with `env` expecting it to refuse to start: waits for
+/// it to exit (failing if it serves or runs on) and returns its log.
+pub(crate) async fn refused_start(dir: &std::path::Path, env: &[(String, String)]) -> String {
+    let log = dir.with_extension("log");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tideway"))
+        .args(["serve", "--listen", &format!("127.0.0.1:{}", free_port()), "--data-dir"])
+        .arg(dir)
+        .env("TIDEWAY_LOG", "warn")
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).map(Stdio::from).expect("log file"))
+        .spawn()
+        .expect("spawn tideway");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("tideway did not refuse to start: {}", std::fs::read_to_string(&log).unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(!status.success(), "tideway exited 0: {log}");
+    log
 }
 
 async fn get(c: &reqwest::Client, url: String) -> (StatusCode, Value) {

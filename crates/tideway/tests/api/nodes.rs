@@ -16,6 +16,8 @@ fn env(var: &str) -> String {
 
 struct Cluster {
     db: tideway_store_sql::testing::FreshDatabase,
+    /// `postgres` or `mysql`.
+    backend: &'static str,
     redis: String,
     prefix: String,
     dir: tempfile::TempDir,
@@ -24,8 +26,15 @@ struct Cluster {
 
 impl Cluster {
     async fn create() -> Self {
+        Self::create_on("postgres").await
+    }
+
+    /// A fresh database on `backend` (`postgres` or `mysql`) and the cluster.
+    async fn create_on(backend: &'static str) -> Self {
+        let var = if backend == "mysql" { "TIDEWAY_TEST_MYSQL_URL" } else { "TIDEWAY_TEST_POSTGRES_URL" };
         Cluster {
-            db: tideway_store_sql::testing::FreshDatabase::create(&env("TIDEWAY_TEST_POSTGRES_URL")).await.expect("db"),
+            db: tideway_store_sql::testing::FreshDatabase::create(&env(var)).await.expect("db"),
+            backend,
             redis: env("TIDEWAY_TEST_REDIS_CLUSTER"),
             prefix: format!("nodes{}x{}:", std::process::id(), rand::random::<u32>()),
             dir: tempfile::tempdir().expect("tempdir"),
@@ -39,9 +48,14 @@ impl Cluster {
 
     /// A node with more settings (they override the shared ones).
     async fn node_with(&self, id: u16, more: &[(&str, &str)]) -> Proc {
+        self.start_node(id, more, true).await
+    }
+
+    /// Starts a node and waits until it is ready (or, `ready` false, alive).
+    async fn start_node(&self, id: u16, more: &[(&str, &str)], ready: bool) -> Proc {
         let id_s = id.to_string();
         let mut env: Vec<(&str, &str)> = vec![
-            ("TIDEWAY_STORAGE__BACKEND", "postgres"),
+            ("TIDEWAY_STORAGE__BACKEND", self.backend),
             ("TIDEWAY_STORAGE__URL", &self.db.url),
             ("TIDEWAY_REDIS__URLS", &self.redis),
             ("TIDEWAY_REDIS__PREFIX", &self.prefix),
@@ -50,8 +64,32 @@ impl Cluster {
             ("TIDEWAY_LOG", "warn"),
         ];
         env.extend_from_slice(more);
-        let data = self.dir.path().join(format!("node{id}"));
-        start_with(&data, &self.dir.path().join(format!("node{id}.log")), &env).await
+        let (data, log) = (self.dir.path().join(format!("node{id}")), self.dir.path().join(format!("node{id}.log")));
+        if ready { start_with(&data, &log, &env).await } else { crate::crash::start_alive(&data, &log, &env).await }
+    }
+
+    /// A node with more settings that is alive but not ready.
+    async fn node_alive(&self, id: u16, more: &[(&str, &str)]) -> Proc {
+        self.start_node(id, more, false).await
+    }
+
+    /// The environment of a node (as [`Self::node_with`] starts it), for a
+    /// start that is expected to fail.
+    fn node_env(&self, id: Option<u16>) -> Vec<(String, String)> {
+        let mut env = vec![
+            ("TIDEWAY_STORAGE__BACKEND".to_owned(), self.backend.to_owned()),
+            ("TIDEWAY_STORAGE__URL".to_owned(), self.db.url.clone()),
+            ("TIDEWAY_REDIS__URLS".to_owned(), self.redis.clone()),
+            ("TIDEWAY_REDIS__PREFIX".to_owned(), self.prefix.clone()),
+        ];
+        env.extend(id.map(|id| ("TIDEWAY_SERVER__NODE_ID".to_owned(), id.to_string())));
+        env
+    }
+
+    /// The deployment's pending fan-out jobs, as `node` reads them.
+    async fn pending(&self, node: &Proc) -> u64 {
+        let stats = self.get(format!("{}/v1/stats", node.base)).await;
+        stats["fanout"]["pending"].as_u64().expect("pending")
     }
 
     /// Deletes this test's Redis keys and its database.
@@ -280,5 +318,142 @@ async fn a_post_on_one_node_reaches_a_stream_held_on_the_other() {
     assert!(s.next(Duration::from_millis(300)).await.is_none(), "nothing else");
     drop(s);
     drop((a, b));
+    cl.clean().await;
+}
+
+/// A node id is claimed, not assumed: a second running node with the same
+/// id (or two left at the default) does not start, and says which setting
+/// to fix; a clean stop frees the id at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_id_is_held_by_one_running_node() {
+    use crate::crash::refused_start;
+    let cl = Cluster::create().await;
+    let a = cl.node(3).await;
+    let log = refused_start(&cl.dir.path().join("dup"), &cl.node_env(Some(3))).await;
+    assert!(log.contains("server.node_id") && log.contains("held by another running node"), "{log}");
+    // Two nodes with no id set: the second is refused, told why.
+    let unset = cl.node_with(0, &[]).await;
+    let log = refused_start(&cl.dir.path().join("unset"), &cl.node_env(None)).await;
+    assert!(log.contains("server.node_id is not set"), "{log}");
+    // The first node still serves.
+    assert!(cl.home(&a, 1).await.is_empty());
+    drop((a, unset));
+    cl.clean().await;
+}
+
+/// `kill -9` of a node in the middle of its deliveries, then a restart
+/// under the same id: the new run takes back the jobs its dead run held at
+/// once (a start epoch in the lease), not after the lease (60 s here), and
+/// every follower gets every item exactly once.
+async fn a_restarted_node_takes_its_jobs_back(backend: &'static str) {
+    const AUTHOR: u64 = 7;
+    let cl = Cluster::create_on(backend).await;
+    let slow = [("TIDEWAY_FANOUT__CHUNK_SIZE", "1"), ("TIDEWAY_FANOUT__LEASE", "60s")];
+    let a = cl.node_with(1, &slow).await;
+    let followers: Vec<u64> = (1000..1200).collect();
+    for &f in &followers {
+        cl.follow(&a, f, AUTHOR).await;
+        assert!(cl.home(&a, f).await.is_empty());
+    }
+    let mut items = Vec::new();
+    for _ in 0..5 {
+        items.push(cl.post(&a, AUTHOR).await);
+    }
+    // Kill once its worker holds a job: the oldest follower (chunks walk
+    // followers oldest first, one per step here) has the first item.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cl.home(&a, followers[0]).await.is_empty() {
+        assert!(Instant::now() < deadline, "node 1 never started delivering");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    drop(a); // kill -9, mid-delivery
+    // Another node, started after the kill to watch the deployment's
+    // backlog: it delivers any job the dead run had not claimed yet; the
+    // ones that run held stay, leased to it.
+    let watcher = cl.node_with(2, &slow).await;
+    let mut left = cl.pending(&watcher).await;
+    let mut steady = 0;
+    while steady < 15 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = cl.pending(&watcher).await;
+        steady = if now == left { steady + 1 } else { 0 };
+        left = now;
+    }
+    assert!(left > 0, "the kill came after the deliveries: nothing to take back");
+    let restarted = Instant::now();
+    let a = cl.node_with(1, &slow).await;
+    let deadline = restarted + Duration::from_secs(20);
+    while cl.pending(&watcher).await > 0 {
+        assert!(Instant::now() < deadline, "the restarted node did not take its jobs back within 20 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "{backend}: {left} jobs held at the kill, all delivered {} ms after the restart began (lease 60 s)",
+        restarted.elapsed().as_millis()
+    );
+    let mut want = items.clone();
+    want.reverse();
+    for &f in &followers {
+        assert_eq!(cl.home(&a, f).await, want, "follower {f}: every item exactly once");
+    }
+    drop((a, watcher));
+    cl.clean().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_takes_its_jobs_back_on_postgres() {
+    a_restarted_node_takes_its_jobs_back("postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_node_takes_its_jobs_back_on_mariadb() {
+    a_restarted_node_takes_its_jobs_back("mysql").await;
+}
+
+/// A node whose clock runs 10 minutes ahead (libfaketime, which the test
+/// command installs): not ready and refusing writes, saying why; reads
+/// still served; the offset shown in its metrics; a correct node beside it
+/// takes the writes, dated by the right clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_whose_clock_is_ahead_refuses_writes() {
+    let faketime = env("TIDEWAY_TEST_FAKETIME");
+    let cl = Cluster::create().await;
+    let good = cl.node(1).await;
+    let ahead = cl
+        .node_alive(
+            2,
+            &[("LD_PRELOAD", faketime.as_str()), ("FAKETIME", "+10m"), ("FAKETIME_DONT_FAKE_MONOTONIC", "1")],
+        )
+        .await;
+    let r = cl.c.get(format!("{}/readyz", ahead.base)).send().await.expect("readyz");
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let why: Value = r.json().await.expect("json");
+    assert!(why["error"]["message"].as_str().is_some_and(|m| m.contains("600.0 s ahead of the database")), "{why}");
+    let r =
+        cl.c.post(format!("{}/v1/items", ahead.base))
+            .json(&json!({"author": "3", "body": {"text": "from the future"}}))
+            .send()
+            .await
+            .expect("post");
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let e: Value = r.json().await.expect("json");
+    assert_eq!(e["error"]["code"], json!("unavailable"));
+    assert!(e["error"]["message"].as_str().is_some_and(|m| m.contains("server.max_clock_offset")), "{e}");
+    let r = cl.c.put(format!("{}/v1/users/4/following/3", ahead.base)).send().await.expect("follow");
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE, "every write");
+    let metrics =
+        cl.c.get(format!("{}/metrics", ahead.base)).send().await.expect("metrics").text().await.expect("text");
+    let offset: f64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("tideway_clock_offset_seconds ")?.parse().ok())
+        .expect("tideway_clock_offset_seconds");
+    assert!((offset - 600.0).abs() < 5.0, "offset {offset}");
+    // The correct node takes the write; the skewed one serves the read.
+    cl.follow(&good, 4, 3).await;
+    let id = cl.post(&good, 3).await;
+    let dated = tideway_core::ids::key_time(id.parse::<u64>().expect("id")).0;
+    assert!((dated - tideway_core::Millis::now().0).abs() < 5_000, "dated by the right clock");
+    cl.home_becomes(&ahead, 4, std::slice::from_ref(&id)).await;
+    drop((good, ahead));
     cl.clean().await;
 }
