@@ -6,6 +6,11 @@ use std::sync::Arc;
 use tideway_conformance::{INBOX_CAP, SUITES};
 use tideway_store::{Counted, Store};
 
+/// A fresh embedded store in `dir`.
+fn embedded(dir: &tempfile::TempDir) -> Store<tideway_store_fjall::FjallJournal> {
+    tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, INBOX_CAP).expect("open fjall")
+}
+
 #[tokio::test]
 async fn memory_backend_conforms() {
     for (suite, check) in SUITES {
@@ -19,9 +24,7 @@ async fn embedded_backend_conforms() {
     for (suite, check) in SUITES {
         eprintln!("embedded: {suite}");
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, INBOX_CAP)
-            .expect("open fjall");
-        check(&store).await;
+        check(&embedded(&dir)).await;
     }
 }
 
@@ -33,12 +36,24 @@ async fn embedded_backend_loading_every_call_from_disk_conforms() {
     for (suite, check) in SUITES {
         eprintln!("embedded, cold: {suite}");
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Arc::new(
-            tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, INBOX_CAP)
-                .expect("open fjall"),
-        );
+        let store = Arc::new(embedded(&dir));
         let cold = store.clone();
         check(&Counted::new(store).before_each(move || cold.evict_all())).await;
+    }
+}
+
+/// The embedded store with an index budget of one byte: every load and
+/// every write lets go of what was not used since the last pass (writes not
+/// yet durable included), so reads keep crossing evictions.
+#[tokio::test]
+async fn embedded_backend_under_a_tiny_index_budget_conforms() {
+    for (suite, check) in SUITES {
+        eprintln!("embedded, tiny index: {suite}");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = embedded(&dir).with_index_budget(1);
+        check(&store).await;
+        let ix = store.index_stats().expect("a lazy index");
+        assert!(ix.evictions > 0 || ix.holders <= 1, "{suite}: nothing was let go: {ix:?}");
     }
 }
 

@@ -54,13 +54,14 @@ impl Opened {
 }
 
 /// The embedded store of `cfg` (`storage.data_dir`, `storage.sync`,
-/// `storage.cache_size`, `timeline.max_len`).
+/// `storage.cache_size`, `storage.index_size`, `timeline.max_len`).
 pub fn open_embedded(cfg: &Config) -> Result<Store<FjallJournal>, StoreError> {
     let sync = match cfg.storage.sync {
         SyncKind::Fsync => SyncMode::Fsync,
         SyncKind::Buffer => SyncMode::Buffer,
     };
-    tideway_store_fjall::open_cached(&cfg.storage.data_dir, sync, cfg.timeline.max_len, cfg.storage.cache_size.0)
+    Ok(tideway_store_fjall::open_cached(&cfg.storage.data_dir, sync, cfg.timeline.max_len, cfg.storage.cache_size.0)?
+        .with_index_budget(cfg.storage.index_size.0))
 }
 
 /// The SQL + Redis engines of `cfg` (`storage.url`, `redis.urls`,

@@ -704,6 +704,16 @@ async fn scrape_gauges(st: &AppState) {
     let ib = s.as_ref().and_then(|s| s.inboxes);
     metrics::gauge!("tideway_inbox_entries", &[scope]).set(ib.map_or(f64::NAN, |i| i.entries as f64));
     metrics::gauge!("tideway_inbox_bytes", &[scope]).set(ib.map_or(f64::NAN, |i| i.bytes as f64));
+    // The embedded index (this process's): absent on the other backends.
+    if let Some(ix) = s.as_ref().and_then(|s| s.index) {
+        metrics::gauge!("tideway_index_bytes").set(ix.bytes as f64);
+        metrics::gauge!("tideway_index_budget_bytes").set(ix.budget as f64);
+        metrics::gauge!("tideway_index_holders").set(ix.holders as f64);
+        metrics::counter!("tideway_index_hits_total").absolute(ix.hits);
+        metrics::counter!("tideway_index_misses_total").absolute(ix.misses);
+        metrics::counter!("tideway_index_loads_total").absolute(ix.loads);
+        metrics::counter!("tideway_index_evictions_total").absolute(ix.evictions);
+    }
 }
 
 #[utoipa::path(get, path = "/metrics", tag = "operations", security(()), responses((status = 200, description = "Prometheus text format")))]

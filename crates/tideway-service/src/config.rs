@@ -181,6 +181,11 @@ pub struct StorageConfig {
     /// Memory for the embedded store's caches, in all: the engine's blocks,
     /// and the recent and hot item records and bodies (every item is on disk).
     pub cache_size: ByteSize,
+    /// Memory for the embedded store's index of loaded users, items,
+    /// notifications and live sessions (what pages and writes read besides
+    /// item records): beyond it, what was not used lately is let go and
+    /// loaded again from disk when needed.
+    pub index_size: ByteSize,
     /// The database of the `postgres` and `mysql` backends
     /// (`postgres://user@host/db`, `mysql://user@host/db`).
     pub url: Option<String>,
@@ -193,6 +198,7 @@ impl Default for StorageConfig {
             data_dir: PathBuf::from("./data"),
             sync: SyncKind::Fsync,
             cache_size: ByteSize(64 << 20),
+            index_size: ByteSize(256 << 20),
             url: None,
         }
     }
@@ -379,6 +385,10 @@ pub use tideway_store::redact_url;
 /// What replaces a secret wherever the configuration is shown.
 pub const REDACTED: &str = "<redacted>";
 
+/// The least `storage.index_size` taken: below it, a unit mistake (`256`
+/// for `256MiB`) is more likely than a wish.
+pub const MIN_INDEX_SIZE: u64 = 64 << 10;
+
 /// Secrets never print: not in logs, not in `tideway config`.
 impl std::fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -420,6 +430,12 @@ impl Config {
     pub fn check(&self) -> Result<(), String> {
         if self.timeline.max_len == 0 {
             return Err("timeline.max_len must be at least 1".into());
+        }
+        if self.storage.index_size.0 < MIN_INDEX_SIZE {
+            return Err(format!(
+                "storage.index_size must be at least 64KiB (it is {} bytes): the index needs room for a page's users",
+                self.storage.index_size.0
+            ));
         }
         if self.fanout.chunk_size == 0 {
             return Err("fanout.chunk_size must be at least 1".into());

@@ -104,6 +104,8 @@ pub struct StatsView {
     pub oldest_pending_ms: u64,
     /// The inboxes' figures; `None` when the shared engine did not answer.
     pub inboxes: Option<tideway_store::InboxStats>,
+    /// The embedded index's residency (`None` on other backends).
+    pub index: Option<tideway_store::IndexStats>,
 }
 
 /// A notification group as a page shows it (SPEC section 2).

@@ -527,11 +527,23 @@ fn check_hydration(what: &str, m: &Model, viewer: u64, page: &Page) {
     }
 }
 
+/// How much of the embedded index stays loaded.
+#[derive(Clone, Copy, PartialEq)]
+enum Held {
+    /// The default budget: what is loaded stays, here.
+    Kept,
+    /// Every loaded unit dropped before each storage call: every read loads
+    /// from disk.
+    Cold,
+    /// A budget of one byte: each load and write lets go of every holder
+    /// not used since the last pass, writes in flight included.
+    Tiny,
+}
+
 enum Kind {
     Memory,
-    /// The embedded store; `true`: every loaded unit is dropped before each
-    /// storage call, so every read loads from disk.
-    Fjall(tempfile::TempDir, bool),
+    /// The embedded store, its index held as [`Held`] says.
+    Fjall(tempfile::TempDir, Held),
     /// Two nodes on one SQL database and one Redis (a fresh database and key
     /// prefix per run); calls alternate between the nodes.
     Scaled {
@@ -570,7 +582,12 @@ impl Harness {
         cfg.storage.sync = SyncKind::Buffer;
         match &self.kind {
             Kind::Memory => cfg.storage.backend = BackendKind::Memory,
-            Kind::Fjall(dir, _) => cfg.storage.data_dir = dir.path().to_owned(),
+            Kind::Fjall(dir, held) => {
+                cfg.storage.data_dir = dir.path().to_owned();
+                if *held == Held::Tiny {
+                    cfg.storage.index_size = tideway_service::config::ByteSize(1);
+                }
+            }
             Kind::Scaled { db, redis, prefix } => {
                 cfg.storage.backend =
                     if db.starts_with("postgres") { BackendKind::Postgres } else { BackendKind::Mysql };
@@ -582,7 +599,7 @@ impl Harness {
         let opened = tideway_engines::open(&cfg).await.expect("open the backend");
         let backend: Arc<dyn Backend> = match (&self.kind, opened) {
             // Every loaded unit dropped before each call: reads load from disk.
-            (Kind::Fjall(_, true), Opened::Embedded(store)) => {
+            (Kind::Fjall(_, Held::Cold), Opened::Embedded(store)) => {
                 let evict = store.clone();
                 Arc::new(Counted::new(store).before_each(move || evict.evict_all()))
             }
@@ -1310,7 +1327,7 @@ async fn pushed_pages_equal_the_pull_definition_in_memory() {
 #[tokio::test]
 async fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
     for seed in 1000..1020 {
-        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), false), 200).await;
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), Held::Kept), 200).await;
     }
 }
 
@@ -1319,7 +1336,17 @@ async fn pushed_pages_equal_the_pull_definition_embedded_with_restarts() {
 #[tokio::test]
 async fn pushed_pages_equal_the_pull_definition_embedded_loading_every_call() {
     for seed in 1100..1108 {
-        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), true), 200).await;
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), Held::Cold), 200).await;
+    }
+}
+
+/// The embedded store with an index budget of one byte: loaded units are
+/// let go all the time, between a write and its fsync too, and pages must
+/// still equal the model.
+#[tokio::test]
+async fn pushed_pages_equal_the_pull_definition_embedded_under_a_tiny_index_budget() {
+    for seed in 1200..1208 {
+        run(seed, Kind::Fjall(tempfile::tempdir().expect("tempdir"), Held::Tiny), 200).await;
     }
 }
 

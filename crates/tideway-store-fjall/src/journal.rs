@@ -39,7 +39,40 @@ pub struct FjallJournal {
     synced: Mutex<(Ticket, bool)>,
     /// Wakes writers waiting for the running flush.
     sync_done: Condvar,
+    /// Bytes written to each keyspace's memtable since it was last rotated
+    /// (by [`Space`]), and the most one may take before it is: fjall keeps a
+    /// keyspace's own limit from when the keyspace was created (64 MiB for
+    /// stores made before this bound), so the journal rotates them itself.
+    memtables: Mutex<[u64; SPACES]>,
+    memtable_cap: u64,
 }
+
+/// Keyspaces ([`Space`]'s variants), in the order of their discriminants.
+const SPACES: usize = 18;
+const ALL_SPACES: [Space; SPACES] = [
+    Space::Meta,
+    Space::Items,
+    Space::Bodies,
+    Space::Outbox,
+    Space::Reposts,
+    Space::Replies,
+    Space::Idempotency,
+    Space::Inserts,
+    Space::UserInserts,
+    Space::Edges,
+    Space::EdgesIn,
+    Space::Users,
+    Space::Jobs,
+    Space::Reactions,
+    Space::Promotions,
+    Space::Postings,
+    Space::Notify,
+    Space::Live,
+];
+
+/// What one write costs a memtable beyond its key and value (fjall's
+/// entry and skip-list overhead, roughly).
+const MEMTABLE_ENTRY: u64 = 48;
 
 /// Builds the batches of a bulk rewrite, flushing every 50,000 writes.
 pub(crate) struct Batches<'a> {
@@ -65,7 +98,8 @@ impl FjallJournal {
     /// Opens (creating if needed) the data directory and reads the few
     /// things a lazy index starts from. Fails if another process has the
     /// directory open. `block_cache` bounds fjall's cache of (encoded)
-    /// blocks.
+    /// blocks; each keyspace's memtable (recent writes, until fjall writes
+    /// them out as a table) is held to a quarter of it ([`memtable_cap`]).
     pub fn open(dir: &Path, sync: SyncMode, block_cache: u64) -> Result<(Self, State), StoreError> {
         std::fs::create_dir_all(dir).map_err(|e| StoreError::Config {
             setting: DATA_DIR,
@@ -84,7 +118,11 @@ impl FjallJournal {
                     e => io(e),
                 },
             )?;
-        let ks = |name: &str| db.keyspace(name, KeyspaceCreateOptions::default).map_err(io);
+        // fjall's default is 64 MiB per keyspace: with the 18 here, recent
+        // writes alone could hold over a GiB before anything is written out.
+        let memtable = memtable_cap(block_cache);
+        let opts = || KeyspaceCreateOptions::default().max_memtable_size(memtable);
+        let ks = |name: &str| db.keyspace(name, opts).map_err(io);
         let j = FjallJournal {
             meta: ks("meta")?,
             items: ks("items")?,
@@ -94,7 +132,7 @@ impl FjallJournal {
             // pinned in memory.
             bodies: db
                 .keyspace("bodies", || {
-                    KeyspaceCreateOptions::default()
+                    opts()
                         .expect_point_read_hits(true)
                         .index_block_pinning_policy(fjall::config::PinningPolicy::all(false))
                         .filter_block_pinning_policy(fjall::config::PinningPolicy::all(false))
@@ -120,33 +158,16 @@ impl FjallJournal {
             pending: Mutex::new((Vec::new(), 0)),
             synced: Mutex::new((0, false)),
             sync_done: Condvar::new(),
+            memtables: Mutex::new([0; SPACES]),
+            memtable_cap: memtable,
         };
         j.ensure_format()?;
         let state = j.load()?;
         Ok((j, state))
     }
 
-    pub(crate) fn keyspaces(&self) -> [&Keyspace; 18] {
-        [
-            &self.meta,
-            &self.items,
-            &self.bodies,
-            &self.outbox,
-            &self.reposts,
-            &self.replies,
-            &self.idempotency,
-            &self.inserts,
-            &self.user_inserts,
-            &self.edges,
-            &self.edges_in,
-            &self.users,
-            &self.jobs,
-            &self.reactions,
-            &self.promotions,
-            &self.postings,
-            &self.notify,
-            &self.live,
-        ]
+    pub(crate) fn keyspaces(&self) -> [&Keyspace; SPACES] {
+        ALL_SPACES.map(|s| self.space(s))
     }
 
     /// Bytes on disk.
@@ -266,6 +287,13 @@ impl Journal for FjallJournal {
     }
 }
 
+/// The most bytes a keyspace's memtable takes before it is written out:
+/// a quarter of the block cache, between 1 and 32 MiB (8 MiB for the
+/// default `storage.cache_size` of 64 MiB, whose half is the block cache).
+pub(crate) fn memtable_cap(block_cache: u64) -> u64 {
+    (block_cache / 4).clamp(1 << 20, 32 << 20)
+}
+
 impl FjallJournal {
     pub(crate) fn space(&self, s: Space) -> &Keyspace {
         match s {
@@ -292,15 +320,48 @@ impl FjallJournal {
 
     pub(crate) fn flush(&self, ops: Vec<Op>, mode: PersistMode) -> Result<(), StoreError> {
         if !ops.is_empty() {
+            let mut written = [0u64; SPACES];
             let mut b = self.db.batch();
             for op in ops {
                 match op {
-                    Op::Put(s, k, v) => b.insert(self.space(s), k, v),
-                    Op::Del(s, k) => b.remove(self.space(s), k),
+                    Op::Put(s, k, v) => {
+                        written[s.index()] += (k.len() + v.len()) as u64 + MEMTABLE_ENTRY;
+                        b.insert(self.space(s), k, v);
+                    }
+                    Op::Del(s, k) => {
+                        written[s.index()] += k.len() as u64 + MEMTABLE_ENTRY;
+                        b.remove(self.space(s), k);
+                    }
                 }
             }
             b.commit().map_err(io)?;
+            self.rotate_full_memtables(&written)?;
         }
         self.db.persist(mode).map_err(io)
+    }
+
+    /// Counts what a batch wrote to each memtable and hands the full ones
+    /// to fjall's flush workers (they become tables on disk; until then a
+    /// sealed memtable still holds its memory, so the bound is per
+    /// keyspace twice this cap while a flush runs).
+    fn rotate_full_memtables(&self, written: &[u64; SPACES]) -> Result<(), StoreError> {
+        let full: Vec<usize> = {
+            let mut m = self.memtables.lock();
+            (0..SPACES)
+                .filter(|&i| {
+                    debug_assert_eq!(ALL_SPACES[i].index(), i);
+                    m[i] += written[i];
+                    let full = m[i] > self.memtable_cap;
+                    if full {
+                        m[i] = 0;
+                    }
+                    full
+                })
+                .collect()
+        };
+        for i in full {
+            self.space(ALL_SPACES[i]).rotate_memtable().map_err(io)?;
+        }
+        Ok(())
     }
 }

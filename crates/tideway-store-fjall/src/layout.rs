@@ -73,6 +73,13 @@ pub(crate) enum Space {
     Live,
 }
 
+impl Space {
+    /// The position of this keyspace among all (its discriminant).
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
 pub(crate) fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {
     b.get(at..at + 8)
         .and_then(|s| <[u8; 8]>::try_from(s).ok())

@@ -139,6 +139,18 @@ async fn concurrent_writers_share_syncs_and_lose_nothing() {
 /// followers, outbox and item links beside readers that load them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn units_loaded_under_concurrent_writes_miss_nothing() {
+    concurrent_loads_and_writes(u64::MAX).await;
+}
+
+/// The same under an index budget of one byte: holders are let go between
+/// a write and its fsync, and loaded again meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn units_let_go_under_concurrent_writes_miss_nothing() {
+    concurrent_loads_and_writes(1).await;
+}
+
+async fn concurrent_loads_and_writes(budget: u64) {
+    let open = |dir: &std::path::Path, sync, cap| open(dir, sync, cap).map(|s| s.with_index_budget(budget));
     let dir = tempfile::tempdir().expect("tempdir");
     let star = UserId(1);
     let mut next_id = 1000u64;
@@ -194,7 +206,7 @@ async fn units_loaded_under_concurrent_writes_miss_nothing() {
         let h = s.hydration(&[ItemId(999)], None).await.expect("hydration");
         assert_eq!(h[0].0.replies, posts as u64 - 1, "round {round}: the loaded replies");
         assert_eq!(s.counts(star).await.expect("counts").followers, fans);
-        eprintln!("round {round}: loads and retries {:?}", s.load_counts());
+        eprintln!("round {round}: loads and retries {:?}, index {:?}", s.load_counts(), s.index_stats());
     }
 }
 

@@ -1,7 +1,16 @@
-//! Items are not resident. Two stores, of 20,000 and of 100,000 items with
-//! 2 KiB bodies, are each opened in a process of their own under a 1 MiB
-//! cache and every record and body is read once; the difference between
-//! the two processes' growth, per extra item, must stay within 64 bytes.
+//! What is read does not stay resident beyond the budgets.
+//!
+//! Items: two stores, of 20,000 and of 100,000 items with 2 KiB bodies, are
+//! each opened in a process of their own under a 1 MiB cache and every
+//! record and body is read once; the difference between the two processes'
+//! growth, per extra item, must stay within 64 bytes.
+//!
+//! The index: two stores of 10,000 and 50,000 authors with ten posts each
+//! are opened under a 1 MiB index budget and every author's counters and
+//! outbox are loaded; the growth per extra author must stay within 64 bytes,
+//! 6.4 per stored item (held, they take over 500 bytes each; what remains is
+//! the engine's filters and indexes of the larger store).
+//!
 //! (Differencing two sizes removes what does not depend on the number of
 //! items: the caches, the allocator's arenas, the engine's threads.) This
 //! test binary is its own child process, running the ignored helpers.
@@ -23,6 +32,10 @@ const SMALL: u64 = 20_000;
 const LARGE: u64 = 100_000;
 const BODY: usize = 2048;
 const CACHE: u64 = 1 << 20;
+const INDEX: u64 = 1 << 20;
+const AUTHORS_SMALL: u64 = 10_000;
+const AUTHORS_LARGE: u64 = 50_000;
+const POSTS_EACH: u64 = 10;
 const DIR_VAR: &str = "TIDEWAY_RESIDENT_DIR";
 const N_VAR: &str = "TIDEWAY_RESIDENT_ITEMS";
 
@@ -36,29 +49,44 @@ fn fixture() -> (String, u64) {
     (dir, n)
 }
 
+/// Imports `n` items made by `make` into the fixture's directory.
+fn import(dir: &str, n: u64, make: impl Fn(u64) -> Item) {
+    let mut importer = tideway_store_fjall::Importer::open(Path::new(dir)).expect("open");
+    let all: Vec<u64> = (0..n).collect();
+    for chunk in all.chunks(1000) {
+        let items: Vec<Item> = chunk.iter().map(|&i| make(i)).collect();
+        importer.write_items(&items).expect("write");
+    }
+    importer.finish().expect("durable");
+}
+
+/// Opens the fixture's directory under the small cache.
+fn open_small(dir: &str) -> tideway_store::Store<tideway_store_fjall::FjallJournal> {
+    tideway_store_fjall::open_cached(Path::new(dir), tideway_store_fjall::SyncMode::Buffer, 800, CACHE).expect("open")
+}
+
+/// Tells the parent process how much this one grew since `before`.
+fn report(before: u64) {
+    #[allow(clippy::print_stdout, reason = "the parent process reads the figure from standard output")]
+    {
+        println!("GREW {}", rss().saturating_sub(before));
+    }
+}
+
 #[test]
 #[ignore = "a helper of items_stay_on_disk_under_a_small_cache"]
 fn write_fixture() {
     let (dir, n) = fixture();
-    let mut importer = tideway_store_fjall::Importer::open(Path::new(&dir)).expect("open");
     let text = "x".repeat(BODY);
-    let all: Vec<u64> = (1..=n).collect();
-    for chunk in all.chunks(500) {
-        let items: Vec<Item> = chunk
-            .iter()
-            .map(|&i| {
-                let mut body = serde_json::Map::new();
-                body.insert("text".into(), serde_json::Value::String(text.clone()));
-                Item {
-                    body: Arc::new(body),
-                    tags: vec!["rust".into()],
-                    ..Item::new(id(i), UserId(i % 100 + 1), ItemKind::Post)
-                }
-            })
-            .collect();
-        importer.write_items(&items).expect("write");
-    }
-    importer.finish().expect("durable");
+    import(&dir, n, |i| {
+        let mut body = serde_json::Map::new();
+        body.insert("text".into(), serde_json::Value::String(text.clone()));
+        Item {
+            body: Arc::new(body),
+            tags: vec!["rust".into()],
+            ..Item::new(id(i + 1), UserId((i + 1) % 100 + 1), ItemKind::Post)
+        }
+    });
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -66,8 +94,7 @@ fn write_fixture() {
 async fn measure_fixture() {
     let (dir, n) = fixture();
     let before = rss();
-    let store = tideway_store_fjall::open_cached(Path::new(&dir), tideway_store_fjall::SyncMode::Buffer, 800, CACHE)
-        .expect("open");
+    let store = open_small(&dir);
     assert_eq!(store.state().counters.items_live, n, "every item is counted without being loaded");
     // Read every record and body once: they pass through the small caches.
     let all: Vec<u64> = (1..=n).collect();
@@ -82,10 +109,33 @@ async fn measure_fixture() {
     let (_, bodies) = store.body_cache_usage();
     let (_, records) = store.record_cache_usage();
     assert!(bodies + records <= CACHE, "the caches hold {} bytes", bodies + records);
-    #[allow(clippy::print_stdout, reason = "the parent process reads the figure from standard output")]
-    {
-        println!("GREW {}", rss().saturating_sub(before));
+    report(before);
+}
+
+#[test]
+#[ignore = "a helper of loaded_units_stay_within_the_index_budget"]
+fn write_authors_fixture() {
+    let (dir, n) = fixture();
+    import(&dir, n * POSTS_EACH, |i| Item::new(id(i), UserId(i % n + 1), ItemKind::Post));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a helper of loaded_units_stay_within_the_index_budget"]
+async fn measure_authors_fixture() {
+    use tideway_core::merge::{Direction, KeyRange};
+    use tideway_store::Graph;
+    let (dir, n) = fixture();
+    let before = rss();
+    let store = open_small(&dir).with_index_budget(INDEX);
+    for u in 1..=n {
+        let user = UserId(u);
+        assert_eq!(store.counts(user).await.expect("counts").items, POSTS_EACH, "user {u}");
+        let keys = store.outbox_merge(&[user], KeyRange::ALL, Direction::Older, 20).await.expect("outbox");
+        assert_eq!(keys.len() as u64, POSTS_EACH, "user {u}");
     }
+    let ix = store.index_stats().expect("a lazy index");
+    assert!(ix.evictions > 0 && ix.bytes <= 2 * INDEX, "{ix:?}");
+    report(before);
 }
 
 /// Runs one helper of this binary in a child process; its standard output.
@@ -104,10 +154,10 @@ fn child(helper: &str, dir: &Path, n: u64) -> String {
     stdout
 }
 
-fn growth(n: u64) -> u64 {
+fn growth(write: &str, measure: &str, n: u64) -> u64 {
     let dir = tempfile::tempdir().expect("tempdir");
-    child("write_fixture", dir.path(), n);
-    let out = child("measure_fixture", dir.path(), n);
+    child(write, dir.path(), n);
+    let out = child(measure, dir.path(), n);
     out.split("GREW ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
@@ -117,11 +167,21 @@ fn growth(n: u64) -> u64 {
 
 #[test]
 fn items_stay_on_disk_under_a_small_cache() {
-    let small = growth(SMALL);
-    let large = growth(LARGE);
+    let small = growth("write_fixture", "measure_fixture", SMALL);
+    let large = growth("write_fixture", "measure_fixture", LARGE);
     let per_item = large.saturating_sub(small) / (LARGE - SMALL);
     eprintln!("grew {small} bytes with {SMALL} items, {large} with {LARGE}: {per_item} bytes per extra item");
     // Held in memory, the bodies alone would be over 2 KiB an item, and the
     // records of the previous format ~400 bytes.
     assert!(per_item <= 64, "{per_item} bytes resident per item");
+}
+
+#[test]
+fn loaded_units_stay_within_the_index_budget() {
+    let (s, l) = (AUTHORS_SMALL, AUTHORS_LARGE);
+    let small = growth("write_authors_fixture", "measure_authors_fixture", s);
+    let large = growth("write_authors_fixture", "measure_authors_fixture", l);
+    let per_author = large.saturating_sub(small) / (l - s);
+    eprintln!("grew {small} bytes with {s} authors loaded, {large} with {l}: {per_author} bytes per extra author");
+    assert!(per_author <= 64, "{per_author} bytes resident per author loaded");
 }

@@ -46,6 +46,7 @@ impl SqlStore {
                 .await?
                 .max(max("SELECT MAX(k) FROM tw_inserts").await?)
                 .max(max("SELECT MAX(id) FROM tw_promotions").await?),
+            index: None,
         };
         *cached = Some((Instant::now(), s));
         Ok(s)

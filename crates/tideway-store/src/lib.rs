@@ -52,6 +52,7 @@ pub mod memory;
 pub mod notebook;
 pub mod profile;
 pub mod reactions;
+pub mod residency;
 pub mod rules;
 pub mod sessions;
 pub mod split;

@@ -337,6 +337,11 @@ impl Book {
         NotifyPage { groups, seen: self.seen, read: self.read, unseen: self.unseen, unread: self.unread }
     }
 
+    /// Bytes this book takes (an estimate, for the index's budget).
+    pub fn approx_bytes(&self) -> usize {
+        256 + self.events.len() * 160 + self.groups.len() * 200 + self.by_about.len() * 64
+    }
+
     /// Standing events kept (for memory reports).
     pub fn events(&self) -> usize {
         self.events.len()

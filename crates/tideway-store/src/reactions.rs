@@ -137,6 +137,32 @@ impl ReactionIndex {
         self.counters[mix(item.0)].read().get(&item).map(|c| c.snapshot()).unwrap_or_default()
     }
 
+    /// Bytes an item's reactions take here (an estimate: its counters and
+    /// one membership per reaction).
+    pub fn approx_bytes(&self, item: ItemId) -> usize {
+        self.counters[mix(item.0)].read().get(&item).map_or(0, |c| {
+            let kinds = c.kinds.read();
+            let members: i64 = kinds.iter().map(|(_, n)| n.load(Ordering::Relaxed).max(0)).sum();
+            64 + kinds.len() * 48 + usize::try_from(members).unwrap_or(0) * 80
+        })
+    }
+
+    /// Drops what is held of these items (a lazy index letting them go; it
+    /// loads them again from disk). One pass over the memberships for all.
+    pub fn forget(&self, items: &[ItemId]) {
+        let mut any = false;
+        for i in items {
+            any |= self.counters[mix(i.0)].write().remove(i).is_some();
+        }
+        if !any {
+            return;
+        }
+        let items: rustc_hash::FxHashSet<ItemId> = items.iter().copied().collect();
+        for shard in &self.members {
+            shard.lock().retain(|(i, _), _| !items.contains(i));
+        }
+    }
+
     /// The kinds `user` reacted with on `item`, sorted.
     pub fn of_user(&self, item: ItemId, user: UserId) -> Vec<String> {
         let g = self.lock(item, user);

@@ -55,6 +55,20 @@ impl AnchorSessions {
         self.by_id.insert(id, s);
     }
 
+    /// Sessions held.
+    pub fn len(&self) -> usize {
+        self.by_id.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_id.is_empty()
+    }
+
+    /// Ids of the sessions held.
+    pub fn ids(&self) -> impl Iterator<Item = u64> + '_ {
+        self.by_id.keys().copied()
+    }
+
     pub fn get(&self, id: u64) -> Option<&Session> {
         self.by_id.get(&id)
     }

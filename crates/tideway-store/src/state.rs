@@ -29,6 +29,7 @@ use crate::blocks::SortedBlocks;
 use crate::change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 use crate::notebook::{Book, Event, GroupHead, Row};
 use crate::reactions::ReactionIndex;
+use crate::residency::{Held, Holder, LOOKS_PER_PASS, Residency};
 use crate::sessions::AnchorSessions;
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -138,6 +139,17 @@ fn user_bit(unit: Unit) -> Option<(UserId, u8)> {
     }
 }
 
+/// Estimated bytes of what the index holds (for the budget: map slots,
+/// the structs, the elements of their collections).
+const MAP_ENTRY_32: usize = 40;
+const ITEM_BASE: usize = 48;
+const NOTIFY_BASE: usize = 256;
+const LIVE_BASE: usize = 128;
+const SESSION_BYTES: usize = std::mem::size_of::<Session>() + 64;
+/// An insertion: its key in the user's list, its record and its first-
+/// insert entry.
+const INSERT_BYTES: usize = 8 + std::mem::size_of::<(Key, Record)>() + 8 + MAP_ENTRY_32;
+
 /// Everything known about one user (the loaded parts of it, when lazy).
 #[derive(Debug, Default)]
 pub struct UserState {
@@ -163,6 +175,8 @@ pub struct UserState {
     pub outbox: Vec<Key>,
     /// Insertion keys into this user's home, ascending.
     pub inserts: Vec<Key>,
+    /// Lazy: this user's mark and counted bytes under the index's budget.
+    held: Held,
 }
 
 /// What applying a batch of changes did beside the index itself: the users
@@ -194,7 +208,7 @@ pub struct State {
     /// Non-deleted replies to each item.
     pub replies: FxHashMap<ItemId, u64>,
     /// Items whose reposts, replies and reactions are loaded (lazy only).
-    pub items_loaded: FxHashSet<ItemId>,
+    pub items_loaded: FxHashMap<ItemId, Held>,
     /// Idempotency keys (eager: all; lazy: those not yet durable).
     pub idempotency: FxHashMap<(UserId, String), ItemId>,
     /// The earliest insertion key of an item into a user's home.
@@ -211,15 +225,17 @@ pub struct State {
     pub postings: FxHashMap<u64, Vec<Key>>,
     /// Each user's notifications (lazy: those loaded, in `notify_loaded`).
     pub notify: FxHashMap<UserId, Book>,
-    pub notify_loaded: FxHashSet<UserId>,
+    pub notify_loaded: FxHashMap<UserId, Held>,
     /// Each anchor's live sessions (lazy: those loaded, in `live_loaded`),
     /// and the anchor of every session held.
     pub live: FxHashMap<UserId, AnchorSessions>,
-    pub live_loaded: FxHashSet<UserId>,
+    pub live_loaded: FxHashMap<UserId, Held>,
     pub session_anchor: FxHashMap<u64, UserId>,
     /// Lazy: the ticket of the latest write that skipped each unit because
     /// it was not loaded (a mutex: reactions write under the read lock).
     skips: Mutex<Skips>,
+    /// Lazy: the holders of loaded units, under a byte budget.
+    residency: Residency,
 }
 
 /// Skipped units, pruned once their writes are durable.
@@ -263,6 +279,16 @@ impl UserState {
         self.following.heap_bytes() + self.following_by_time.heap_bytes() + self.followers.heap_bytes()
     }
 
+    /// Bytes this user's loaded units take (an estimate).
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + 16
+            + self.graph_bytes()
+            + (self.blocking.capacity() + self.blocked_by.capacity() + self.muting.capacity()) * 9
+            + self.outbox.capacity() * 8
+            + self.inserts.capacity() * INSERT_BYTES
+    }
+
     /// Whether a unit of this user is here.
     pub fn has(&self, unit: Unit) -> bool {
         user_bit(unit).is_some_and(|(_, bit)| self.loaded & bit != 0)
@@ -298,12 +324,20 @@ impl State {
         if !self.lazy {
             return true;
         }
-        match unit {
-            Unit::Item(i) => self.items_loaded.contains(&i),
-            Unit::Notify(u) => self.notify_loaded.contains(&u),
-            Unit::Live(u) => self.live_loaded.contains(&u),
-            _ => user_bit(unit).is_some_and(|(u, bit)| self.users.get(&u).is_some_and(|s| s.loaded & bit != 0)),
-        }
+        let held = match unit {
+            Unit::Item(i) => self.items_loaded.get(&i),
+            Unit::Notify(u) => self.notify_loaded.get(&u),
+            Unit::Live(u) => self.live_loaded.get(&u),
+            _ => {
+                return user_bit(unit).is_some_and(|(u, bit)| {
+                    self.users.get(&u).is_some_and(|s| {
+                        s.held.touch();
+                        s.loaded & bit != 0
+                    })
+                });
+            }
+        };
+        held.inspect(|h| h.touch()).is_some()
     }
 
     /// `u`'s state for reading `unit`: `Ok(None)` when it is loaded and
@@ -311,7 +345,11 @@ impl State {
     pub fn user_for(&self, unit: Unit) -> Result<Option<&UserState>, Unit> {
         let Some((u, bit)) = user_bit(unit) else { return Err(unit) };
         match self.users.get(&u) {
-            Some(s) if !self.lazy || s.loaded & bit != 0 => Ok(Some(s)),
+            Some(s) if !self.lazy => Ok(Some(s)),
+            Some(s) if s.loaded & bit != 0 => {
+                s.held.touch();
+                Ok(Some(s))
+            }
             None if !self.lazy => Ok(None),
             _ => Err(unit),
         }
@@ -440,6 +478,7 @@ impl State {
     }
 
     /// Installs a unit read from the journal (unless it is here already).
+    /// Its holder comes under the budget (see [`State::evict_over_budget`]).
     pub fn install(&mut self, unit: Unit, data: UnitData) {
         if self.loaded(unit) {
             return;
@@ -457,23 +496,31 @@ impl State {
             for (user, kind) in reactions {
                 self.reactions.set(id, *user, kind, true);
             }
-            self.items_loaded.insert(id);
+            let bytes = self.item_bytes(id);
+            self.items_loaded.insert(id, Held::new(true, bytes));
+            self.residency.admit(Holder::Item(id), bytes);
             return;
         }
         if let (Unit::Live(u), UnitData::Live(sessions)) = (unit, &data) {
             for s in sessions {
                 self.session_anchor.insert(s.id, u);
             }
+            let bytes = LIVE_BASE + sessions.len() * SESSION_BYTES;
             self.live.insert(u, AnchorSessions::from_sessions(sessions.iter().cloned()));
-            self.live_loaded.insert(u);
+            self.live_loaded.insert(u, Held::new(true, bytes));
+            self.residency.admit(Holder::Live(u), bytes);
             return;
         }
         if let (Unit::Notify(u), UnitData::Notify { marks, groups, events }) = (unit, &data) {
-            self.notify.insert(u, Book::from_rows(*marks, groups.iter().cloned(), events.iter().cloned()));
-            self.notify_loaded.insert(u);
+            let book = Book::from_rows(*marks, groups.iter().cloned(), events.iter().cloned());
+            let bytes = book.approx_bytes();
+            self.notify.insert(u, book);
+            self.notify_loaded.insert(u, Held::new(true, bytes));
+            self.residency.admit(Holder::Notify(u), bytes);
             return;
         }
         let Some((u, bit)) = user_bit(unit) else { return };
+        let is_new = !self.users.contains_key(&u);
         let s = self.users.entry(u).or_default();
         s.loaded |= bit;
         match data {
@@ -515,6 +562,155 @@ impl State {
             }
             UnitData::Item { .. } | UnitData::Notify { .. } | UnitData::Live(_) => {}
         }
+        let s = self.users.get_mut(&u).expect("the user was just loaded");
+        let (was, now) = (s.held.counted, s.bytes());
+        s.held = Held::new(true, now);
+        if is_new {
+            self.residency.admit(Holder::User(u), now);
+        } else {
+            self.residency.bytes = self.residency.bytes - was.min(self.residency.bytes) + now;
+        }
+    }
+
+    /// Bounds the bytes of loaded units (lazy only; `usize::MAX`: no bound).
+    pub fn set_budget(&mut self, bytes: usize) {
+        self.residency.budget = bytes;
+    }
+
+    /// The budget of loaded units, in bytes.
+    pub fn budget(&self) -> usize {
+        self.residency.budget
+    }
+
+    /// What the budget holds now: (bytes counted, holders, holders let go).
+    pub fn residency(&self) -> (usize, usize, u64) {
+        (self.residency.bytes, self.residency.len(), self.residency.evictions)
+    }
+
+    /// A mark to pass to [`State::evict_over_budget`]: what is loaded after
+    /// it is not let go by that call.
+    pub fn residency_mark(&self) -> u64 {
+        self.residency.mark()
+    }
+
+    /// Lets go of holders not used since the queue last passed them, while
+    /// the budget is exceeded: at most [`LOOKS_PER_PASS`] looks, never a
+    /// holder queued at or after `protect` (what the caller just loaded, so
+    /// a read whose units outgrow the budget still gets them). Returns the
+    /// units let go: the caller notes them as skipped at its last journal
+    /// ticket (a change to them may not be durable yet, so a load that read
+    /// the disk before it must read again, as for any skipped write).
+    pub fn evict_over_budget(&mut self, protect: u64) -> Vec<Unit> {
+        let mut gone = Vec::new();
+        if !self.lazy || !self.residency.over() {
+            return gone;
+        }
+        let mut items = Vec::new();
+        for _ in 0..LOOKS_PER_PASS {
+            if !self.residency.over() {
+                break;
+            }
+            let Some(h) = self.residency.next(protect) else { break };
+            let Some((used, was)) = self.held_of(h).map(|held| (held.take_used(), held.counted)) else {
+                // Not expected (every holder is queued once); nothing to let go.
+                continue;
+            };
+            if used {
+                let now = self.holder_bytes(h);
+                if let Some(held) = self.held_mut(h) {
+                    held.counted = now;
+                }
+                self.residency.again(h, was, now);
+            } else {
+                self.evict(h, &mut gone, &mut items);
+                self.residency.gone(was, true);
+            }
+        }
+        self.reactions.forget(&items);
+        gone
+    }
+
+    fn held_of(&self, h: Holder) -> Option<&Held> {
+        match h {
+            Holder::User(u) => self.users.get(&u).map(|s| &s.held),
+            Holder::Item(i) => self.items_loaded.get(&i),
+            Holder::Notify(u) => self.notify_loaded.get(&u),
+            Holder::Live(u) => self.live_loaded.get(&u),
+        }
+    }
+
+    fn held_mut(&mut self, h: Holder) -> Option<&mut Held> {
+        match h {
+            Holder::User(u) => self.users.get_mut(&u).map(|s| &mut s.held),
+            Holder::Item(i) => self.items_loaded.get_mut(&i),
+            Holder::Notify(u) => self.notify_loaded.get_mut(&u),
+            Holder::Live(u) => self.live_loaded.get_mut(&u),
+        }
+    }
+
+    /// Bytes a holder's units take now (an estimate).
+    fn holder_bytes(&self, h: Holder) -> usize {
+        match h {
+            Holder::User(u) => self.users.get(&u).map_or(0, UserState::bytes),
+            Holder::Item(i) => self.item_bytes(i),
+            Holder::Notify(u) => self.notify.get(&u).map_or(NOTIFY_BASE, Book::approx_bytes),
+            Holder::Live(u) => self.live.get(&u).map_or(LIVE_BASE, |a| LIVE_BASE + a.len() * SESSION_BYTES),
+        }
+    }
+
+    fn item_bytes(&self, id: ItemId) -> usize {
+        ITEM_BASE
+            + self.reposts.get(&id).map_or(0, |r| r.capacity() * 16 + r.len() * MAP_ENTRY_32)
+            + if self.replies.contains_key(&id) { MAP_ENTRY_32 } else { 0 }
+            + self.reactions.approx_bytes(id)
+    }
+
+    /// Drops a holder's units from the index, noting them in `gone` (and an
+    /// item, whose reactions go in one pass for all, in `items`).
+    fn evict(&mut self, h: Holder, gone: &mut Vec<Unit>, items: &mut Vec<ItemId>) {
+        match h {
+            Holder::User(u) => {
+                let Some(s) = self.users.remove(&u) else { return };
+                for key in &s.inserts {
+                    if let Some(Record::Insert { item, .. }) = self.records.remove(key) {
+                        self.first_insert.remove(&(u, item));
+                    }
+                }
+                for unit in [Unit::Head(u), Unit::Out(u), Unit::Followers(u), Unit::BlockedBy(u), Unit::Outbox(u)] {
+                    if s.has(unit) {
+                        gone.push(unit);
+                    }
+                }
+                if s.has(Unit::Inserts(u)) {
+                    gone.push(Unit::Inserts(u));
+                }
+            }
+            Holder::Item(id) => {
+                self.items_loaded.remove(&id);
+                if let Some(list) = self.reposts.remove(&id) {
+                    for (user, _) in list {
+                        self.repost_by.remove(&(user, id));
+                    }
+                }
+                self.replies.remove(&id);
+                items.push(id);
+                gone.push(Unit::Item(id));
+            }
+            Holder::Notify(u) => {
+                self.notify.remove(&u);
+                self.notify_loaded.remove(&u);
+                gone.push(Unit::Notify(u));
+            }
+            Holder::Live(u) => {
+                if let Some(a) = self.live.remove(&u) {
+                    for id in a.ids() {
+                        self.session_anchor.remove(&id);
+                    }
+                }
+                self.live_loaded.remove(&u);
+                gone.push(Unit::Live(u));
+            }
+        }
     }
 
     /// Drops every loaded unit (lazy only; the caller made every write
@@ -538,6 +734,7 @@ impl State {
         self.live.clear();
         self.live_loaded.clear();
         self.session_anchor.clear();
+        self.residency.clear();
     }
 
     /// The user's state for changing `unit`: `None` (and the unit noted as
@@ -588,13 +785,18 @@ impl State {
         match change {
             Change::PutItem(item) => {
                 let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
+                let fresh = prev.is_none();
                 let prev_live = match prev {
                     Some(Record::Item(p)) if !self.lazy => Some(!p.deleted),
                     _ => None,
                 };
                 if self.lazy {
-                    // A new item has no reposts, replies or reactions yet.
-                    self.items_loaded.insert(item.id);
+                    // A new item has no reposts, replies or reactions yet:
+                    // loaded as it is written, unmarked (a read marks it).
+                    if fresh && !self.items_loaded.contains_key(&item.id) {
+                        self.items_loaded.insert(item.id, Held::new(false, ITEM_BASE));
+                        self.residency.admit(Holder::Item(item.id), ITEM_BASE);
+                    }
                 } else {
                     for feed in crate::rules::postings(&item) {
                         insert_sorted(self.postings.entry(feed).or_default(), item.id.0);
@@ -638,7 +840,7 @@ impl State {
             }
             Change::Notify(op) => {
                 let user = op.user();
-                if self.lazy && !self.notify_loaded.contains(&user) {
+                if self.lazy && !self.notify_loaded.contains_key(&user) {
                     ap.skipped.push(Unit::Notify(user));
                     return;
                 }
@@ -649,7 +851,7 @@ impl State {
                 self.notify.entry(user).or_default().apply(&op, hidden, &mut ap.notes);
             }
             Change::NotifyMark { user, mark, to } => {
-                if self.lazy && !self.notify_loaded.contains(&user) {
+                if self.lazy && !self.notify_loaded.contains_key(&user) {
                     ap.skipped.push(Unit::Notify(user));
                     return;
                 }
@@ -657,7 +859,7 @@ impl State {
             }
             Change::PutSession(session) => {
                 let anchor = session.anchor;
-                if self.lazy && !self.live_loaded.contains(&anchor) {
+                if self.lazy && !self.live_loaded.contains_key(&anchor) {
                     ap.skipped.push(Unit::Live(anchor));
                     return;
                 }
@@ -928,6 +1130,55 @@ mod tests {
             apply(&mut s, Change::PutEdge { kind: EdgeKind::Mute, from: UserId(9), to: UserId(9), since: Millis(1) });
         assert!(ap.skipped.is_empty());
         assert_eq!(s.counters.users, 1);
+    }
+
+    #[test]
+    fn over_the_budget_what_was_not_used_since_the_last_pass_goes() {
+        let mut s = State::lazy(Counters::default(), vec![], vec![]);
+        s.set_budget(1);
+        let users: Vec<UserId> = (1..=10).map(UserId).collect();
+        for &u in &users {
+            s.install(Unit::Head(u), UnitData::Head(Some(Head::default())));
+            s.install(Unit::Outbox(u), UnitData::Outbox(vec![u.0 << 22]));
+        }
+        let with_item = ItemId(77);
+        s.install(
+            Unit::Item(with_item),
+            UnitData::Item {
+                reposts: vec![(UserId(5), ItemId(78))],
+                replies: 2,
+                reactions: vec![(UserId(6), "like".into())],
+            },
+        );
+        let (bytes, holders, _) = s.residency();
+        assert_eq!(holders, 11);
+        assert!(bytes > 11 * 48, "{bytes}");
+        // What a call loaded itself is never let go by that call.
+        assert!(s.evict_over_budget(0).is_empty());
+        // Everything was just loaded (marked): the first pass only unmarks.
+        let mark = s.residency_mark();
+        assert!(s.evict_over_budget(mark).is_empty());
+        // A read uses user 3 and the item; the next pass lets the rest go.
+        let mut need = Vec::new();
+        assert!(s.user_or_need(Unit::Outbox(UserId(3)), &mut need).is_some());
+        assert!(s.item_or_need(with_item, &mut need) && need.is_empty());
+        let mark = s.residency_mark();
+        let gone = s.evict_over_budget(mark);
+        assert_eq!(gone.len(), 9 * 2, "head and outbox of nine users: {gone:?}");
+        assert!(gone.contains(&Unit::Outbox(UserId(1))) && !gone.contains(&Unit::Outbox(UserId(3))));
+        assert!(s.loaded(Unit::Outbox(UserId(3))) && !s.loaded(Unit::Head(UserId(4))));
+        // Not used again: the pass after lets the item go, with its reposts,
+        // replies and reactions.
+        let mark = s.residency_mark();
+        let gone = s.evict_over_budget(mark);
+        let mark = s.residency_mark();
+        let gone: Vec<Unit> = gone.into_iter().chain(s.evict_over_budget(mark)).collect();
+        assert!(gone.contains(&Unit::Item(with_item)), "{gone:?}");
+        assert!(s.reposts.is_empty() && s.repost_by.is_empty() && s.replies.is_empty());
+        assert!(s.reactions.counts(with_item).is_empty());
+        assert_eq!(s.residency().1, 0, "nothing left");
+        assert_eq!(s.residency().0, 0, "and no bytes counted");
+        assert_eq!(s.residency().2, 11, "eleven holders let go");
     }
 
     #[test]

@@ -68,6 +68,27 @@ pub struct StoreStats {
     pub oldest_job: Option<Millis>,
     /// The largest key stored (the id generator starts above it).
     pub max_key: Key,
+    /// The embedded index's residency (`None`: an engine that keeps no
+    /// index under a budget).
+    pub index: Option<IndexStats>,
+}
+
+/// What a lazy index holds under its budget, and how reads found it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexStats {
+    /// Bytes of loaded units (an estimate, weighed against the budget).
+    pub bytes: u64,
+    /// The budget (`storage.index_size`).
+    pub budget: u64,
+    /// Holders of loaded units (users, items, books, anchors).
+    pub holders: u64,
+    /// Reads that found every unit they needed, and reads that loaded some.
+    pub hits: u64,
+    pub misses: u64,
+    /// Units loaded from disk.
+    pub loads: u64,
+    /// Holders let go to stay within the budget.
+    pub evictions: u64,
 }
 
 /// Per-item counts kept by the store.

@@ -144,6 +144,7 @@ impl FeedService {
             deliveries_per_sec: self.deliveries_per_sec(),
             oldest_pending_ms: s.oldest_job.map_or(0, |t| u64::try_from(now.0 - t.0).unwrap_or(0)),
             inboxes: ib,
+            index: s.index,
         })
     }
 }

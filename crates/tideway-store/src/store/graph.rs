@@ -165,6 +165,7 @@ impl<J: Journal> Graph for Store<J> {
 
     async fn stats(&self) -> Result<StoreStats> {
         self.health().await?;
+        let index = self.index_stats();
         let st = self.state.read();
         Ok(StoreStats {
             users: st.counters.users,
@@ -173,6 +174,7 @@ impl<J: Journal> Graph for Store<J> {
             pending_jobs: st.jobs.len() as u64,
             oldest_job: st.jobs.values().map(|j| j.created).min(),
             max_key: st.counters.max_key,
+            index,
         })
     }
 }

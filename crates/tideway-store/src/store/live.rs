@@ -3,8 +3,9 @@
 //! write path (a step is decided by `Session::moved` under the write lock,
 //! so two racing starts make one). The embedded store loads an anchor's
 //! sessions on first use ([`Unit::Live`]); a session read by id whose anchor
-//! is not loaded comes from disk, where it is whole (no write of it can be
-//! in flight: a write loads its anchor first, and loaded units stay).
+//! is not loaded names its anchor from disk (an anchor never changes), and
+//! is then read from the anchor's loaded unit, which has every write (the
+//! disk may not have the latest yet, and an anchor may have been let go).
 
 use super::Store;
 use super::journal::{Journal, disk};
@@ -87,9 +88,28 @@ impl<J: Journal> Live for Store<J> {
             return Ok(out);
         }
         let read = self.read_off_runtime(move |j| disk(j)?.read_sessions(&missing)).await?;
-        let mut read = read.into_iter();
-        for slot in out.iter_mut().filter(|s| s.is_none()) {
-            *slot = read.next().flatten();
+        let mut anchors: Vec<UserId> = read.iter().flatten().map(|s| s.anchor).collect();
+        anchors.sort_unstable();
+        anchors.dedup();
+        if anchors.is_empty() {
+            return Ok(out);
+        }
+        let found = self
+            .read(|st, need| {
+                for a in &anchors {
+                    if !st.loaded(Unit::Live(*a)) {
+                        need.push(Unit::Live(*a));
+                    }
+                }
+                let in_index =
+                    |id: &u64| st.session_anchor.get(id).and_then(|a| st.live.get(a)).and_then(|a| a.get(*id));
+                ids.iter().map(|id| in_index(id).cloned()).collect::<Vec<_>>()
+            })
+            .await?;
+        for (slot, f) in out.iter_mut().zip(found) {
+            if slot.is_none() {
+                *slot = f;
+            }
         }
         Ok(out)
     }

@@ -75,6 +75,7 @@ impl<J: Journal> Store<J> {
             let data = self.read_off_runtime(move |j| disk(j)?.load_units(&want)).await?;
             let wait = {
                 let mut st = self.state.write();
+                let mark = st.residency_mark();
                 let mut retry = Vec::new();
                 let mut wait = 0;
                 for (unit, data) in units.iter().zip(data) {
@@ -87,6 +88,7 @@ impl<J: Journal> Store<J> {
                     }
                 }
                 self.loads.fetch_add((units.len() - retry.len()) as u64, Ordering::Relaxed);
+                self.evict_over_budget(&mut st, mark);
                 if retry.is_empty() {
                     return Ok(());
                 }
@@ -101,16 +103,34 @@ impl<J: Journal> Store<J> {
     /// Runs a read under the index's read lock. `read` notes the units it
     /// found missing (a lazy index); they are loaded and it runs again.
     pub(super) async fn read<T>(&self, read: impl Fn(&State, &mut Vec<Unit>) -> T) -> Result<T> {
+        let mut first = true;
         loop {
             let mut need = Vec::new();
             let out = {
                 let st = self.state.read();
                 read(&st, &mut need)
             };
+            if first {
+                let counter = if need.is_empty() { &self.hits } else { &self.misses };
+                counter.fetch_add(1, Ordering::Relaxed);
+                first = false;
+            }
             if need.is_empty() {
                 return Ok(out);
             }
             self.load(need).await?;
+        }
+    }
+
+    /// Lets go of loaded units over the budget (under the write lock), noting
+    /// them as skipped at the last ticket written, durable or not: a load
+    /// that read the disk before that ticket was durable (it may have
+    /// started long before this eviction) must not install what it read, as
+    /// the unit it would replace had changes its read may lack.
+    pub(super) fn evict_over_budget(&self, st: &mut State, protect: u64) {
+        let gone = st.evict_over_budget(protect);
+        if !gone.is_empty() {
+            st.note_skips(&gone, self.last_ticket.load(Ordering::Acquire), self.journal.durable());
         }
     }
 

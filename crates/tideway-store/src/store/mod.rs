@@ -87,6 +87,10 @@ pub struct Store<J: Journal> {
     /// because a write skipped their unit meanwhile.
     loads: AtomicU64,
     load_retries: AtomicU64,
+    /// Reads that found every unit they needed loaded, and reads that had
+    /// to load some.
+    hits: AtomicU64,
+    misses: AtomicU64,
     /// The last ticket written, and when fan-out progress was last made
     /// durable (see [`PROGRESS_SYNC`]).
     last_ticket: AtomicU64,
@@ -147,6 +151,8 @@ impl<J: Journal> Store<J> {
             caches: None,
             loads: AtomicU64::new(0),
             load_retries: AtomicU64::new(0),
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
             last_ticket: AtomicU64::new(0),
             progress_synced: parking_lot::Mutex::new(None),
         }
@@ -173,6 +179,32 @@ impl<J: Journal> Store<J> {
     /// Units loaded from the journal so far, and loads that read again.
     pub fn load_counts(&self) -> (u64, u64) {
         (self.loads.load(Ordering::Relaxed), self.load_retries.load(Ordering::Relaxed))
+    }
+
+    /// Bounds the bytes of the index's loaded units (a lazy journal; the
+    /// eager memory backend holds everything). Holders not used lately are
+    /// let go once it is exceeded; see [`State::evict_over_budget`].
+    pub fn with_index_budget(self, bytes: u64) -> Self {
+        self.state.write().set_budget(usize::try_from(bytes).unwrap_or(usize::MAX));
+        self
+    }
+
+    /// The index's residency now (`None` when eager: nothing is let go).
+    pub fn index_stats(&self) -> Option<IndexStats> {
+        let st = self.state.read();
+        if !st.lazy {
+            return None;
+        }
+        let (bytes, holders, evictions) = st.residency();
+        Some(IndexStats {
+            bytes: bytes as u64,
+            budget: st.budget() as u64,
+            holders: holders as u64,
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            loads: self.loads.load(Ordering::Relaxed),
+            evictions,
+        })
     }
 
     /// Once a write is durable, its items leave the index for the caches
@@ -296,6 +328,7 @@ impl<J: Journal> Store<J> {
                     }
                     st.required(&changes, &mut need);
                     if need.is_empty() {
+                        let mark = st.residency_mark();
                         let written = written_items(&changes);
                         let mut ap = Applied::default();
                         for c in &changes {
@@ -308,6 +341,7 @@ impl<J: Journal> Store<J> {
                         let ticket = self.journal.write(&all).inspect_err(|e| self.fail(e))?;
                         self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
                         st.note_skips(&ap.skipped, ticket, self.journal.durable());
+                        self.evict_over_budget(&mut st, mark);
                         return Ok(Committed::Written { out, ticket, written });
                     }
                 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Resident memory of the embedded store while it serves, against its budgets.
+# For each binary (this tree's release build, and BASELINE_BIN when given, e.g.
+# a build of an older commit, measured in the same run): a fresh data directory,
+# `tideway serve` with storage.cache_size CACHE (index_size INDEX where the
+# binary knows it), USERS users following FOLLOWS others each
+# (scripts/bench/populate.py), then 32 wrk connections posting 380-byte items
+# by random authors for WRITE (scripts/bench/post.lua), then every user's home
+# read once. Prints the resident set (VmRSS) every 5 s and at each step, the
+# items written, the growth per item written, and the growth beyond the
+# configured budgets (cache_size + index_size) per item.
+#   USERS FOLLOWS WRITE CACHE INDEX BASELINE_BIN   (defaults below)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
+USERS="${USERS:-2000}" FOLLOWS="${FOLLOWS:-50}" WRITE="${WRITE:-45s}"
+CACHE="${CACHE:-64MiB}" INDEX="${INDEX:-256MiB}"
+PORT="${PORT:-18251}"
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+cargo build -q --release --locked -p tideway
+BINS=("$CARGO_TARGET_DIR/release/tideway")
+NAMES=("this tree")
+if [ -n "${BASELINE_BIN:-}" ]; then BINS+=("$BASELINE_BIN"); NAMES+=("baseline"); fi
+WORK="$(mktemp -d)"
+PID=""
+cleanup() { [ -n "$PID" ] && kill "$PID" 2>/dev/null; rm -rf "$WORK"; }
+trap cleanup EXIT
+
+rss() { awk '/VmRSS/ {print $2 * 1024}' "/proc/$1/status"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f MiB", b / 1048576 }'; }
+
+for i in "${!BINS[@]}"; do
+  bin=${BINS[$i]} name=${NAMES[$i]}
+  rm -rf "$WORK/data"
+  # (a binary without storage.index_size would refuse the variable: only this tree's gets it)
+  extra=(); [ "$name" = "this tree" ] && extra=("TIDEWAY_STORAGE__INDEX_SIZE=$INDEX")
+  env "${extra[@]}" TIDEWAY_SERVER__LISTEN="127.0.0.1:$PORT" TIDEWAY_STORAGE__DATA_DIR="$WORK/data" \
+    TIDEWAY_STORAGE__SYNC=buffer TIDEWAY_STORAGE__CACHE_SIZE="$CACHE" TIDEWAY_LOG=warn "$bin" serve > "$WORK/log" 2>&1 &
+  PID=$!
+  for _ in $(seq 100); do curl -sf "127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.1; done
+  kill -0 "$PID" 2>/dev/null || { cat "$WORK/log"; exit 1; }
+  start=$(rss "$PID")
+  python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" 0 >/dev/null
+  echo "== $name: ready at $(mib "$start"), after the graph $(mib "$(rss "$PID")")"
+  USERS="$USERS" wrk -t2 -c32 -d"$WRITE" -s scripts/bench/post.lua "http://127.0.0.1:$PORT" > "$WORK/wrk" &
+  WRK=$!
+  while kill -0 "$WRK" 2>/dev/null; do sleep 5; echo "   writing: $(mib "$(rss "$PID")")"; done
+  wait "$WRK" || true
+  items=$(curl -sf "127.0.0.1:$PORT/v1/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"])')
+  written=$(rss "$PID")
+  python3 - "$PORT" "$USERS" <<'PY'
+import http.client, sys
+conn = http.client.HTTPConnection("127.0.0.1", int(sys.argv[1]))
+for u in range(1, int(sys.argv[2]) + 1):
+    conn.request("GET", f"/v1/users/{u}/home?limit=20")
+    r = conn.getresponse(); r.read()
+    assert r.status == 200, r.status
+PY
+  read_all=$(rss "$PID")
+  idx=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_index_bytes / {print $2}')
+  echo "   $items items written ($(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk")); after writing $(mib "$written"), after reading every home $(mib "$read_all")${idx:+; index holds $(mib "$idx")}"
+  budgets=$(python3 -c 'import sys
+def b(s):
+    for u, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if s.endswith(u): return int(s[:-3]) * m
+    return int(s)
+print(b(sys.argv[1]) + b(sys.argv[2]))' "$CACHE" "$INDEX")
+  beyond=$(( read_all - start - budgets )); [ "$beyond" -lt 0 ] && beyond=0
+  echo "   $name: $(( (read_all - start) / items )) bytes resident per item written; beyond cache_size + index_size: $(( beyond / items )) per item"
+  kill "$PID"; wait "$PID" 2>/dev/null || true; PID=""
+done
