@@ -19,7 +19,9 @@
 //!    whole), and a file `store/<concern>.rs` deciding by the rule; state
 //!    whose changes are decided where they apply (notifications' grouping)
 //!    is a structure of its own (`notebook.rs`) that reports the rows it
-//!    wrote, which `State::derived` hands the journal;
+//!    wrote, which `State::derived` hands the journal; a new kind of loaded
+//!    unit is a `Holder` of the index's budget (`residency.rs`: admitted at
+//!    install, its bytes estimated, let go in `State::evict`);
 //! 7. the embedded disk (`tideway-store-fjall`): keyspace and codec, encoding,
 //!    loading, a migration of existing directories;
 //! 8. SQL (`tideway-store-sql`): a migration and a file `<concern>.rs`,
