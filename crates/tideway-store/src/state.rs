@@ -568,7 +568,7 @@ impl State {
         if is_new {
             self.residency.admit(Holder::User(u), now);
         } else {
-            self.residency.bytes = self.residency.bytes - was.min(self.residency.bytes) + now;
+            self.residency.recount(was, now);
         }
     }
 
@@ -628,6 +628,47 @@ impl State {
         }
         self.reactions.forget(&items);
         gone
+    }
+
+    /// Counts anew the holders whose units these (applied) changes grew or
+    /// shrank: without it, what writes add to a loaded unit between two
+    /// passes of the queue would go uncounted, and a budget never reached
+    /// by the counts would never let anything go.
+    pub fn recount(&mut self, changes: &[Change]) {
+        if !self.lazy {
+            return;
+        }
+        for c in changes {
+            match c {
+                Change::PutItem(i) | Change::UpdateItem(i) => {
+                    self.recount_holder(Holder::User(i.author));
+                    for original in [i.repost_of, i.reply_to].into_iter().flatten() {
+                        self.recount_holder(Holder::Item(original));
+                    }
+                }
+                Change::PutInsert { user, .. } => self.recount_holder(Holder::User(*user)),
+                Change::PutEdge { from, to, .. } | Change::DelEdge { from, to, .. } => {
+                    self.recount_holder(Holder::User(*from));
+                    self.recount_holder(Holder::User(*to));
+                }
+                Change::SetReaction { item, .. } => self.recount_holder(Holder::Item(*item)),
+                Change::Notify(op) => self.recount_holder(Holder::Notify(op.user())),
+                Change::NotifyMark { user, .. } => self.recount_holder(Holder::Notify(*user)),
+                Change::PutSession(s) => self.recount_holder(Holder::Live(s.anchor)),
+                _ => {}
+            }
+        }
+    }
+
+    fn recount_holder(&mut self, h: Holder) {
+        let Some(was) = self.held_of(h).map(|held| held.counted) else { return };
+        let now = self.holder_bytes(h);
+        if now != was {
+            if let Some(held) = self.held_mut(h) {
+                held.counted = now;
+            }
+            self.residency.recount(was, now);
+        }
     }
 
     fn held_of(&self, h: Holder) -> Option<&Held> {
@@ -785,19 +826,15 @@ impl State {
         match change {
             Change::PutItem(item) => {
                 let prev = self.records.insert(item.id.0, Record::Item(item.clone()));
-                let fresh = prev.is_none();
                 let prev_live = match prev {
                     Some(Record::Item(p)) if !self.lazy => Some(!p.deleted),
                     _ => None,
                 };
-                if self.lazy {
-                    // A new item has no reposts, replies or reactions yet:
-                    // loaded as it is written, unmarked (a read marks it).
-                    if fresh && !self.items_loaded.contains_key(&item.id) {
-                        self.items_loaded.insert(item.id, Held::new(false, ITEM_BASE));
-                        self.residency.admit(Holder::Item(item.id), ITEM_BASE);
-                    }
-                } else {
+                // Lazy: a new item's (empty) reposts, replies and reactions
+                // are not loaded as it is written: a holder per item written
+                // would fill the budget with units few items ever need; the
+                // first reaction or repost reads them (from the memtable).
+                if !self.lazy {
                     for feed in crate::rules::postings(&item) {
                         insert_sorted(self.postings.entry(feed).or_default(), item.id.0);
                     }

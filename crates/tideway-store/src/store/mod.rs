@@ -334,6 +334,7 @@ impl<J: Journal> Store<J> {
                         for c in &changes {
                             st.apply(c.clone(), &mut ap);
                         }
+                        st.recount(&changes);
                         let mut all = changes;
                         all.extend(st.derived(&ap));
                         // The index already has the batch: a journal that
