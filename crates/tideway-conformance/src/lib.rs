@@ -36,6 +36,7 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("live", |b| Box::pin(live(b))),
     ("snapshots", |b| Box::pin(snapshots(b))),
     ("removals", |b| Box::pin(removals(b))),
+    ("pages", |b| Box::pin(pages(b))),
 ];
 
 /// The inbox cap the harness gives every backend (`timeline.max_len`).
@@ -369,15 +370,22 @@ pub async fn hub(b: &dyn Backend) {
     b.publish(&[Signal::Work]).await.expect("publish with no subscription");
     let mut a = b.subscribe().await.expect("subscribe");
     let mut c = b.subscribe().await.expect("subscribe");
-    b.publish(&[Signal::Work, Signal::Home(UserId(7)), Signal::Author(UserId(3)), Signal::Gone(UserId(4))])
-        .await
-        .expect("publish");
+    b.publish(&[
+        Signal::Work,
+        Signal::Home(UserId(7)),
+        Signal::Author(UserId(3)),
+        Signal::Gone(UserId(4)),
+        Signal::Item(ItemId(9_000_000_001)),
+    ])
+    .await
+    .expect("publish");
     b.publish(&[Signal::Home(UserId(u64::MAX >> 1))]).await.expect("publish");
     for sub in [&mut a, &mut c] {
         assert_eq!(next(sub).await, Received::Signal(Signal::Work));
         assert_eq!(next(sub).await, Received::Signal(Signal::Home(UserId(7))));
         assert_eq!(next(sub).await, Received::Signal(Signal::Author(UserId(3))));
         assert_eq!(next(sub).await, Received::Signal(Signal::Gone(UserId(4))));
+        assert_eq!(next(sub).await, Received::Signal(Signal::Item(ItemId(9_000_000_001))));
         assert_eq!(next(sub).await, Received::Signal(Signal::Home(UserId(u64::MAX >> 1))));
     }
     let mut late = b.subscribe().await.expect("subscribe");
@@ -970,4 +978,95 @@ pub async fn removals(b: &dyn Backend) {
         vec![(ItemId(22), None)],
         "only the notes within the window of the newest"
     );
+}
+
+/// `Pages::page_facts`: everything a page asks beside its records in one
+/// call, each answer what the trait it comes from answers alone; and the
+/// check of held copies: every patch and delete moves an item's `rev`, so a
+/// copy of an older `rev`, of a deleted item or of an unknown id is stale.
+pub async fn pages(b: &dyn Backend) {
+    use tideway_store::{ItemCounts, PageQuery, ViewerMarks};
+    let u = UserId;
+    let (viewer, a2, a3, a4, a5) = (u(1), u(2), u(3), u(4), u(5));
+    b.follow_many(viewer, &[a2, a3, a5], Millis(1), 100).await.expect("follow");
+    b.follow_many(a2, &[viewer], Millis(2), 100).await.expect("follow back");
+    b.set_block(a4, viewer, true, Millis(3)).await.expect("block");
+    b.set_mute(viewer, a5, true, Millis(4)).await.expect("mute");
+    let (x, y, z) = (ItemId(8001), ItemId(8002), ItemId(8005));
+    created(b, x.0, 2, false).await;
+    created(b, y.0, 3, false).await;
+    created(b, z.0, 2, false).await;
+    assert!(matches!(linked(b, 8003, 3, Some(x.0), None).await, CreateOutcome::Created(_)));
+    assert!(matches!(linked(b, 8004, 1, Some(y.0), None).await, CreateOutcome::Created(_)));
+    assert!(matches!(linked(b, 8006, 5, Some(x.0), None).await, CreateOutcome::Created(_)));
+    b.insert_home(viewer, y, 8010).await.expect("insert");
+    assert!(b.set_reaction(x, viewer, "like", true).await.expect("react"));
+    assert!(b.set_reaction(x, a2, "like", true).await.expect("react"));
+    assert!(b.set_reaction(x, a3, "x_wow", true).await.expect("react"));
+    let patched = b
+        .update_item(x, &ItemChange::Patch { body: None, visibility: Some(Visibility::Followers) })
+        .await
+        .expect("patch")
+        .expect("exists");
+    assert_eq!(patched.rev, 1, "a patch moves rev");
+    let deleted = b.update_item(z, &ItemChange::Delete).await.expect("delete").expect("exists");
+    assert_eq!(deleted.rev, 1, "a delete moves rev");
+    match b.records(&[x.0, y.0]).await.expect("records").as_slice() {
+        [Some(tideway_store::Record::Item(i)), Some(tideway_store::Record::Item(j))] => {
+            assert_eq!((i.rev, j.rev), (1, 0), "rev is stored")
+        }
+        other => panic!("records: {other:?}"),
+    }
+
+    let originals = [x, y, ItemId(8999)];
+    let reposters = [a2, a3, viewer, a5];
+    let related = [a2, a4, u(77)];
+    let q = PageQuery {
+        originals: &originals,
+        reposters: &reposters,
+        inserts_of: Some(viewer),
+        viewer: Some(viewer),
+        related: &related,
+        hydrate: &[x, y],
+        held: &[(x, 0), (y, 0), (z, 0), (ItemId(8999), 0), (ItemId(8003), 0)],
+    };
+    let f = b.page_facts(&q).await.expect("page_facts");
+    // Each answer is its own trait's...
+    assert_eq!(f.reposts, b.reposts_by(&originals, &reposters).await.expect("reposts_by"));
+    assert_eq!(f.inserted, b.inserted_keys(viewer, &originals).await.expect("inserted_keys"));
+    // (the reposters found, a3 and a5 but not the viewer, after the related)
+    let (listed, rels): (Vec<UserId>, Vec<tideway_core::Relation>) = f.relations.iter().copied().unzip();
+    assert_eq!(listed, vec![a2, a4, u(77), a3, a5], "the related users, then the reposters found by id");
+    assert_eq!(rels, b.relations(viewer, &listed).await.expect("relations"));
+    assert_eq!(f.hydrated, b.hydration(&[x, y], Some(viewer)).await.expect("hydration"));
+    // ... and what the data says.
+    assert_eq!(f.reposts[0], vec![(a3, ItemId(8003)), (a5, ItemId(8006))], "reposts by reposters, id order");
+    assert_eq!(f.reposts[1], vec![(viewer, ItemId(8004))]);
+    assert!(f.reposts[2].is_empty());
+    assert_eq!(f.inserted, vec![None, Some(8010), None]);
+    assert!(rels[0].following && rels[0].followed_by && !rels[0].muting);
+    assert!(rels[1].blocked_by && !rels[1].blocking && !rels[1].following);
+    assert_eq!(rels[2], tideway_core::Relation::default(), "an unknown user is related to nothing");
+    assert!(rels[3].following && !rels[3].followed_by && !rels[3].muting);
+    assert!(rels[4].muting && rels[4].following);
+    assert_eq!(
+        f.hydrated[0],
+        (
+            ItemCounts { replies: 0, reposts: 2, reactions: vec![("like".into(), 2), ("x_wow".into(), 1)] },
+            Some(ViewerMarks { reposted: false, reactions: vec!["like".into()] })
+        )
+    );
+    assert_eq!(f.hydrated[1].1, Some(ViewerMarks { reposted: true, reactions: vec![] }));
+    assert_eq!(f.stale, vec![x, z, ItemId(8999)], "patched, deleted and unknown copies are stale");
+    let q = PageQuery { held: &[(x, 1), (z, 1), (y, 0), (ItemId(8999), 1)], ..Default::default() };
+    let stale = b.page_facts(&q).await.expect("page_facts").stale;
+    assert_eq!(stale, vec![ItemId(8999)], "copies of the stored rev (a tombstone's too) are current");
+
+    // Without a viewer: no relations, counts without marks.
+    let q = PageQuery { originals: &[x], reposters: &[a3], hydrate: &[x], related: &related, ..Default::default() };
+    let f = b.page_facts(&q).await.expect("page_facts");
+    assert_eq!((f.relations.len(), f.inserted.len()), (0, 0));
+    assert_eq!(f.reposts, vec![vec![(a3, ItemId(8003))]]);
+    assert_eq!(f.hydrated[0].1, None, "no viewer, no marks");
+    assert_eq!(b.page_facts(&PageQuery::default()).await.expect("empty"), tideway_store::PageFacts::default());
 }

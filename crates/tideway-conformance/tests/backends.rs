@@ -79,7 +79,8 @@ fn every_suite_is_in_the_matrix() {
             "notifications",
             "live",
             "snapshots",
-            "removals"
+            "removals",
+            "pages"
         ]
     );
 }

@@ -145,6 +145,15 @@ pub struct Item {
     pub reply_to_author: Option<UserId>,
     pub idempotency_key: Option<String>,
     pub deleted: bool,
+    /// How many times the item was changed (patched or deleted) since it was
+    /// created: a node that keeps a copy of the item checks it against the
+    /// store's before showing it. Absent from stored records while 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rev: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Item {
@@ -165,6 +174,7 @@ impl Item {
             reply_to_author: None,
             idempotency_key: None,
             deleted: false,
+            rev: 0,
         }
     }
 
@@ -397,6 +407,7 @@ mod tests {
             reply_to_author: None,
             idempotency_key: None,
             deleted: false,
+            rev: 0,
         };
         assert!(item.visible_to(Some(UserId(1)), false));
         assert!(item.visible_to(Some(UserId(2)), true));

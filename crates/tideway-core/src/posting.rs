@@ -117,6 +117,7 @@ mod tests {
             reply_to_author: None,
             idempotency_key: None,
             deleted: false,
+            rev: 0,
         }
     }
 

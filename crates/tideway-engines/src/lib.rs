@@ -13,6 +13,8 @@
 //! ([`Profiled`](tideway_store::Profiled)); nothing here
 //! or in the service decides it from the setting's name.
 
+pub mod testing;
+
 use std::sync::Arc;
 use std::time::Instant;
 use tideway_service::Config;

@@ -180,6 +180,8 @@ pub struct StorageConfig {
     pub sync: SyncKind,
     /// Memory for the embedded store's caches, in all: the engine's blocks,
     /// and the recent and hot item records and bodies (every item is on disk).
+    /// On postgres and mysql: each node's copies of item records, checked
+    /// against the database by every page that uses them.
     pub cache_size: ByteSize,
     /// Memory for the embedded store's index of loaded users, items,
     /// notifications and live sessions (what pages and writes read besides

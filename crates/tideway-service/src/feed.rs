@@ -15,6 +15,7 @@
 //! between push and pull has no gap and no duplicate.
 
 use crate::error::Result;
+use crate::item_cache::ItemCache;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -22,7 +23,7 @@ use tideway_core::entry::AppearanceKind;
 use tideway_core::entry::{home_entry, profile_entry};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Entry, Item, ItemId, Key, PostingFeed, Relation, UserId};
-use tideway_store::{Backend, InboxRead, ItemCounts, Record, ViewerMarks};
+use tideway_store::{Backend, InboxRead, ItemCounts, PageQuery, Record, ViewerMarks};
 
 /// What a page shows of an item beside the item itself: its counts and the
 /// viewer's marks.
@@ -43,26 +44,43 @@ pub trait KeySource: Send {
 /// without, the page reads them once it knows its entries.
 pub enum Evaluator<'a> {
     /// Home of `user`, whose `F(user)` is `f_list` (and `f_set`).
-    Home { backend: &'a dyn Backend, user: UserId, f_list: &'a [UserId], f_set: &'a HashSet<UserId>, read_ahead: bool },
+    Home {
+        backend: &'a dyn Backend,
+        cache: Option<&'a ItemCache>,
+        user: UserId,
+        f_list: &'a [UserId],
+        f_set: &'a HashSet<UserId>,
+        read_ahead: bool,
+    },
     /// Profile of `author` seen by `viewer`.
-    Profile { backend: &'a dyn Backend, author: UserId, viewer: Option<UserId>, read_ahead: bool },
+    Profile {
+        backend: &'a dyn Backend,
+        cache: Option<&'a ItemCache>,
+        author: UserId,
+        viewer: Option<UserId>,
+        read_ahead: bool,
+    },
     /// A mention, tag or object feed seen by `viewer` (for mentions: the
     /// user mentioned).
     Postings { backend: &'a dyn Backend, feed: &'a PostingFeed, viewer: Option<UserId>, read_ahead: bool },
 }
 
 impl Evaluator<'_> {
-    /// The entries of `keys`; `want` is how many more the page needs (the
-    /// items read ahead are those of the first `want` candidates).
+    /// The entries of `keys`; `want` is how many more the page needs. Home
+    /// and profile read ahead the counts and marks of every candidate's item
+    /// (they come in the page's one statement: a few more rows in it, where
+    /// an entry found beyond the first `want` candidates, as after filtered
+    /// reposts, would cost a round trip more); posting feeds those of the
+    /// first `want` candidates.
     pub async fn evaluate(&self, keys: &[Key], want: usize) -> Result<Vec<Found>> {
         match *self {
-            Evaluator::Home { backend, user, f_list, f_set, read_ahead } => {
-                let ahead = if read_ahead { want } else { 0 };
-                evaluate_home(backend, user, f_list, f_set, keys, ahead).await
+            Evaluator::Home { backend, cache, user, f_list, f_set, read_ahead } => {
+                let ahead = if read_ahead { keys.len() } else { 0 };
+                checked(cache, |cache| evaluate_home(backend, cache, user, f_list, f_set, keys, ahead)).await
             }
-            Evaluator::Profile { backend, author, viewer, read_ahead } => {
-                let ahead = if read_ahead { want } else { 0 };
-                evaluate_profile(backend, author, viewer, keys, ahead).await
+            Evaluator::Profile { backend, cache, author, viewer, read_ahead } => {
+                let ahead = if read_ahead { keys.len() } else { 0 };
+                checked(cache, |cache| evaluate_profile(backend, cache, author, viewer, keys, ahead)).await
             }
             Evaluator::Postings { backend, feed, viewer, read_ahead } => {
                 let ahead = if read_ahead { want } else { 0 };
@@ -327,10 +345,49 @@ struct Batch {
     originals_of: Vec<Option<ItemId>>,
     originals: Vec<ItemId>,
     items: HashMap<ItemId, Arc<Item>>,
+    /// The item records taken from the node's cache, with their `rev`: the
+    /// page's facts check them.
+    held: Vec<(ItemId, u32)>,
 }
 
-async fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<UserId>) -> Result<Batch> {
-    let recs = backend.records(keys).await?;
+/// The records of `keys`: copies from `cache` where it holds them (noted
+/// in `held`), the rest read (and kept in `cache`).
+async fn read_records(
+    backend: &dyn Backend,
+    cache: Option<&ItemCache>,
+    keys: &[Key],
+    held: &mut Vec<(ItemId, u32)>,
+) -> Result<Vec<Option<Record>>> {
+    let Some(cache) = cache else { return Ok(backend.records(keys).await?) };
+    let mut out: Vec<Option<Record>> = keys.iter().map(|k| cache.get(*k)).collect();
+    let missing: Vec<Key> = keys.iter().zip(&out).filter(|(_, r)| r.is_none()).map(|(k, _)| *k).collect();
+    for r in out.iter().flatten() {
+        if let Record::Item(i) = r {
+            held.push((i.id, i.rev));
+        }
+    }
+    if !missing.is_empty() {
+        let mut read = backend.records(&missing).await?.into_iter();
+        for (k, slot) in keys.iter().zip(out.iter_mut()) {
+            if slot.is_none() {
+                *slot = read.next().flatten();
+                if let Some(r) = slot {
+                    cache.put(*k, r);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn load_batch(
+    backend: &dyn Backend,
+    cache: Option<&ItemCache>,
+    keys: &[Key],
+    insert_owner: Option<UserId>,
+) -> Result<Batch> {
+    let mut held = Vec::new();
+    let recs = read_records(backend, cache, keys, &mut held).await?;
     let mut originals_of = Vec::with_capacity(keys.len());
     let mut items: HashMap<ItemId, Arc<Item>> = HashMap::new();
     let mut originals: Vec<ItemId> = Vec::new();
@@ -354,13 +411,44 @@ async fn load_batch(backend: &dyn Backend, keys: &[Key], insert_owner: Option<Us
     }
     let missing: Vec<Key> = originals.iter().filter(|o| !items.contains_key(o)).map(|o| o.0).collect();
     if !missing.is_empty() {
-        for rec in backend.records(&missing).await?.into_iter().flatten() {
+        for rec in read_records(backend, cache, &missing, &mut held).await?.into_iter().flatten() {
             if let Record::Item(i) = rec {
                 items.insert(i.id, i);
             }
         }
     }
-    Ok(Batch { originals_of, originals, items })
+    held.sort_unstable();
+    held.dedup();
+    Ok(Batch { originals_of, originals, items, held })
+}
+
+/// Runs an evaluation that takes records from `cache` until none of those
+/// it took was stale (`Err(stale)`: they are forgotten, so the next run
+/// reads them); after two such runs, one without the cache.
+async fn checked<'c, F, Fut>(cache: Option<&'c ItemCache>, run: F) -> Result<Vec<Found>>
+where
+    F: Fn(Option<&'c ItemCache>) -> Fut,
+    Fut: std::future::Future<Output = Result<std::result::Result<Vec<Found>, Vec<ItemId>>>>,
+{
+    let mut cache = cache;
+    let mut runs = 0;
+    loop {
+        match run(cache).await? {
+            Ok(found) => return Ok(found),
+            Err(stale) => {
+                if let Some(c) = cache {
+                    for id in stale {
+                        c.forget(id);
+                    }
+                }
+                runs += 1;
+                if runs >= 2 {
+                    // (a run without the cache holds no copy: never stale)
+                    cache = None;
+                }
+            }
+        }
+    }
 }
 
 impl Batch {
@@ -401,91 +489,133 @@ async fn relations_of(
     Ok(users.into_iter().zip(rels).collect())
 }
 
-/// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`.
+/// What the page's one call tells of a batch, as the entry rule reads it.
+struct Told {
+    reposts: Vec<Vec<(UserId, ItemId)>>,
+    inserted: Vec<Option<Key>>,
+    rels: HashMap<UserId, Relation>,
+    hydrated: HashMap<ItemId, Hydrated>,
+}
+
+impl Told {
+    /// Asks `q` in one call (one statement on SQL); `Err` names the held
+    /// copies that were stale.
+    async fn ask(backend: &dyn Backend, q: &PageQuery<'_>) -> Result<std::result::Result<Told, Vec<ItemId>>> {
+        let f = backend.page_facts(q).await?;
+        if !f.stale.is_empty() {
+            return Ok(Err(f.stale));
+        }
+        Ok(Ok(Told {
+            reposts: f.reposts,
+            inserted: f.inserted,
+            rels: f.relations.into_iter().collect(),
+            hydrated: q.hydrate.iter().copied().zip(f.hydrated).collect(),
+        }))
+    }
+
+    fn rel(&self, x: UserId) -> Relation {
+        self.rels.get(&x).copied().unwrap_or_default()
+    }
+}
+
+impl Batch {
+    /// The entries of `keys` by `rule` (given an original and its index in
+    /// `originals`): each at the key the rule puts it.
+    fn entries(&self, keys: &[Key], told: &Told, rule: impl Fn(&Item, usize) -> Option<Entry>) -> Vec<Found> {
+        let per_orig: HashMap<ItemId, usize> = self.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
+        let mut out = Vec::new();
+        for (key, orig) in keys.iter().zip(&self.originals_of) {
+            let Some(o) = orig else { continue };
+            let (Some(item), Some(&idx)) = (self.items.get(o), per_orig.get(o)) else { continue };
+            if let Some(e) = rule(item, idx)
+                && e.key == *key
+            {
+                out.push(Found { entry: e, item: item.clone(), hydrated: told.hydrated.get(o).cloned() });
+            }
+        }
+        out
+    }
+}
+
+/// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`;
+/// `Err` names the copies taken from `cache` that were stale.
 pub async fn evaluate_home(
     backend: &dyn Backend,
+    cache: Option<&ItemCache>,
     user: UserId,
     f_list: &[UserId],
     f_set: &HashSet<UserId>,
     keys: &[Key],
     ahead: usize,
-) -> Result<Vec<Found>> {
-    let b = load_batch(backend, keys, Some(user)).await?;
+) -> Result<std::result::Result<Vec<Found>, Vec<ItemId>>> {
+    let b = load_batch(backend, cache, keys, Some(user)).await?;
     let early = b.early(ahead);
-    // The authors' relations are read beside the reposts; only reposters
-    // not among the authors need a second read (on remote engines every
-    // sequential call is a round trip).
-    let mut authors: HashSet<UserId> = b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).collect();
-    authors.remove(&user);
-    let (reposts, inserted, mut rels, hydrated) = tokio::try_join!(
-        async { Ok(backend.reposts_by(&b.originals, f_list).await?) },
-        async { Ok(backend.inserted_keys(user, &b.originals).await?) },
-        relations_of(backend, user, authors.clone()),
-        hydrate_ahead(backend, &early, Some(user)),
-    )?;
-    let reposters: HashSet<UserId> =
-        reposts.iter().flatten().map(|(u, _)| *u).filter(|u| *u != user && !authors.contains(u)).collect();
-    if !reposters.is_empty() {
-        rels.extend(relations_of(backend, user, reposters).await?);
-    }
-    let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
+    // Everything else the rule needs in one call, the reposters' relations
+    // with the authors'.
+    let related: Vec<UserId> = b
+        .originals
+        .iter()
+        .filter_map(|o| b.items.get(o))
+        .map(|i| i.author)
+        .filter(|a| *a != user)
+        .collect::<HashSet<_>>()
+        .into_iter()
+        .collect();
+    let q = PageQuery {
+        originals: &b.originals,
+        reposters: f_list,
+        inserts_of: Some(user),
+        viewer: Some(user),
+        related: &related,
+        hydrate: &early,
+        held: &b.held,
+    };
+    let told = match Told::ask(backend, &q).await? {
+        Ok(t) => t,
+        Err(stale) => return Ok(Err(stale)),
+    };
     let in_f = |x: UserId| f_set.contains(&x);
-    let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
-    let mut out = Vec::new();
-    for (key, orig) in keys.iter().zip(&b.originals_of) {
-        let Some(o) = orig else { continue };
-        let (Some(item), Some(&idx)) = (b.items.get(o), per_orig.get(o)) else { continue };
-        if let Some(e) = home_entry(item, user, &in_f, &rel, &reposts[idx], inserted[idx])
-            && e.key == *key
-        {
-            out.push(Found { entry: e, item: item.clone(), hydrated: hydrated.get(o).cloned() });
-        }
-    }
-    Ok(out)
+    let rel = |x: UserId| told.rel(x);
+    Ok(Ok(
+        b.entries(keys, &told, |item, idx| home_entry(item, user, &in_f, &rel, &told.reposts[idx], told.inserted[idx]))
+    ))
 }
 
-/// Evaluates a batch of profile keys of `author` seen by `viewer`.
+/// Evaluates a batch of profile keys of `author` seen by `viewer`; `Err`
+/// names the copies taken from `cache` that were stale.
 pub async fn evaluate_profile(
     backend: &dyn Backend,
+    cache: Option<&ItemCache>,
     author: UserId,
     viewer: Option<UserId>,
     keys: &[Key],
     ahead: usize,
-) -> Result<Vec<Found>> {
-    let b = load_batch(backend, keys, None).await?;
+) -> Result<std::result::Result<Vec<Found>, Vec<ItemId>>> {
+    let b = load_batch(backend, cache, keys, None).await?;
     let early = b.early(ahead);
-    let (reposts, rels, hydrated) = tokio::try_join!(
-        async { Ok(backend.reposts_by(&b.originals, &[author]).await?) },
-        async {
-            match viewer {
-                Some(v) => {
-                    let people: HashSet<UserId> = b
-                        .originals
-                        .iter()
-                        .filter_map(|o| b.items.get(o))
-                        .map(|i| i.author)
-                        .filter(|a| *a != v)
-                        .collect();
-                    relations_of(backend, v, people).await
-                }
-                None => Ok(HashMap::new()),
-            }
-        },
-        hydrate_ahead(backend, &early, viewer),
-    )?;
-    let rel = |x: UserId| rels.get(&x).copied().unwrap_or_default();
-    let per_orig: HashMap<ItemId, usize> = b.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
-    let mut out = Vec::new();
-    for (key, orig) in keys.iter().zip(&b.originals_of) {
-        let Some(o) = orig else { continue };
-        let (Some(item), Some(&idx)) = (b.items.get(o), per_orig.get(o)) else { continue };
-        if let Some(e) = profile_entry(item, author, viewer, &rel, &reposts[idx])
-            && e.key == *key
-        {
-            out.push(Found { entry: e, item: item.clone(), hydrated: hydrated.get(o).cloned() });
+    let related: Vec<UserId> = match viewer {
+        Some(v) => {
+            let people: HashSet<UserId> =
+                b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).filter(|a| *a != v).collect();
+            people.into_iter().collect()
         }
-    }
-    Ok(out)
+        None => vec![],
+    };
+    let q = PageQuery {
+        originals: &b.originals,
+        reposters: &[author],
+        inserts_of: None,
+        viewer,
+        related: &related,
+        hydrate: &early,
+        held: &b.held,
+    };
+    let told = match Told::ask(backend, &q).await? {
+        Ok(t) => t,
+        Err(stale) => return Ok(Err(stale)),
+    };
+    let rel = |x: UserId| told.rel(x);
+    Ok(Ok(b.entries(keys, &told, |item, idx| profile_entry(item, author, viewer, &rel, &told.reposts[idx]))))
 }
 
 /// A mention, tag or object feed's keys: one range of its postings.

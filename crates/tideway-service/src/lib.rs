@@ -13,6 +13,7 @@ pub mod config;
 pub mod error;
 pub mod feed;
 pub mod health;
+pub mod item_cache;
 pub mod service;
 pub mod snapshot;
 pub mod view;

@@ -17,10 +17,6 @@ use tideway_store::Backend;
 
 const MINUTE: i64 = 60_000;
 
-fn var(v: &str) -> String {
-    std::env::var(v).unwrap_or_else(|_| panic!("{v} is not set: run `eval \"$(scripts/services.sh up)\"`"))
-}
-
 async fn service(backend: &Arc<dyn Backend>, clock: impl Clock + 'static) -> Arc<FeedService> {
     let opts = ServiceOptions {
         lease_ms: 1_000,
@@ -33,14 +29,8 @@ async fn service(backend: &Arc<dyn Backend>, clock: impl Clock + 'static) -> Arc
 }
 
 async fn skewed_nodes(kind: BackendKind, db_var: &str) {
-    let db = tideway_store_sql::testing::FreshDatabase::create(&var(db_var)).await.expect("db");
-    let mut cfg = tideway_service::Config::default();
-    cfg.storage.backend = kind;
-    cfg.storage.url = Some(db.url.clone());
-    cfg.redis.urls = vec![var("TIDEWAY_TEST_REDIS_URL")];
-    cfg.redis.prefix = format!("clocks{}:", rand::random::<u64>());
-    let opened = tideway_engines::open(&cfg).await.expect("open");
-    let backend = opened.backend();
+    let node = tideway_engines::testing::FreshNode::open(kind, db_var, "clocks").await;
+    let backend = node.backend();
 
     // A far-future id in the store (a node 10 minutes ahead wrote it before
     // clocks were checked): a correct node's ids continue from the clock.
@@ -104,11 +94,7 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
     }
 
     drop((a, b, good, ahead, far, behind, backend));
-    if let tideway_engines::Opened::Shared { redis, .. } = &opened {
-        redis.purge().await.expect("purge");
-    }
-    opened.close().await;
-    db.drop().await.expect("drop");
+    node.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

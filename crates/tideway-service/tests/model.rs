@@ -833,6 +833,14 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         chunks_in_flight: if seed % 4 < 2 { 1 } else { 4 },
         // Pages read counts ahead on half the seeds (both hot and cold ones).
         read_ahead: matches!(seed % 4, 1 | 2),
+        // Nodes keep copies of item records on half the seeds, checked by
+        // every page (on the others only the store's own caches serve);
+        // a few of those with a cache so small it keeps hardly any.
+        item_cache_bytes: match seed % 6 {
+            0 | 2 => 4 << 20,
+            4 => 1,
+            _ => 0,
+        },
         snapshot_ttl_ms: LIVE_TTL_MS,
         ..ServiceOptions::default()
     };

@@ -5,7 +5,7 @@ use crate::RedisShared;
 use async_trait::async_trait;
 use redis::RedisError;
 use std::time::Duration;
-use tideway_core::UserId;
+use tideway_core::{ItemId, UserId};
 use tideway_store::{Engine, Hub, HubEvent, Result, Signal, StoreError, Subscription};
 
 /// The event hub's side of a node: where signals are published, and the
@@ -36,6 +36,7 @@ fn encode_signals(signals: &[Signal]) -> String {
             Signal::Home(u) => Some(format!("h{}", u.0)),
             Signal::Author(u) => Some(format!("a{}", u.0)),
             Signal::Gone(u) => Some(format!("g{}", u.0)),
+            Signal::Item(i) => Some(format!("i{}", i.0)),
             // A signal this build cannot send to other nodes.
             _ => None,
         })
@@ -50,6 +51,7 @@ fn decode_signals(msg: &str) -> impl Iterator<Item = Signal> + '_ {
         Some(b'h') => part[1..].parse().ok().map(|u| Signal::Home(UserId(u))),
         Some(b'a') => part[1..].parse().ok().map(|u| Signal::Author(UserId(u))),
         Some(b'g') => part[1..].parse().ok().map(|u| Signal::Gone(UserId(u))),
+        Some(b'i') => part[1..].parse().ok().map(|i| Signal::Item(ItemId(i))),
         _ => None,
     })
 }

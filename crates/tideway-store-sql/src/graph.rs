@@ -276,14 +276,7 @@ impl Graph for SqlStore {
         }
         let mut rel: HashMap<u64, Relation> = HashMap::new();
         for row in self.fetch(&sql, &binds).await? {
-            let r = rel.entry(int(&row, 1)? as u64).or_default();
-            match text(&row, 0)?.as_str() {
-                "f" => r.following = true,
-                "b" => r.followed_by = true,
-                "k" => r.blocking = true,
-                "K" => r.blocked_by = true,
-                _ => r.muting = true,
-            }
+            mark_relation(rel.entry(int(&row, 1)? as u64).or_default(), &text(&row, 0)?);
         }
         Ok(others.iter().map(|o| rel.get(&o.0).copied().unwrap_or_default()).collect())
     }
@@ -304,5 +297,17 @@ impl Graph for SqlStore {
 
     async fn health(&self) -> Result<()> {
         self.check_health().await
+    }
+}
+
+/// The edge a relation row names: `f` the user follows the other, `b` the
+/// other follows the user, `k`/`K` a block either way, `m` a mute.
+pub(crate) fn mark_relation(r: &mut Relation, what: &str) {
+    match what {
+        "f" => r.following = true,
+        "b" => r.followed_by = true,
+        "k" => r.blocking = true,
+        "K" => r.blocked_by = true,
+        _ => r.muting = true,
     }
 }

@@ -237,10 +237,13 @@ impl Items for SqlStore {
             }
             let new = Arc::new(change.apply(&item));
             let (record, body) = record_json(&new)?;
-            sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ? WHERE id = ?"))
+            // `rev` moves with every change: nodes holding a copy of the
+            // item check it (`pages.rs`).
+            sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ?, rev = ? WHERE id = ?"))
                 .bind(i16::from(!new.deleted))
                 .bind(record)
                 .bind(body)
+                .bind(i64::from(new.rev))
                 .bind(k(id.0))
                 .execute(&mut *tx)
                 .await

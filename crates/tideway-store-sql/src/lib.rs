@@ -39,6 +39,7 @@ mod items;
 mod jobs;
 mod live;
 mod notifications;
+mod pages;
 mod reactions;
 mod rows;
 pub mod schema;

@@ -7,9 +7,58 @@ use crate::dialect::PG_ADD_TO_COUNT;
 use crate::rows::{in_list, int, k, text};
 use crate::tx::Tx;
 use crate::{Dialect, SqlStore};
+use sqlx::any::AnyRow;
 use std::collections::HashMap;
 use tideway_core::{Item, ItemId, Millis, UserId};
 use tideway_store::{ItemCounts, Promotion, Result, ViewerMarks};
+
+/// A page's counts and the viewer's marks, gathered from rows `(what, item,
+/// …)`: `c` a kept count (its name in a text column), `v` the viewer
+/// reposted the item, `m` a reaction of the viewer (its kind in a text
+/// column).
+#[derive(Default)]
+pub(crate) struct HydrationRows {
+    counts: HashMap<u64, ItemCounts>,
+    own: HashMap<u64, ViewerMarks>,
+}
+
+impl HydrationRows {
+    /// One row: `what` and `item`, the count `n`, the text column `name_at`.
+    pub(crate) fn take(&mut self, what: &str, item: u64, n: i64, row: &AnyRow, name_at: usize) -> Result<()> {
+        let n = n.max(0) as u64;
+        match what {
+            "c" => {
+                let name = text(row, name_at)?;
+                let c = self.counts.entry(item).or_default();
+                match (name.as_str(), name.strip_prefix("k:")) {
+                    ("r", _) => c.replies = n,
+                    ("p", _) => c.reposts = n,
+                    (_, Some(kind)) => c.reactions.push((kind.to_owned(), n)),
+                    _ => {}
+                }
+            }
+            "v" => self.own.entry(item).or_default().reposted = true,
+            _ => self.own.entry(item).or_default().reactions.push(text(row, name_at)?),
+        }
+        Ok(())
+    }
+
+    /// The counts and marks of `ids`, in order (marks only with a viewer).
+    pub(crate) fn finish(self, ids: &[ItemId], viewer: Option<UserId>) -> Vec<(ItemCounts, Option<ViewerMarks>)> {
+        ids.iter()
+            .map(|id| {
+                let mut c = self.counts.get(&id.0).cloned().unwrap_or_default();
+                c.reactions.sort();
+                let marks = viewer.map(|_| {
+                    let mut m = self.own.get(&id.0).cloned().unwrap_or_default();
+                    m.reactions.sort();
+                    m
+                });
+                (c, marks)
+            })
+            .collect()
+    }
+}
 
 impl SqlStore {
     /// Adds `by` to the counts a live `item` adds to others (its parent's
@@ -54,40 +103,11 @@ impl SqlStore {
             binds.push(k(v.0));
             binds.extend_from_slice(&ids_b);
         }
-        let mut counts: HashMap<u64, ItemCounts> = HashMap::new();
-        let mut own: HashMap<u64, ViewerMarks> = HashMap::new();
+        let mut rows = HydrationRows::default();
         for row in self.fetch(&sql, &binds).await? {
-            let what = text(&row, 0)?;
-            let item = int(&row, 1)? as u64;
-            let n = int(&row, 3)?.max(0) as u64;
-            match what.as_str() {
-                "c" => {
-                    let name = text(&row, 2)?;
-                    let c = counts.entry(item).or_default();
-                    match (name.as_str(), name.strip_prefix("k:")) {
-                        ("r", _) => c.replies = n,
-                        ("p", _) => c.reposts = n,
-                        (_, Some(kind)) => c.reactions.push((kind.to_owned(), n)),
-                        _ => {}
-                    }
-                }
-                "v" => own.entry(item).or_default().reposted = true,
-                _ => own.entry(item).or_default().reactions.push(text(&row, 2)?),
-            }
+            rows.take(&text(&row, 0)?, int(&row, 1)? as u64, int(&row, 3)?, &row, 2)?;
         }
-        Ok(ids
-            .iter()
-            .map(|id| {
-                let mut c = counts.get(&id.0).cloned().unwrap_or_default();
-                c.reactions.sort();
-                let marks = viewer.map(|_| {
-                    let mut m = own.get(&id.0).cloned().unwrap_or_default();
-                    m.reactions.sort();
-                    m
-                });
-                (c, marks)
-            })
-            .collect())
+        Ok(rows.finish(ids, viewer))
     }
 
     /// [`Items::set_reaction`](tideway_store::Items::set_reaction).

@@ -290,6 +290,16 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
         ){table}",
         ],
     ),
+    (
+        11,
+        &[
+            // How many times an item was changed (its record's `rev`, moved
+            // by every patch and delete): nodes keep copies of item records
+            // and check them against this column in the page's statement
+            // (`pages.rs`). 0 for every existing item, as in its record.
+            "ALTER TABLE tw_items ADD COLUMN rev BIGINT NOT NULL DEFAULT 0",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

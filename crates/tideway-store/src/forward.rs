@@ -7,9 +7,10 @@
 //! the seam is forwarded by every such backend from this one place.
 
 /// Implements every storage trait for `$ty` by forwarding: the durable
-/// traits (`Items`, `Postings`, `Notifications`, `Live`, `Graph`, `Jobs`) to `$durable`, the
+/// traits (`Items`, `Pages`, `Postings`, `Notifications`, `Live`, `Graph`, `Jobs`) to `$durable`, the
 /// shared ones (`Activity`, `HotAuthors`, `Inboxes`, `Hub`, `Snapshots`, `Removals`) to `$shared`, after running
-/// `$before` if given (each an expression over `$s`, which names `self`).
+/// `$before` if given (a closure over `$s`, which names `self`, called with the
+/// method's name).
 macro_rules! forward_backend {
     ($ty:ty, $s:ident => durable: $durable:expr, shared: $shared:expr $(, before: $before:expr)?) => {
         const _: () = {
@@ -28,7 +29,7 @@ macro_rules! forward_backend {
                     now: Millis,
                 ) -> Result<CreateOutcome> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(create_item));)?
                     $durable.create_item(item, fan_out, now).await
                 }
                 async fn update_item(
@@ -37,17 +38,17 @@ macro_rules! forward_backend {
                     change: &ItemChange,
                 ) -> Result<Option<Arc<tideway_core::Item>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(update_item));)?
                     $durable.update_item(id, change).await
                 }
                 async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(records));)?
                     $durable.records(keys).await
                 }
                 async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(bodies));)?
                     $durable.bodies(ids).await
                 }
                 async fn outbox_merge(
@@ -58,7 +59,7 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<Key>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(outbox_merge));)?
                     $durable.outbox_merge(authors, range, dir, limit).await
                 }
                 async fn reposts_by(
@@ -67,7 +68,7 @@ macro_rules! forward_backend {
                     reposters: &[UserId],
                 ) -> Result<Vec<Vec<(UserId, ItemId)>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(reposts_by));)?
                     $durable.reposts_by(originals, reposters).await
                 }
                 async fn hydration(
@@ -76,27 +77,27 @@ macro_rules! forward_backend {
                     viewer: Option<UserId>,
                 ) -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(hydration));)?
                     $durable.hydration(ids, viewer).await
                 }
                 async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(set_reaction));)?
                     $durable.set_reaction(item, user, kind, on).await
                 }
                 async fn create_promotion(&self, p: Promotion) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(create_promotion));)?
                     $durable.create_promotion(p).await
                 }
                 async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(active_promotions));)?
                     $durable.active_promotions(now).await
                 }
                 async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(insert_home));)?
                     $durable.insert_home(user, item, key).await
                 }
                 async fn inserts(
@@ -107,13 +108,21 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<Key>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(inserts));)?
                     $durable.inserts(user, range, dir, limit).await
                 }
                 async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(inserted_keys));)?
                     $durable.inserted_keys(user, items).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Pages for $ty {
+                async fn page_facts(&self, q: &PageQuery<'_>) -> Result<PageFacts> {
+                    let $s = self;
+                    $(($before)(stringify!(page_facts));)?
+                    $durable.page_facts(q).await
                 }
             }
             #[async_trait::async_trait]
@@ -126,7 +135,7 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<Key>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(postings));)?
                     $durable.postings(feed, range, dir, limit).await
                 }
             }
@@ -134,7 +143,7 @@ macro_rules! forward_backend {
             impl Notifications for $ty {
                 async fn notify(&self, ops: &[tideway_core::notify::Op]) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(notify));)?
                     $durable.notify(ops).await
                 }
                 async fn notifications(
@@ -144,7 +153,7 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<NotifyPage> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(notifications));)?
                     $durable.notifications(user, before, limit).await
                 }
                 async fn mark_notifications(
@@ -154,7 +163,7 @@ macro_rules! forward_backend {
                     up_to: Option<u64>,
                 ) -> Result<bool> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(mark_notifications));)?
                     $durable.mark_notifications(user, mark, up_to).await
                 }
             }
@@ -162,22 +171,22 @@ macro_rules! forward_backend {
             impl Live for $ty {
                 async fn create_session(&self, session: tideway_core::live::Session, max_open: usize) -> Result<bool> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(create_session));)?
                     $durable.create_session(session, max_open).await
                 }
                 async fn move_session(&self, id: u64, step: tideway_core::live::Move, at: Millis) -> Result<Moved> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(move_session));)?
                     $durable.move_session(id, step, at).await
                 }
                 async fn sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(sessions));)?
                     $durable.sessions(ids).await
                 }
                 async fn open_sessions(&self, anchors: &[UserId]) -> Result<Vec<tideway_core::live::Session>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(open_sessions));)?
                     $durable.open_sessions(anchors).await
                 }
                 async fn ended_sessions(
@@ -187,7 +196,7 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<tideway_core::live::Session>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(ended_sessions));)?
                     $durable.ended_sessions(anchors, below, limit).await
                 }
             }
@@ -201,27 +210,27 @@ macro_rules! forward_backend {
                     max_following: usize,
                 ) -> Result<Vec<FollowStatus>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(follow_many));)?
                     $durable.follow_many(user, targets, at, max_following).await
                 }
                 async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(unfollow));)?
                     $durable.unfollow(user, target).await
                 }
                 async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(set_block));)?
                     $durable.set_block(user, target, on, at).await
                 }
                 async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(set_mute));)?
                     $durable.set_mute(user, target, on, at).await
                 }
                 async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(followees));)?
                     $durable.followees(user).await
                 }
                 async fn list(
@@ -232,7 +241,7 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<(UserId, Millis)>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(list));)?
                     $durable.list(user, which, after, limit).await
                 }
                 async fn followers_chunk(
@@ -242,27 +251,27 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<FollowerPos>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(followers_chunk));)?
                     $durable.followers_chunk(user, after, limit).await
                 }
                 async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(relations));)?
                     $durable.relations(user, others).await
                 }
                 async fn counts(&self, user: UserId) -> Result<UserCounts> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(counts));)?
                     $durable.counts(user).await
                 }
                 async fn stats(&self) -> Result<StoreStats> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(stats));)?
                     $durable.stats().await
                 }
                 async fn health(&self) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(health));)?
                     $durable.health().await
                 }
             }
@@ -270,7 +279,7 @@ macro_rules! forward_backend {
             impl Jobs for $ty {
                 async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(pending_jobs));)?
                     $durable.pending_jobs(limit).await
                 }
                 async fn claim_jobs(
@@ -281,32 +290,32 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Vec<Job>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(claim_jobs));)?
                     $durable.claim_jobs(worker, now, lease_ms, limit).await
                 }
                 async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(advance));)?
                     $durable.advance(worker, progress).await
                 }
                 async fn claim_node(&self, node: u16, instance: u64, stale_ms: i64) -> Result<NodeClaim> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(claim_node));)?
                     $durable.claim_node(node, instance, stale_ms).await
                 }
                 async fn beat(&self, node: u16, instance: u64) -> Result<bool> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(beat));)?
                     $durable.beat(node, instance).await
                 }
                 async fn release_node(&self, node: u16, instance: u64) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(release_node));)?
                     $durable.release_node(node, instance).await
                 }
                 async fn clock(&self) -> Result<Option<Millis>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(clock));)?
                     $durable.clock().await
                 }
             }
@@ -314,27 +323,27 @@ macro_rules! forward_backend {
             impl Activity for $ty {
                 async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(touch));)?
                     $shared.touch(user, at).await
                 }
                 async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(last_active));)?
                     $shared.last_active(users).await
                 }
                 async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(inactive_before));)?
                     $shared.inactive_before(cutoff).await
                 }
                 async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(export_activity));)?
                     $shared.export_activity().await
                 }
                 async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(import_activity));)?
                     $shared.import_activity(entries).await
                 }
             }
@@ -342,22 +351,22 @@ macro_rules! forward_backend {
             impl HotAuthors for $ty {
                 async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(mark_unpushed));)?
                     $shared.mark_unpushed(author, key).await
                 }
                 async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(unpushed_above));)?
                     $shared.unpushed_above(authors, floor).await
                 }
                 async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(export_unpushed));)?
                     $shared.export_unpushed().await
                 }
                 async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(import_unpushed));)?
                     $shared.import_unpushed(entries).await
                 }
             }
@@ -365,7 +374,7 @@ macro_rules! forward_backend {
             impl Inboxes for $ty {
                 async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(deliver));)?
                     $shared.deliver(key, users).await
                 }
                 async fn read_inbox(
@@ -376,47 +385,47 @@ macro_rules! forward_backend {
                     limit: usize,
                 ) -> Result<Option<InboxRead>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(read_inbox));)?
                     $shared.read_inbox(user, range, dir, limit).await
                 }
                 async fn begin_rebuild(&self, user: UserId) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(begin_rebuild));)?
                     $shared.begin_rebuild(user).await
                 }
                 async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(finish_rebuild));)?
                     $shared.finish_rebuild(user, keys, floor).await
                 }
                 async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(merge_inbox));)?
                     $shared.merge_inbox(user, keys, floor).await
                 }
                 async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(inbox_floor));)?
                     $shared.inbox_floor(user).await
                 }
                 async fn drop_inbox(&self, user: UserId) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(drop_inbox));)?
                     $shared.drop_inbox(user).await
                 }
                 async fn inbox_stats(&self) -> Result<InboxStats> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(inbox_stats));)?
                     $shared.inbox_stats().await
                 }
                 async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(export_inboxes));)?
                     $shared.export_inboxes().await
                 }
                 async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(import_inbox));)?
                     $shared.import_inbox(user, floor, keys).await
                 }
             }
@@ -424,17 +433,17 @@ macro_rules! forward_backend {
             impl Hub for $ty {
                 async fn publish(&self, signals: &[Signal]) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(publish));)?
                     $shared.publish(signals).await
                 }
                 async fn subscribe(&self) -> Result<Subscription> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(subscribe));)?
                     $shared.subscribe().await
                 }
                 async fn ping(&self) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(ping));)?
                     $shared.ping().await
                 }
             }
@@ -442,12 +451,12 @@ macro_rules! forward_backend {
             impl Removals for $ty {
                 async fn note_removals(&self, notes: &[Removal], at: Millis, keep_ms: i64) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(note_removals));)?
                     $shared.note_removals(notes, at, keep_ms).await
                 }
                 async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(removed_since));)?
                     $shared.removed_since(user, authors, since).await
                 }
             }
@@ -455,12 +464,12 @@ macro_rules! forward_backend {
             impl Snapshots for $ty {
                 async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(put_snapshot));)?
                     $shared.put_snapshot(id, bytes, ttl_ms).await
                 }
                 async fn snapshot(&self, id: u64) -> Result<Option<Vec<u8>>> {
                     let $s = self;
-                    $($before;)?
+                    $(($before)(stringify!(snapshot));)?
                     $shared.snapshot(id).await
                 }
             }

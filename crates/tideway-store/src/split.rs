@@ -10,8 +10,8 @@ use crate::traits::*;
 use std::sync::Arc;
 
 /// The source of truth: items, graph, fan-out jobs.
-pub trait Durable: Items + Postings + Notifications + Live + Graph + Jobs + Profiled {}
-impl<T: Items + Postings + Notifications + Live + Graph + Jobs + Profiled> Durable for T {}
+pub trait Durable: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profiled {}
+impl<T: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profiled> Durable for T {}
 
 /// State shared by every node that only speeds pages up or decides who gets
 /// pushes: inboxes, activity, hot-author marks, live feed snapshots; and the

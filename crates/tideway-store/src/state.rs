@@ -1080,6 +1080,7 @@ mod tests {
             reply_to_author: None,
             idempotency_key: None,
             deleted: false,
+            rev: 0,
         })
     }
 

@@ -132,9 +132,10 @@ impl ItemChange {
             ItemChange::Patch { body, visibility } => Item {
                 body: body.clone().map(std::sync::Arc::new).unwrap_or_else(|| item.body.clone()),
                 visibility: visibility.unwrap_or(item.visibility),
+                rev: item.rev.wrapping_add(1),
                 ..item.clone()
             },
-            ItemChange::Delete => Item { deleted: true, ..item.clone() },
+            ItemChange::Delete => Item { deleted: true, rev: item.rev.wrapping_add(1), ..item.clone() },
         }
     }
 }
@@ -543,6 +544,10 @@ pub enum Signal {
     /// An item of this author was deleted or changed: home streams of its
     /// followers also check whether what they sent is still there.
     Gone(UserId),
+    /// This item was patched or deleted: nodes forget their copy of its
+    /// record (a copy is checked before it is shown whatever arrives: this
+    /// only spares that check a miss).
+    Item(ItemId),
 }
 
 /// What a [`Subscription`] receives.
@@ -611,5 +616,111 @@ pub trait Hub: Send + Sync {
 /// Everything a backend provides: its durable half and its shared half
 /// ([`Durable`](crate::Durable), [`Shared`](crate::Shared)), and what it is
 /// like ([`Profiled`](crate::Profiled)).
+/// What a page needs to know of a batch of records beside the records
+/// themselves (the entry rule's reads, the counts and marks read ahead),
+/// asked at once: see [`Pages::page_facts`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PageQuery<'a> {
+    /// The originals of the batch: their reposts by `reposters`, and with
+    /// `inserts_of` that user's insertions of them.
+    pub originals: &'a [ItemId],
+    pub reposters: &'a [UserId],
+    pub inserts_of: Option<UserId>,
+    /// The viewer: `related` (and the reposters found) are read as
+    /// relations of it, `hydrate` with its marks (none without a viewer).
+    pub viewer: Option<UserId>,
+    pub related: &'a [UserId],
+    /// Items whose counts (and the viewer's marks) are read.
+    pub hydrate: &'a [ItemId],
+    /// Item records a node holds a copy of, with the `rev` of its copy:
+    /// each one whose stored `rev` is another (it was patched or deleted
+    /// since the copy was taken) or that is unknown is named in
+    /// [`PageFacts::stale`].
+    pub held: &'a [(ItemId, u32)],
+}
+
+/// The answers to a [`PageQuery`], each in the order of its list.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageFacts {
+    /// Per original, its non-deleted reposts by the reposters (id order).
+    pub reposts: Vec<Vec<(UserId, ItemId)>>,
+    /// Per original, the earliest key of its insertion (empty without
+    /// `inserts_of`).
+    pub inserted: Vec<Option<Key>>,
+    /// With a viewer, its relation to each related user, in order, then to
+    /// each reposter found (in `reposts`) that is neither related nor the
+    /// viewer, by id: the entry rule asks of both. Empty without a viewer.
+    pub relations: Vec<(UserId, Relation)>,
+    pub hydrated: Vec<(ItemCounts, Option<ViewerMarks>)>,
+    /// The held records that are not current, in the order held.
+    pub stale: Vec<ItemId>,
+}
+
+/// A page's reads in one call. The provided method asks the other traits,
+/// side by side (what an engine in process answers at once); an engine
+/// behind a round trip answers all of it in one (one SQL statement).
+#[async_trait]
+pub trait Pages: Items + Graph {
+    /// Everything `q` asks, as of one moment of the store (on SQL: one
+    /// statement's snapshot, so a held record found current is current
+    /// with the counts read beside it).
+    async fn page_facts(&self, q: &PageQuery<'_>) -> Result<PageFacts> {
+        facts_by_parts(self, q).await
+    }
+}
+
+/// [`Pages::page_facts`] from the other traits' methods, side by side.
+pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>) -> Result<PageFacts> {
+    let held_ids: Vec<Key> = q.held.iter().map(|(i, _)| i.0).collect();
+    let (reposts, inserted, relations, hydrated, held) = tokio::try_join!(
+        async {
+            if q.originals.is_empty() || q.reposters.is_empty() {
+                Ok(vec![Vec::new(); q.originals.len()])
+            } else {
+                p.reposts_by(q.originals, q.reposters).await
+            }
+        },
+        async {
+            match q.inserts_of {
+                Some(u) if !q.originals.is_empty() => p.inserted_keys(u, q.originals).await,
+                _ => Ok(vec![]),
+            }
+        },
+        async {
+            match q.viewer {
+                Some(v) if !q.related.is_empty() => p.relations(v, q.related).await,
+                _ => Ok(vec![]),
+            }
+        },
+        async { if q.hydrate.is_empty() { Ok(vec![]) } else { p.hydration(q.hydrate, q.viewer).await } },
+        async { if held_ids.is_empty() { Ok(vec![]) } else { p.records(&held_ids).await } },
+    )?;
+    let stale = q
+        .held
+        .iter()
+        .zip(held)
+        .filter(|((_, rev), rec)| !matches!(rec, Some(Record::Item(i)) if i.rev == *rev))
+        .map(|((id, _), _)| *id)
+        .collect();
+    let mut relations: Vec<(UserId, Relation)> = q.related.iter().copied().zip(relations).collect();
+    if let Some(v) = q.viewer {
+        let extra = reposters_beyond(&reposts, q.related, v);
+        if !extra.is_empty() {
+            relations.extend(extra.iter().copied().zip(p.relations(v, &extra).await?));
+        }
+    }
+    Ok(PageFacts { reposts, inserted, relations, hydrated, stale })
+}
+
+/// The reposters in `reposts` that are neither in `related` nor `viewer`,
+/// by id (the relations [`PageFacts`] adds after the related users').
+pub fn reposters_beyond(reposts: &[Vec<(UserId, ItemId)>], related: &[UserId], viewer: UserId) -> Vec<UserId> {
+    let mut extra: Vec<UserId> =
+        reposts.iter().flatten().map(|(u, _)| *u).filter(|u| *u != viewer && !related.contains(u)).collect();
+    extra.sort_unstable();
+    extra.dedup();
+    extra
+}
+
 pub trait Backend: crate::Durable + crate::Shared {}
 impl<T: crate::Durable + crate::Shared> Backend for T {}

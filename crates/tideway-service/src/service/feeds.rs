@@ -234,7 +234,8 @@ impl FeedService {
             None => HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor),
         };
         let read_ahead = self.opts.read_ahead;
-        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set, read_ahead };
+        let cache = self.item_cache.as_deref();
+        let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, f_set: &f_set, read_ahead };
         let (walked, promos) = tokio::join!(walk(&mut source, &eval, spec.limit), self.promotions_for(user));
         self.finish_page(&spec, walked?, &scope, Some(user), &promos?).await
     }
@@ -250,7 +251,14 @@ impl FeedService {
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         let backend = self.backend.as_ref();
         let mut source = HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor);
-        let eval = Evaluator::Home { backend, user, f_list: &f_list, f_set: &f_set, read_ahead: self.opts.read_ahead };
+        let eval = Evaluator::Home {
+            backend,
+            cache: self.item_cache.as_deref(),
+            user,
+            f_list: &f_list,
+            f_set: &f_set,
+            read_ahead: self.opts.read_ahead,
+        };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, Some(user), &[]).await
     }
@@ -268,7 +276,13 @@ impl FeedService {
         let authors = [author];
         let mut source =
             PullSource { backend, authors: &authors, inserts_of: None, dir: spec.dir, bound: spec.cursor, stop: None };
-        let eval = Evaluator::Profile { backend, author, viewer, read_ahead: self.opts.read_ahead };
+        let eval = Evaluator::Profile {
+            backend,
+            cache: self.item_cache.as_deref(),
+            author,
+            viewer,
+            read_ahead: self.opts.read_ahead,
+        };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, viewer, &[]).await
     }

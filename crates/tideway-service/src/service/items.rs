@@ -129,6 +129,7 @@ impl FeedService {
                 reply_to_author,
                 idempotency_key: new.idempotency_key.clone(),
                 deleted: false,
+                rev: 0,
             };
             // Shared state first (the author's own inbox, the hot-author
             // mark), so that an unreachable Redis refuses the post before
@@ -246,6 +247,14 @@ impl FeedService {
         }
     }
 
+    /// Forgets this node's copy of an item that changed (other nodes forget
+    /// theirs at the `Item` signal; pages check every copy either way).
+    fn forget_copy(&self, id: ItemId) {
+        if let Some(c) = &self.item_cache {
+            c.forget(id);
+        }
+    }
+
     /// Checks that `actor` (when a user token acts) is the author.
     pub(super) fn check_author(item: &Item, actor: Option<UserId>) -> Result<()> {
         match actor {
@@ -323,7 +332,8 @@ impl FeedService {
             let original = updated.repost_of.unwrap_or(updated.id);
             self.note_removals(&[Removal::Item { author: updated.author, item: original, key: None }]).await;
         }
-        self.signal(vec![Signal::Gone(updated.author)]).await;
+        self.forget_copy(id);
+        self.signal(vec![Signal::Gone(updated.author), Signal::Item(id)]).await;
         self.hydrate_one(updated, actor).await
     }
 
@@ -340,7 +350,8 @@ impl FeedService {
             self.backend.update_item(id, &ItemChange::Delete).await?;
             let original = item.repost_of.unwrap_or(item.id);
             self.note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }]).await;
-            self.signal(vec![Signal::Gone(item.author)]).await;
+            self.forget_copy(id);
+            self.signal(vec![Signal::Gone(item.author), Signal::Item(id)]).await;
         }
         let original_author = self.author_of(item.repost_of).await?;
         self.notify(&[Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false }])

@@ -67,6 +67,11 @@ pub struct ServiceOptions {
     /// How far this node's clock may be from the durable store's before it
     /// refuses writes (`server.max_clock_offset`).
     pub max_clock_offset_ms: i64,
+    /// Bytes of this node's copies of item records (0: none), checked by
+    /// every page that uses them ([`crate::item_cache`]): on engines a round
+    /// trip away, `storage.cache_size`; in process the store's own caches
+    /// serve.
+    pub item_cache_bytes: u64,
     /// The engines behind the two halves, as health and metrics name them.
     pub durable_engine: &'static str,
     pub shared_engine: &'static str,
@@ -88,6 +93,7 @@ impl ServiceOptions {
             chunks_in_flight: profile.chunks_in_flight(),
             read_ahead: profile.reads_ahead(),
             background_signals: profile.background_signals(),
+            item_cache_bytes: if profile.round_trips { c.storage.cache_size.0 } else { 0 },
             snapshot_ttl_ms: i64::try_from(c.live.snapshot_ttl.0.as_millis()).unwrap_or(i64::MAX),
             replay_window_ms: i64::try_from(c.stream.replay_window.0.as_millis()).unwrap_or(i64::MAX),
             settle_ms: profile.settle_ms(),
@@ -124,6 +130,8 @@ pub struct FeedService {
     pub(crate) health: crate::health::Health,
     /// This node's claimed id, worker id and clock offset ([`node`]).
     pub(crate) node: node::NodeState,
+    /// This node's copies of item records (engines a round trip away).
+    pub(crate) item_cache: Option<Arc<crate::item_cache::ItemCache>>,
 }
 
 /// The parsed direction and bound of a page request.
@@ -168,8 +176,13 @@ impl FeedService {
             wakes_listening: std::sync::atomic::AtomicBool::new(false),
             health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
             node: node::NodeState::new(),
+            item_cache: (opts.item_cache_bytes > 0)
+                .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes))),
             opts,
         };
+        if let Some(cache) = &svc.item_cache {
+            cache.spawn_listener(&svc.backend);
+        }
         svc.measure_clock().await?;
         svc.observe_stored(max_key);
         Ok(svc)
@@ -177,6 +190,11 @@ impl FeedService {
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.backend
+    }
+
+    /// This node's copies of item records, when it keeps them.
+    pub fn item_cache(&self) -> Option<&crate::item_cache::ItemCache> {
+        self.item_cache.as_deref()
     }
 
     pub fn options(&self) -> &ServiceOptions {

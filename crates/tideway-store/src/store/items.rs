@@ -260,3 +260,6 @@ impl<J: Journal> Items for Store<J> {
         .await
     }
 }
+
+/// In process every read is at hand: the provided method asks the parts.
+impl<J: Journal> Pages for Store<J> {}

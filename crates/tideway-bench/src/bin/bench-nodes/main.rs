@@ -85,6 +85,10 @@ struct Args {
     /// embedded store and on one SQL + Redis node, then exit (`tag.rs`).
     #[arg(long, value_name = "N")]
     tag_items: Option<u64>,
+    /// Nodes on SQL keep no copies of item records (every page reads its
+    /// records), as before the item cache: the same run's "before".
+    #[arg(long)]
+    no_item_cache: bool,
 }
 
 struct Figures {
@@ -189,8 +193,9 @@ where
     Ok(Figures { posts_per_sec, deliveries_per_sec, warm, returning: pct(&h) })
 }
 
-fn opts(node_id: u16, backend: &dyn Backend) -> ServiceOptions {
+fn opts(node_id: u16, backend: &dyn Backend, args: &Args) -> ServiceOptions {
     let profile = backend.profile();
+    let served = ServiceOptions::new(&node_config(), profile);
     // Every reader's inbox is pushed to (no hot authors at this size); the
     // settings of `tideway serve` for the backend.
     ServiceOptions {
@@ -198,6 +203,7 @@ fn opts(node_id: u16, backend: &dyn Backend) -> ServiceOptions {
         chunks_in_flight: profile.chunks_in_flight(),
         read_ahead: profile.reads_ahead(),
         background_signals: profile.background_signals(),
+        item_cache_bytes: if args.no_item_cache { 0 } else { served.item_cache_bytes },
         ..ServiceOptions::default()
     }
 }
@@ -228,7 +234,7 @@ async fn embedded(args: &Args) -> Result<Figures, String> {
     cfg.storage.data_dir = dir.path().to_owned();
     let backend = tideway_engines::open(&cfg).await.map_err(|e| e.chain())?.backend();
     let svc = Arc::new(
-        FeedService::new(backend.clone(), opts(0, &*backend), Arc::new(SystemClock))
+        FeedService::new(backend.clone(), opts(0, &*backend, args), Arc::new(SystemClock))
             .await
             .map_err(|e| e.to_string())?,
     );
@@ -259,7 +265,7 @@ async fn shared(args: &Args, n: usize) -> Result<Figures, String> {
         }
         let backend = opened.backend();
         nodes.push(Arc::new(
-            FeedService::new(backend.clone(), opts(i as u16 + 1, &*backend), Arc::new(SystemClock))
+            FeedService::new(backend.clone(), opts(i as u16 + 1, &*backend, args), Arc::new(SystemClock))
                 .await
                 .map_err(|e| e.to_string())?,
         ));
@@ -294,7 +300,7 @@ async fn celebrity(args: &Args) -> Result<(), String> {
     db.execute(&FreshDatabase::followers_sql(star, first, n, "g")).await.map_err(|e| e.to_string())?;
     eprintln!("  {n} follows loaded in {:.1} s", t.elapsed().as_secs_f64());
     let backend = opened.backend();
-    let svc = FeedService::new(backend.clone(), opts(1, &*backend), Arc::new(SystemClock))
+    let svc = FeedService::new(backend.clone(), opts(1, &*backend, args), Arc::new(SystemClock))
         .await
         .map_err(|e| e.to_string())?;
     let reader = UserId(first + n / 2);

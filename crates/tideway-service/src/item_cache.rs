@@ -1,0 +1,125 @@
+//! A node's copies of item records, for nodes whose store is a round trip
+//! away (SQL): a page takes the records it finds here and has them checked
+//! by the same statement that reads its counts (`Pages::page_facts`), so it
+//! pays no round trip for them and never shows a copy the store no longer
+//! has.
+//!
+//! What is guaranteed: a page never shows an item as it was before a
+//! change (patch, delete) acknowledged before the page began, on any node.
+//! Every change moves the item's `rev`; the page's statement names every
+//! copy whose `rev` is not the stored one, and the page reads those again
+//! before it shows anything. The hub's `Item` signal (sent by the node that
+//! made the change; every node forgets its copy when it arrives, and every
+//! copy when signals may have been lost) only makes that rare; nothing
+//! depends on it arriving. Insertion records never change and need no check.
+
+use std::sync::Arc;
+use tideway_core::{ItemId, Key};
+use tideway_store::{Backend, Received, Record, Signal};
+
+/// Weighs a cached record by an estimate of its memory.
+#[derive(Clone)]
+struct Weight;
+
+impl quick_cache::Weighter<Key, Record> for Weight {
+    fn weight(&self, _: &Key, r: &Record) -> u64 {
+        match r {
+            Record::Item(i) => {
+                let listed = i.tags.iter().map(|t| t.len() + 24).sum::<usize>() + i.mentions.len() * 8;
+                (ITEM_BASE + listed + json_bytes(&i.body)) as u64
+            }
+            Record::Insert { .. } => 64,
+        }
+    }
+}
+
+/// An item's own memory beside its body and lists, with the cache's slot.
+const ITEM_BASE: usize = 256;
+
+/// About the memory of a JSON object held as `serde_json` values.
+fn json_bytes(m: &serde_json::Map<String, serde_json::Value>) -> usize {
+    fn value(v: &serde_json::Value) -> usize {
+        32 + match v {
+            serde_json::Value::String(s) => s.len(),
+            serde_json::Value::Array(a) => a.iter().map(value).sum(),
+            serde_json::Value::Object(o) => json_bytes(o),
+            _ => 0,
+        }
+    }
+    m.iter().map(|(k, v)| 48 + k.len() + value(v)).sum()
+}
+
+/// Item and insertion records by key, weighed, bounded.
+pub struct ItemCache {
+    records: quick_cache::sync::Cache<Key, Record, Weight>,
+}
+
+impl ItemCache {
+    /// A cache of about `bytes` (at least 64 KiB).
+    pub fn new(bytes: u64) -> Self {
+        let bytes = bytes.max(1 << 16);
+        let items = usize::try_from(bytes / 512).unwrap_or(usize::MAX).max(16);
+        ItemCache { records: quick_cache::sync::Cache::with_weighter(items, bytes, Weight) }
+    }
+
+    /// The copy of `key`'s record, if this node holds one.
+    pub fn get(&self, key: Key) -> Option<Record> {
+        self.records.get(&key)
+    }
+
+    /// Keeps a copy of a record read from the store.
+    pub fn put(&self, key: Key, record: &Record) {
+        self.records.insert(key, record.clone());
+    }
+
+    /// Forgets the copy of an item (it changed, or may have).
+    pub fn forget(&self, id: ItemId) {
+        self.records.remove(&id.0);
+    }
+
+    /// Forgets every copy (changes may have been missed).
+    pub fn clear(&self) {
+        self.records.clear();
+    }
+
+    /// Bytes held (by the weights' estimate).
+    pub fn weight(&self) -> u64 {
+        self.records.weight()
+    }
+
+    /// Forgets copies as the hub tells of changes, until the cache is
+    /// dropped: an `Item` signal forgets that item; a lost subscription, or
+    /// signals lost on the way (`Lagged`), forget everything.
+    /// It holds neither the cache nor the backend (a store must close when
+    /// its service goes).
+    pub fn spawn_listener(self: &Arc<Self>, backend: &Arc<dyn Backend>) {
+        let cache = Arc::downgrade(self);
+        let backend = Arc::downgrade(backend);
+        tokio::spawn(async move {
+            loop {
+                let Some(b) = backend.upgrade() else { return };
+                let sub = b.subscribe().await;
+                drop(b);
+                let Some(c) = cache.upgrade() else { return };
+                c.clear();
+                drop(c);
+                match sub {
+                    Ok(mut sub) => loop {
+                        let r = sub.recv().await;
+                        let Some(c) = cache.upgrade() else { return };
+                        match r {
+                            Received::Signal(Signal::Item(id)) => c.forget(id),
+                            Received::Signal(_) => {}
+                            Received::Lagged => c.clear(),
+                            Received::Closed => break,
+                        }
+                    },
+                    Err(e) => {
+                        tracing::debug!(error = %e, "item cache: the hub cannot be reached; pages check every copy")
+                    }
+                }
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            }
+        });
+    }
+}

@@ -1,0 +1,109 @@
+//! Nodes' copies of item records (`item_cache.rs`) never show an item as it
+//! was before a change acknowledged on any node: two nodes on one store,
+//! the second holding copies, the first (or the store behind both, as a
+//! lost hub signal would leave it) changing the items. On the memory
+//! backend, and on PostgreSQL and MariaDB with Redis as scaled-out nodes
+//! run.
+
+use std::sync::Arc;
+use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId, Visibility};
+use tideway_service::{FanoutWorker, FeedService, ManualClock, PageRequest, ServiceOptions};
+use tideway_store::{Backend, ItemChange, Record};
+
+async fn two_nodes(backend: Arc<dyn Backend>) -> (Arc<FeedService>, Arc<FeedService>, Arc<ManualClock>) {
+    let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
+    let base = ServiceOptions::new(&tideway_service::Config::default(), backend.profile());
+    let node = async |id: u16| {
+        let opts = ServiceOptions { node_id: id, item_cache_bytes: 1 << 20, read_ahead: true, ..base.clone() };
+        Arc::new(FeedService::new(backend.clone(), opts, clock.clone()).await.expect("service"))
+    };
+    (node(1).await, node(2).await, clock)
+}
+
+fn ids(page: &tideway_service::Page) -> Vec<ItemId> {
+    page.entries.iter().map(|e| e.item.item.id).collect()
+}
+
+fn held_rev(svc: &FeedService, id: ItemId) -> Option<u32> {
+    match svc.item_cache().expect("a cache").get(id.0) {
+        Some(Record::Item(i)) => Some(i.rev),
+        _ => None,
+    }
+}
+
+async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
+    let (a, b, clock) = two_nodes(backend.clone()).await;
+    let (reader, author, stranger) = (UserId(1), UserId(2), UserId(3));
+    a.follow_many(reader, &[author]).await.expect("follow");
+    a.home(reader, &PageRequest::default()).await.expect("inbox");
+    let mut posted = Vec::new();
+    for _ in 0..4 {
+        clock.advance(1);
+        posted.push(a.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post").0.item.id);
+    }
+    FanoutWorker::new(a.clone()).drain().await.expect("drain");
+    let newest_first: Vec<ItemId> = posted.iter().rev().copied().collect();
+    assert_eq!(ids(&b.home(reader, &PageRequest::default()).await.expect("home")), newest_first);
+    assert_eq!(ids(&b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")), newest_first);
+    for id in &posted {
+        assert_eq!(held_rev(&b, *id), Some(0), "node 2 holds a copy of {id}");
+    }
+
+    // Changes written where no node hears of them (a lost hub signal):
+    // node 2's copies stay, and its pages must not show them.
+    let (hidden, deleted) = (posted[1], posted[2]);
+    backend
+        .update_item(hidden, &ItemChange::Patch { body: None, visibility: Some(Visibility::Followers) })
+        .await
+        .expect("patch")
+        .expect("exists");
+    backend.update_item(deleted, &ItemChange::Delete).await.expect("delete").expect("exists");
+    assert_eq!(held_rev(&b, hidden), Some(0), "no signal: the copy is still held");
+    let home = b.home(reader, &PageRequest::default()).await.expect("home");
+    assert_eq!(ids(&home), vec![posted[3], posted[1], posted[0]], "the deleted item is gone from home");
+    let profile = b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile");
+    assert_eq!(ids(&profile), vec![posted[3], posted[0]], "a stranger no longer sees the followers-only item");
+    assert_eq!(held_rev(&b, hidden), Some(1), "the page read the item again and kept the new copy");
+
+    // A change acknowledged by node 1 is on node 2's next page at once,
+    // whether or not its signal has arrived ...
+    a.delete_item(posted[3], Some(author)).await.expect("delete");
+    let home = b.home(reader, &PageRequest::default()).await.expect("home");
+    assert_eq!(ids(&home), vec![posted[1], posted[0]]);
+    a.patch_item(posted[0], None, Some(Visibility::Mentioned), Some(author)).await.expect("patch");
+    let home = b.home(reader, &PageRequest::default()).await.expect("home");
+    assert_eq!(ids(&home), vec![posted[1]], "a mentions-only item leaves a follower's home");
+    // ... and the signal makes node 2 forget its copy.
+    clock.advance(1);
+    a.patch_item(posted[1], None, Some(Visibility::Public), Some(author)).await.expect("patch");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while held_rev(&b, posted[1]).is_some() {
+        assert!(std::time::Instant::now() < deadline, "node 2 still holds the copy 10 s after the signal");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        ids(&b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")),
+        vec![posted[1]]
+    );
+}
+
+#[tokio::test]
+async fn in_memory_copies_never_hide_a_change() {
+    changes_are_never_hidden_by_copies(Arc::new(tideway_store::Store::in_memory(800))).await;
+}
+
+async fn on_shared_engines(kind: tideway_service::config::BackendKind, url_var: &str) {
+    let node = tideway_engines::testing::FreshNode::open(kind, url_var, "itemcache").await;
+    changes_are_never_hidden_by_copies(node.backend()).await;
+    node.close().await;
+}
+
+#[tokio::test]
+async fn on_postgres_copies_never_hide_a_change() {
+    on_shared_engines(tideway_service::config::BackendKind::Postgres, "TIDEWAY_TEST_POSTGRES_URL").await;
+}
+
+#[tokio::test]
+async fn on_mariadb_copies_never_hide_a_change() {
+    on_shared_engines(tideway_service::config::BackendKind::Mysql, "TIDEWAY_TEST_MYSQL_URL").await;
+}
