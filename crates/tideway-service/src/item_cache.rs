@@ -1,8 +1,8 @@
 //! A node's copies of item records, for nodes whose store is a round trip
 //! away (SQL): a page takes the records it finds here and has them checked
-//! by the same statement that reads its counts (`Pages::page_facts`), so it
-//! pays no round trip for them and never shows a copy the store no longer
-//! has.
+//! by the call that reads its counts (`Pages::page_facts`: on PostgreSQL
+//! the same statement), so it pays no round trip for them and never shows
+//! a copy the store no longer has.
 //!
 //! What is guaranteed: a page never shows an item as it was before a
 //! change (patch, delete) acknowledged before the page began, on any node.

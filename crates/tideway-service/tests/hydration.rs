@@ -63,9 +63,9 @@ async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
 const IN_PROCESS_HOME_CALLS: u64 = 11;
 
 /// On shared engines, a warm page (its records held by the node): followees,
-/// activity and the inbox floor; hot-author marks and the inbox; the
-/// promotions; the page's facts in one statement. No record is read.
-const SHARED_WARM_HOME_CALLS: u64 = 7;
+/// activity and the inbox's first batch (with its floor); hot-author marks;
+/// the promotions; the page's facts in one statement. No record is read.
+const SHARED_WARM_HOME_CALLS: u64 = 6;
 
 /// The same on PostgreSQL + Redis, as a scaled-out node runs (pages read
 /// ahead, records held by the node): each call there is a round trip,

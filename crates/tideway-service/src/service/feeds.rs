@@ -164,34 +164,28 @@ impl FeedService {
         Ok(self.backend.inbox_floor(user).await?.unwrap_or(floor))
     }
 
-    /// Makes sure `user`'s inbox exists (its floor read with `floor`, run
-    /// beside the other first reads of the page) and returns the followed
-    /// authors whose unpushed items are above its floor.
-    /// With `first` (the range and size of the page's first inbox read
-    /// toward older keys) and an inbox already present, that read is made
-    /// beside the marks' and returned with them.
+    /// Makes sure `user`'s inbox exists (`first`: what the page's first
+    /// read of it found, run beside the other first reads of the page) and
+    /// returns the followed authors whose unpushed items are above its
+    /// floor, and the first batch's inbox read when that was it.
     async fn prepare_inbox(
         &self,
         user: UserId,
         f_list: &[UserId],
         touched: tideway_store::Result<()>,
-        floor: tideway_store::Result<Option<Key>>,
-        first: Option<(KeyRange, usize)>,
+        first: tideway_store::Result<FirstInbox>,
     ) -> Result<(Vec<UserId>, Option<tideway_store::Result<Option<InboxRead>>>)> {
         touched?;
-        let (floor, first) = match floor? {
-            Some(f) => (f, first),
-            None => (self.ensure_inbox(user, f_list).await?, None),
-        };
-        match first {
-            Some((range, n)) => {
-                let (pulled, read) = tokio::join!(
-                    self.backend.unpushed_above(f_list, floor),
-                    self.backend.read_inbox(user, range, Direction::Older, n)
-                );
-                Ok((pulled?, Some(read)))
+        match first? {
+            FirstInbox::Read(Some(read)) => {
+                let pulled = self.backend.unpushed_above(f_list, read.floor).await?;
+                Ok((pulled, Some(Ok(Some(read)))))
             }
-            None => Ok((self.backend.unpushed_above(f_list, floor).await?, None)),
+            FirstInbox::Floor(Some(floor)) => Ok((self.backend.unpushed_above(f_list, floor).await?, None)),
+            FirstInbox::Read(None) | FirstInbox::Floor(None) => {
+                let floor = self.ensure_inbox(user, f_list).await?;
+                Ok((self.backend.unpushed_above(f_list, floor).await?, None))
+            }
         }
     }
 
@@ -200,21 +194,26 @@ impl FeedService {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
         // Three independent first reads at once: on remote engines each is a
-        // round trip.
-        let (f_list, touched, floor) = tokio::join!(
-            self.sources_of(user),
-            self.backend.touch(user, self.shared_now()),
-            self.backend.inbox_floor(user)
-        );
+        // round trip. An older-ward page's first inbox read is one of them:
+        // it carries the floor (one read of the inbox, not two).
+        let first_n = batch_size(spec.limit + 1);
+        let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
+        let inbox = async {
+            match first {
+                Some((range, n)) => {
+                    self.backend.read_inbox(user, range, Direction::Older, n).await.map(FirstInbox::Read)
+                }
+                None => self.backend.inbox_floor(user).await.map(FirstInbox::Floor),
+            }
+        };
+        let (f_list, touched, first) =
+            tokio::join!(self.sources_of(user), self.backend.touch(user, self.shared_now()), inbox);
         let f_list = f_list?;
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         // Inboxes, activity and hot-author marks are shared state that may
         // be unreachable (a Redis outage): the page is then pulled from the
         // outboxes, exactly as defined, only slower.
-        // The first inbox read of an older-ward page goes beside the marks'.
-        let first_n = batch_size(spec.limit + 1);
-        let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
-        let pulled = match self.prepare_inbox(user, &f_list, touched, floor, first).await {
+        let pulled = match self.prepare_inbox(user, &f_list, touched, first).await {
             Ok(pulled) => Some(pulled),
             Err(e) => {
                 tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");
@@ -311,4 +310,12 @@ impl FeedService {
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
+}
+
+/// What a home page's first read of the inbox found: the first batch
+/// (older-ward pages, which start at the top or below a cursor) or the
+/// floor alone (newer-ward pages); `None` when the inbox is absent.
+enum FirstInbox {
+    Read(Option<InboxRead>),
+    Floor(Option<Key>),
 }
