@@ -51,31 +51,44 @@ start() {  # $1 binary (or "seeds"), $2 taskset prefix or empty
   echo "server did not start:"; cat "$DATA/server.log"; exit 1
 }
 stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
-CLEANUP=""
+CLEANUP=":"
+# On SQL each binary has a database and a Redis prefix of its own (a newer
+# build migrates its schema, which an older one then refuses), populated alike.
+engine() {  # $1 binary name: its database and prefix
+  if [ -n "${SHARED:-}" ]; then
+    export TIDEWAY_STORAGE__URL="${base%/*}/tw_bench_$$_$1" TIDEWAY_REDIS__PREFIX="benchhttp$$$1:"
+  fi
+}
 if [ -n "${SHARED:-}" ]; then
-  db="tw_bench_$$" sdb="tw_seeds_$$"
+  sdb="tw_seeds_$$" dbs=""
+  for b in "${BINS[@]}"; do dbs="$dbs tw_bench_$$_${b%%:*}"; done
   case "$SHARED" in
     postgres) base="$TIDEWAY_TEST_POSTGRES_URL"
-              for d in $db $sdb; do psql "$base" -qc "create database $d"; done
-              CLEANUP="psql '$base' -qc 'drop database $db with (force)'; psql '$base' -qc 'drop database $sdb with (force)'" ;;
+              for d in $dbs $sdb; do psql "$base" -qc "create database $d"; done
+              for d in $dbs $sdb; do CLEANUP="$CLEANUP; psql '$base' -qc 'drop database $d with (force)'"; done ;;
     mysql) base="$TIDEWAY_TEST_MYSQL_URL"
-           mysql -h 127.0.0.1 -u root -e "create database $db; create database $sdb"
-           CLEANUP="mysql -h 127.0.0.1 -u root -e 'drop database $db; drop database $sdb'" ;;
+           for d in $dbs $sdb; do mysql -h 127.0.0.1 -u root -e "create database $d"; done
+           for d in $dbs $sdb; do CLEANUP="$CLEANUP; mysql -h 127.0.0.1 -u root -e 'drop database $d'"; done ;;
     *) echo "SHARED must be postgres or mysql"; exit 2 ;;
   esac
   SEEDS_URL="${base%/*}/$sdb"
   cp "$CARGO_TARGET_DIR/release/bench-nodes" "$DATA/bench-nodes"
-  export TIDEWAY_STORAGE__BACKEND="$SHARED" TIDEWAY_STORAGE__URL="${base%/*}/$db"
-  export TIDEWAY_REDIS__URLS="$TIDEWAY_TEST_REDIS_URL" TIDEWAY_REDIS__PREFIX="benchhttp$$:"
+  export TIDEWAY_STORAGE__BACKEND="$SHARED" TIDEWAY_REDIS__URLS="$TIDEWAY_TEST_REDIS_URL"
   for p in benchhttp benchseeds; do
-    CLEANUP="$CLEANUP; redis-cli -u '$TIDEWAY_TEST_REDIS_URL' --scan --pattern '$p$$:*' | xargs -r redis-cli -u '$TIDEWAY_TEST_REDIS_URL' del >/dev/null"
+    CLEANUP="$CLEANUP; redis-cli -u '$TIDEWAY_TEST_REDIS_URL' --scan --pattern '$p$$*' | xargs -r redis-cli -u '$TIDEWAY_TEST_REDIS_URL' del >/dev/null"
   done
 fi
 trap 'kill $SERVER 2>/dev/null || true; rm -rf "$DATA"; eval "$CLEANUP"' EXIT
 
-start "$DATA/tideway-this" ""
-python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
-stop   # a clean stop writes the inbox snapshot: every start below is warm
+# (the embedded store is one data directory: populated once, by this tree)
+populated=("${BINS[0]}")
+[ -n "${SHARED:-}" ] && populated=("${BINS[@]}")
+for b in "${populated[@]}"; do
+  engine "${b%%:*}"
+  start "${b#*:}" ""
+  python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
+  stop   # a clean stop writes the inbox snapshot: every start below is warm
+done
 if [ -n "${SHARED:-}" ]; then
   start seeds ""
   python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
@@ -91,6 +104,7 @@ printf '%-9s %-7s %5s %12s %10s %10s\n' binary cores conns "requests/s" p50 p99
 for cores in shared split; do
   for b in "${BINS[@]}"; do
     name="${b%%:*}" path="${b#*:}"
+    engine "$name"
     if [ $cores = split ]; then start "$path" "taskset -c 0"; WRK="taskset -c 1 wrk"; else start "$path" ""; WRK="wrk"; fi
     $WRK -t1 -c8 -d3s -s scripts/bench/home.lua "http://127.0.0.1:$PORT" >/dev/null  # warm-up
     for c in $CONNS; do

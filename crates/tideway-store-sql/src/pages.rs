@@ -42,11 +42,14 @@ impl Stmt {
 
     /// The condition "`col` is one of `vals`" (`vals` not empty).
     ///
-    /// PostgreSQL plans a custom plan at every execution, and a list of 64
-    /// placeholders is 64 expressions to plan in each branch. Here a list
-    /// is one text value made an array (`= ANY`: still an index scan), so
-    /// the statement's text is the same for every page, and its sessions
-    /// plan it once (`SqlStore::pages`).
+    /// A list is one text value made an array (`= ANY`: still an index
+    /// scan), so the statement's text is the same for every page and is
+    /// prepared once per connection. PostgreSQL still plans it at each
+    /// execution (a custom plan, ~0.6-1 ms of the page's ~1 ms in the
+    /// database): its generic plan, forced on connections of their own,
+    /// cut that to 0.03 ms and the in-process page ×1.6-1.9, but served half
+    /// the requests/s over HTTP on a larger graph (docs/benchmarks.md), so
+    /// the default stays.
     fn one_of(&mut self, col: &str, vals: impl Iterator<Item = i64>) -> String {
         let list: Vec<String> = vals.map(|v| v.to_string()).collect();
         self.binds.push(Bind::Text(list.join(",")));
@@ -146,7 +149,7 @@ impl Pages for SqlStore {
                     Bind::Text(t) => query.bind(t),
                 };
             }
-            query.fetch_all(&self.pages).await.map_err(self.err())?
+            query.fetch_all(&self.pool).await.map_err(self.err())?
         };
         for row in &rows {
             let what = text(row, 0)?;
