@@ -82,11 +82,6 @@ impl ItemCache {
         self.records.clear();
     }
 
-    /// Bytes held (by the weights' estimate).
-    pub fn weight(&self) -> u64 {
-        self.records.weight()
-    }
-
     /// Forgets copies as the hub tells of changes, until the cache is
     /// dropped: an `Item` signal forgets that item; a lost subscription, or
     /// signals lost on the way (`Lagged`), forget everything.

@@ -6,7 +6,8 @@
 //! pays one round trip and one statement's overhead instead of five.
 //!
 //! On MySQL and MariaDB the parts go as separate statements side by side
-//! (the one statement measured slower there).
+//! (the one statement measured slower there), with the held copies checked
+//! by a statement of their own.
 //!
 //! Every branch yields `(what, a, b, c, name)`: a tag, three integers and a
 //! text (only counts and reactions use it). The tags: `r` a repost, `i` an
@@ -16,7 +17,7 @@
 
 use crate::graph::mark_relation;
 use crate::reactions::HydrationRows;
-use crate::rows::{int, k, text};
+use crate::rows::{in_list, int, k, text};
 use crate::{Dialect, SqlStore};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -63,8 +64,14 @@ impl Pages for SqlStore {
         if self.dialect == Dialect::MySql {
             // MariaDB ran the one statement ×2 slower than its parts side
             // by side (`bench-nodes`, warm home p50 5.2 ms against 2.4):
-            // there the parts go as separate statements, at once.
-            return tideway_store::facts_by_parts(self, q).await;
+            // there the parts go as separate statements, at once, and the
+            // held copies are checked by their `rev` alone (the parts' own
+            // check would read every held record whole, bodies included).
+            let parts = PageQuery { held: &[], ..*q };
+            let (mut facts, current) =
+                tokio::try_join!(tideway_store::facts_by_parts(self, &parts), self.revs(q.held))?;
+            facts.stale = stale(q.held, &current);
+            return Ok(facts);
         }
         let originals = q.originals.iter().map(|i| k(i.0));
         let mut parts: Vec<String> = Vec::new();
@@ -192,14 +199,28 @@ impl Pages for SqlStore {
             },
             relations,
             hydrated: hydration.finish(q.hydrate, q.viewer),
-            // A held copy is current when its row has the copy's rev (a
-            // deleted item's rev moved with its delete).
-            stale: q
-                .held
-                .iter()
-                .filter(|(id, rev)| current.get(&id.0).is_none_or(|&r| r != i64::from(*rev)))
-                .map(|(id, _)| *id)
-                .collect(),
+            stale: stale(q.held, &current),
         })
     }
+}
+
+impl SqlStore {
+    /// The stored `rev` of each of the held items found (by id).
+    async fn revs(&self, held: &[(ItemId, u32)]) -> Result<HashMap<u64, i64>> {
+        if held.is_empty() {
+            return Ok(HashMap::new());
+        }
+        let (m, binds) = in_list(held.iter().map(|(i, _)| k(i.0)));
+        let rows = self.fetch(&format!("SELECT id, rev FROM tw_items WHERE id IN ({m})"), &binds).await?;
+        rows.iter().map(|r| Ok((int(r, 0)? as u64, int(r, 1)?))).collect()
+    }
+}
+
+/// The held copies that are not current: a copy is current when its row
+/// has the copy's rev (a deleted item's rev moved with its delete).
+fn stale(held: &[(ItemId, u32)], current: &HashMap<u64, i64>) -> Vec<ItemId> {
+    held.iter()
+        .filter(|(id, rev)| current.get(&id.0).is_none_or(|&r| r != i64::from(*rev)))
+        .map(|(id, _)| *id)
+        .collect()
 }
