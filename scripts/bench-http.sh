@@ -16,6 +16,8 @@
 # same run, the seeds' design behind HTTP (`bench-nodes --serve-seeds`: items
 # and graph in a second fresh database, a Redis ZSET timeline per reader, the
 # same populate script and the same wrk reads), as binary "seeds".
+# Under each row, the CPU each party used per request (scripts/bench/cpu.py:
+# the server, the engines' processes, wrk): what bounds the rate on 2 cores.
 # wrk has no open loop: "p99 at a rate" is read from the closed-loop run
 # with the fewest connections that reaches the rate.
 set -euo pipefail
@@ -108,10 +110,12 @@ for cores in shared split; do
     if [ $cores = split ]; then start "$path" "taskset -c 0"; WRK="taskset -c 1 wrk"; else start "$path" ""; WRK="wrk"; fi
     $WRK -t1 -c8 -d3s -s scripts/bench/home.lua "http://127.0.0.1:$PORT" >/dev/null  # warm-up
     for c in $CONNS; do
-      $WRK -t1 -c"$c" -d"$DURATION" --latency -s scripts/bench/home.lua "http://127.0.0.1:$PORT" |
+      python3 scripts/bench/cpu.py "$SERVER" $WRK -t1 -c"$c" -d"$DURATION" --latency -s scripts/bench/home.lua \
+        "http://127.0.0.1:$PORT" 2>"$DATA/cpu" |
         awk -v n="$name" -v k="$cores" -v c="$c" '
           $1 == "50%" { p50 = $2 } $1 == "99%" { p99 = $2 } $1 == "Requests/sec:" { rps = $2 }
           END { printf "%-9s %-7s %5s %12s %10s %10s\n", n, k, c, rps, p50, p99 }'
+      sed 's/^/          /' "$DATA/cpu"
     done
     stop
   done

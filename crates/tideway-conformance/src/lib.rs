@@ -1029,6 +1029,7 @@ pub async fn pages(b: &dyn Backend) {
         related: &related,
         hydrate: &[x, y],
         held: &[(x, 0), (y, 0), (z, 0), (ItemId(8999), 0), (ItemId(8003), 0)],
+        ..Default::default()
     };
     let f = b.page_facts(&q).await.expect("page_facts");
     // Each answer is its own trait's...
@@ -1058,6 +1059,17 @@ pub async fn pages(b: &dyn Backend) {
     );
     assert_eq!(f.hydrated[1].1, Some(ViewerMarks { reposted: true, reactions: vec![] }));
     assert_eq!(f.stale, vec![x, z, ItemId(8999)], "patched, deleted and unknown copies are stale");
+    // With the viewer's follows known to the caller: the same relations
+    // but for following and followed_by, which say false.
+    let f2 = b.page_facts(&PageQuery { follows_known: true, ..q }).await.expect("page_facts");
+    let cleared: Vec<(UserId, tideway_core::Relation)> = f
+        .relations
+        .iter()
+        .map(|(u, r)| (*u, tideway_core::Relation { following: false, followed_by: false, ..*r }))
+        .collect();
+    assert_eq!(f2.relations, cleared, "blocks and mutes told, follows not");
+    assert_eq!((f2.reposts, f2.hydrated), (f.reposts.clone(), f.hydrated.clone()));
+
     let q = PageQuery { held: &[(x, 1), (z, 1), (y, 0), (ItemId(8999), 1)], ..Default::default() };
     let stale = b.page_facts(&q).await.expect("page_facts").stale;
     assert_eq!(stale, vec![ItemId(8999)], "copies of the stored rev (a tombstone's too) are current");
@@ -1069,4 +1081,58 @@ pub async fn pages(b: &dyn Backend) {
     assert_eq!(f.reposts, vec![vec![(a3, ItemId(8003))]]);
     assert_eq!(f.hydrated[0].1, None, "no viewer, no marks");
     assert_eq!(b.page_facts(&PageQuery::default()).await.expect("empty"), tideway_store::PageFacts::default());
+
+    // The version of a followee set, where the engine keeps one: read with
+    // the list, told by the page's call, moved by every change of the set
+    // (a block removes follows both ways) and by nothing else.
+    let version = |user| async move {
+        let q = PageQuery { followees_of: Some(user), ..Default::default() };
+        let told = b.page_facts(&q).await.expect("page_facts").followees_version;
+        assert_eq!(told, b.followees_version(user).await.expect("followees_version"), "the call tells the version");
+        let (list, read) = b.followees_versioned(user).await.expect("followees_versioned");
+        assert_eq!(list, b.followees(user).await.expect("followees"), "the list of the version");
+        assert_eq!(read, told, "read with the list");
+        read
+    };
+    let v0 = version(viewer).await;
+    if v0.is_some() {
+        b.set_mute(viewer, a4, true, Millis(5)).await.expect("mute");
+        b.follow_many(a4, &[a5], Millis(5), 100).await.expect("someone else follows");
+        assert_eq!(version(viewer).await, v0, "a mute or another's follow leaves it");
+        b.follow_many(viewer, &[u(6)], Millis(6), 100).await.expect("follow");
+        let v1 = version(viewer).await;
+        assert_ne!(v1, v0, "a follow moves it");
+        assert!(b.unfollow(viewer, u(6)).await.expect("unfollow"));
+        let v2 = version(viewer).await;
+        assert!(v2 != v1 && v2 != v0, "an unfollow moves it, never back to an earlier one");
+        let v3 = version(a2).await;
+        b.set_block(viewer, a2, true, Millis(7)).await.expect("block");
+        assert_ne!(version(viewer).await, v2, "a block ends the blocker's follow");
+        assert_ne!(version(a2).await, v3, "... and the blocked one's");
+        assert_eq!(version(u(4321)).await, Some(0), "a user never seen is at version 0");
+    } else {
+        assert_eq!(version(u(4321)).await, None, "an engine keeps a version for everyone or no one");
+    }
+    assert!(b.page_facts(&PageQuery::default()).await.expect("empty").promotions.is_none(), "not asked");
+
+    // The running promotions, asked with the page's facts.
+    let p = |id: u64, starts: i64, ends: i64| tideway_store::Promotion {
+        id,
+        item: x,
+        every: 4,
+        starts_at: Millis(starts),
+        ends_at: Millis(ends),
+    };
+    for q in [p(8102, 100, 300), p(8101, 150, 250), p(8103, 400, 500)] {
+        b.create_promotion(q).await.expect("promotion");
+    }
+    let at = |t: i64| async move {
+        let q = PageQuery { originals: &[x], promotions_at: Some(Millis(t)), ..Default::default() };
+        let told = b.page_facts(&q).await.expect("page_facts").promotions.expect("asked");
+        assert_eq!(told, b.active_promotions(Millis(t)).await.expect("active"), "the call tells the running ones");
+        told
+    };
+    assert_eq!(at(200).await, vec![p(8101, 150, 250), p(8102, 100, 300)], "running at 200, by id");
+    assert_eq!(at(250).await, vec![p(8102, 100, 300)], "the end is exclusive");
+    assert!(at(99).await.is_empty());
 }

@@ -22,8 +22,8 @@ use std::sync::Arc;
 use tideway_core::entry::AppearanceKind;
 use tideway_core::entry::{home_entry, profile_entry};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
-use tideway_core::{Entry, Item, ItemId, Key, PostingFeed, Relation, UserId};
-use tideway_store::{Backend, InboxRead, ItemCounts, PageQuery, Record, ViewerMarks};
+use tideway_core::{Entry, Item, ItemId, Key, Millis, PostingFeed, Relation, UserId};
+use tideway_store::{Backend, InboxRead, ItemCounts, PageFacts, PageQuery, Promotion, Record, ViewerMarks};
 
 /// What a page shows of an item beside the item itself: its counts and the
 /// viewer's marks.
@@ -51,6 +51,8 @@ pub enum Evaluator<'a> {
         f_list: &'a [UserId],
         f_set: &'a HashSet<UserId>,
         read_ahead: bool,
+        /// What the page's first call also asks (its answer kept there).
+        asks: Option<&'a PageAsks>,
     },
     /// Profile of `author` seen by `viewer`.
     Profile {
@@ -74,9 +76,9 @@ impl Evaluator<'_> {
     /// first `want` candidates.
     pub async fn evaluate(&self, keys: &[Key], want: usize) -> Result<Vec<Found>> {
         match *self {
-            Evaluator::Home { backend, cache, user, f_list, f_set, read_ahead } => {
+            Evaluator::Home { backend, cache, user, f_list, f_set, read_ahead, asks } => {
                 let ahead = if read_ahead { keys.len() } else { 0 };
-                checked(cache, |cache| evaluate_home(backend, cache, user, f_list, f_set, keys, ahead)).await
+                checked(cache, |cache| evaluate_home(backend, cache, user, f_list, f_set, keys, ahead, asks)).await
             }
             Evaluator::Profile { backend, cache, author, viewer, read_ahead } => {
                 let ahead = if read_ahead { keys.len() } else { 0 };
@@ -500,8 +502,15 @@ struct Told {
 impl Told {
     /// Asks `q` in one call (one statement on SQL); `Err` names the held
     /// copies that were stale.
-    async fn ask(backend: &dyn Backend, q: &PageQuery<'_>) -> Result<std::result::Result<Told, Vec<ItemId>>> {
+    async fn ask(
+        backend: &dyn Backend,
+        q: &PageQuery<'_>,
+        asks: Option<&PageAsks>,
+    ) -> Result<std::result::Result<Told, Vec<ItemId>>> {
         let f = backend.page_facts(q).await?;
+        if let Some(a) = asks {
+            a.keep(q, &f);
+        }
         if !f.stale.is_empty() {
             return Ok(Err(f.stale));
         }
@@ -537,8 +546,65 @@ impl Batch {
     }
 }
 
+/// What a home page asks of its first call beside its batch's facts: the
+/// version of the viewer's followee set (when the page walks a node's copy
+/// of the list) and the promotions running. The answer is kept here; a page
+/// whose walk made no call asks it alone ([`PageAsks::answer`]).
+pub struct PageAsks {
+    pub followees_of: Option<UserId>,
+    pub promotions_at: Option<Millis>,
+    answered: std::sync::Mutex<Option<Asked>>,
+}
+
+/// What [`PageAsks`] learnt.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    pub followees_version: Option<u64>,
+    pub promotions: Vec<Promotion>,
+}
+
+impl PageAsks {
+    pub fn new(followees_of: Option<UserId>, promotions_at: Option<Millis>) -> Self {
+        PageAsks { followees_of, promotions_at, answered: std::sync::Mutex::new(None) }
+    }
+
+    fn answered(&self) -> std::sync::MutexGuard<'_, Option<Asked>> {
+        self.answered.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `q` asking what is not answered yet.
+    fn onto<'q>(&self, q: PageQuery<'q>) -> PageQuery<'q> {
+        if self.answered().is_some() {
+            return q;
+        }
+        PageQuery { followees_of: self.followees_of, promotions_at: self.promotions_at, ..q }
+    }
+
+    /// Keeps the answer of a call that asked (`q`, from [`PageAsks::onto`]).
+    fn keep(&self, q: &PageQuery<'_>, f: &PageFacts) {
+        if q.followees_of.is_some() || q.promotions_at.is_some() {
+            *self.answered() = Some(Asked {
+                followees_version: f.followees_version,
+                promotions: f.promotions.clone().unwrap_or_default(),
+            });
+        }
+    }
+
+    /// The answer, asked alone when no call of the walk asked it.
+    pub async fn answer(&self, backend: &dyn Backend) -> Result<Asked> {
+        if let Some(a) = self.answered().clone() {
+            return Ok(a);
+        }
+        let q = self.onto(PageQuery::default());
+        let f = backend.page_facts(&q).await?;
+        self.keep(&q, &f);
+        Ok(self.answered().clone().unwrap_or_default())
+    }
+}
+
 /// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`;
 /// `Err` names the copies taken from `cache` that were stale.
+#[allow(clippy::too_many_arguments)]
 pub async fn evaluate_home(
     backend: &dyn Backend,
     cache: Option<&ItemCache>,
@@ -547,6 +613,7 @@ pub async fn evaluate_home(
     f_set: &HashSet<UserId>,
     keys: &[Key],
     ahead: usize,
+    asks: Option<&PageAsks>,
 ) -> Result<std::result::Result<Vec<Found>, Vec<ItemId>>> {
     let b = load_batch(backend, cache, keys, Some(user)).await?;
     let early = b.early(ahead);
@@ -567,15 +634,22 @@ pub async fn evaluate_home(
         inserts_of: Some(user),
         viewer: Some(user),
         related: &related,
+        // (following is `F(user)`: the page walks it)
+        follows_known: true,
         hydrate: &early,
         held: &b.held,
+        ..PageQuery::default()
     };
-    let told = match Told::ask(backend, &q).await? {
+    let q = match asks {
+        Some(a) => a.onto(q),
+        None => q,
+    };
+    let told = match Told::ask(backend, &q, asks).await? {
         Ok(t) => t,
         Err(stale) => return Ok(Err(stale)),
     };
     let in_f = |x: UserId| f_set.contains(&x);
-    let rel = |x: UserId| told.rel(x);
+    let rel = |x: UserId| Relation { following: in_f(x), ..told.rel(x) };
     Ok(Ok(
         b.entries(keys, &told, |item, idx| home_entry(item, user, &in_f, &rel, &told.reposts[idx], told.inserted[idx]))
     ))
@@ -609,8 +683,9 @@ pub async fn evaluate_profile(
         related: &related,
         hydrate: &early,
         held: &b.held,
+        ..PageQuery::default()
     };
-    let told = match Told::ask(backend, &q).await? {
+    let told = match Told::ask(backend, &q, None).await? {
         Ok(t) => t,
         Err(stale) => return Ok(Err(stale)),
     };

@@ -147,6 +147,7 @@ pub fn register_series() {
         "tideway_inboxes_dropped_total",
         "tideway_inbox_backfill_lost_total",
         "tideway_home_pulled_on_error_total",
+        "tideway_followee_copies_stale_total",
         "tideway_items_created_total",
         "tideway_items_pulled_total",
         "tideway_reactions_total",

@@ -14,7 +14,7 @@
 //! depends on it arriving. Insertion records never change and need no check.
 
 use std::sync::Arc;
-use tideway_core::{ItemId, Key};
+use tideway_core::{ItemId, Key, UserId};
 use tideway_store::{Backend, Received, Record, Signal};
 
 /// Weighs a cached record by an estimate of its memory.
@@ -116,5 +116,91 @@ impl ItemCache {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
+    }
+}
+
+/// Weighs a followee list by its ids and the slot.
+#[derive(Clone)]
+struct ListWeight;
+
+impl quick_cache::Weighter<UserId, (u64, Arc<[UserId]>)> for ListWeight {
+    fn weight(&self, _: &UserId, (_, list): &(u64, Arc<[UserId]>)) -> u64 {
+        (96 + list.len() * 8) as u64
+    }
+}
+
+/// A node's copies of followee lists, each with the version of the set it
+/// was read at (`Graph::followees_versioned`), for engines that keep one.
+///
+/// What is guaranteed: a home page never walks a followee list older than
+/// a change of it acknowledged before the page began, on any node. The page
+/// takes its viewer's list here and has its version checked by the page's
+/// one call (`PageQuery::followees_of`); when the version moved, the page
+/// forgets the copy and begins again with the list read anew. A page that
+/// writes from the list (an absent inbox rebuilt from the outboxes of
+/// everyone in it) reads it anew first: a write is not undone by beginning
+/// again. A follow change on this node forgets the copy at once (no second
+/// walk then).
+pub struct FolloweeCopies {
+    lists: quick_cache::sync::Cache<UserId, (u64, Arc<[UserId]>), ListWeight>,
+}
+
+impl FolloweeCopies {
+    /// Copies of about `bytes` (at least 64 KiB).
+    pub fn new(bytes: u64) -> Self {
+        let bytes = bytes.max(1 << 16);
+        let lists = usize::try_from(bytes / 1024).unwrap_or(usize::MAX).max(16);
+        FolloweeCopies { lists: quick_cache::sync::Cache::with_weighter(lists, bytes, ListWeight) }
+    }
+
+    /// The copy of `user`'s list and its version.
+    pub fn get(&self, user: UserId) -> Option<(u64, Arc<[UserId]>)> {
+        self.lists.get(&user)
+    }
+
+    pub fn put(&self, user: UserId, version: u64, list: Arc<[UserId]>) {
+        self.lists.insert(user, (version, list));
+    }
+
+    /// Forgets `user`'s copy (the list changed, or may have).
+    pub fn forget(&self, user: UserId) {
+        self.lists.remove(&user);
+    }
+}
+
+/// When this node last marked a user active (`Activity::touch`), so that a
+/// page pays the mark at most once per `every` milliseconds per user (on
+/// engines a round trip away). Bounded: users share slots by hash, and a
+/// slot another user took only means one more mark.
+pub struct RecentTouches {
+    slots: Box<[parking_lot::Mutex<(UserId, i64)>]>,
+    every: i64,
+}
+
+impl RecentTouches {
+    const SLOTS: usize = 1 << 14;
+
+    pub fn new(every_ms: i64) -> Self {
+        RecentTouches {
+            slots: (0..Self::SLOTS).map(|_| parking_lot::Mutex::new((UserId(0), i64::MIN))).collect(),
+            every: every_ms.max(0),
+        }
+    }
+
+    fn slot(&self, user: UserId) -> &parking_lot::Mutex<(UserId, i64)> {
+        let h = user.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50;
+        &self.slots[h as usize % Self::SLOTS]
+    }
+
+    /// Whether this node marked `user` within `every` before `now` (a clock
+    /// gone back counts as not recent).
+    pub fn recent(&self, user: UserId, now: i64) -> bool {
+        let (who, at) = *self.slot(user).lock();
+        who == user && now >= at && now.saturating_sub(at) < self.every
+    }
+
+    /// Notes that this node marked `user` at `now`.
+    pub fn note(&self, user: UserId, now: i64) {
+        *self.slot(user).lock() = (user, now);
     }
 }

@@ -85,6 +85,30 @@ async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
         ids(&b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")),
         vec![posted[1]]
     );
+
+    // Node 2 walks its copy of the reader's followee list (where the engine
+    // keeps versions); a follow or unfollow acknowledged by node 1 is on
+    // node 2's next page at once all the same.
+    let other = UserId(4);
+    clock.advance(1);
+    let theirs = a.create_item(NewItem::new(other, ItemKind::Post)).await.expect("post").0.item.id;
+    FanoutWorker::new(a.clone()).drain().await.expect("drain");
+    assert_eq!(ids(&b.home(reader, &PageRequest::default()).await.expect("home")), vec![posted[1]]);
+    a.follow_many(reader, &[other]).await.expect("follow on node 1");
+    assert_eq!(
+        ids(&b.home(reader, &PageRequest::default()).await.expect("home")),
+        vec![theirs, posted[1]],
+        "a follow made on node 1 is on node 2's next page"
+    );
+    a.unfollow(reader, author).await.expect("unfollow on node 1");
+    assert_eq!(
+        ids(&b.home(reader, &PageRequest::default()).await.expect("home")),
+        vec![theirs],
+        "an unfollow made on node 1 is on node 2's next page"
+    );
+    // (written where no node hears of it, as a block of another node's)
+    backend.set_block(other, reader, true, Millis(1_700_000_001_000)).await.expect("block");
+    assert!(b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(), "a block ends it");
 }
 
 #[tokio::test]

@@ -841,6 +841,14 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             4 => 1,
             _ => 0,
         },
+        // With copies, nodes mark a reader active once a minute at most
+        // where readers never go inactive (a thousandth of the window, as
+        // the server derives it: nothing with a 30 ms window).
+        touch_every_ms: if seed.is_multiple_of(6) && active_window_ms == i64::MAX { 60_000 } else { 0 },
+        // Some seeds reuse an author's hot decision for a minute of the test
+        // clock while authors cross the threshold both ways: pages must not
+        // care which way an item went.
+        hot_decision_ms: if seed % 6 == 2 { 60_000 } else { 0 },
         snapshot_ttl_ms: LIVE_TTL_MS,
         ..ServiceOptions::default()
     };

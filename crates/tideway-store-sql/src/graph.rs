@@ -48,8 +48,11 @@ impl SqlStore {
         if users.is_empty() || by == 0 {
             return Ok(());
         }
-        let sql =
-            self.q(&format!("UPDATE tw_users SET {counter} = {counter} + ? WHERE id IN ({})", marks(users.len())));
+        // A change of whom a user follows moves the version of the set
+        // (`followees_versioned`) with the count.
+        let version = if counter == "following" { ", grev = grev + 1" } else { "" };
+        let sql = self
+            .q(&format!("UPDATE tw_users SET {counter} = {counter} + ?{version} WHERE id IN ({})", marks(users.len())));
         let mut q = sqlx::query(&sql).bind(by);
         for u in users {
             q = q.bind(k(u.0));
@@ -215,6 +218,35 @@ impl Graph for SqlStore {
         let rows =
             self.fetch("SELECT followee FROM tw_follows WHERE follower = ? ORDER BY followee", &[k(user.0)]).await?;
         rows.iter().map(|r| Ok(UserId(int(r, 0)? as u64))).collect()
+    }
+
+    async fn followees_versioned(&self, user: UserId) -> Result<(Vec<UserId>, Option<u64>)> {
+        // One statement, one snapshot: the list is the set of that version
+        // (no row: an unknown user, who follows no one, at version 0).
+        let rows = self
+            .fetch(
+                "SELECT f.followee, u.grev FROM tw_users u LEFT JOIN tw_follows f ON f.follower = u.id \
+                 WHERE u.id = ? ORDER BY f.followee",
+                &[k(user.0)],
+            )
+            .await?;
+        let mut version = 0;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            version = int(r, 1)? as u64;
+            if let Some(f) = crate::rows::oint(r, 0)? {
+                list.push(UserId(f as u64));
+            }
+        }
+        Ok((list, Some(version)))
+    }
+
+    async fn followees_version(&self, user: UserId) -> Result<Option<u64>> {
+        let rows = self.fetch("SELECT grev FROM tw_users WHERE id = ?", &[k(user.0)]).await?;
+        Ok(Some(match rows.first() {
+            Some(r) => int(r, 0)? as u64,
+            None => 0,
+        }))
     }
 
     async fn list(

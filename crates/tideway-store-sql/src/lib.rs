@@ -60,6 +60,10 @@ const SETTING: &str = "storage.url (TIDEWAY_STORAGE__URL)";
 /// Items, graph and jobs on a SQL database.
 pub struct SqlStore {
     pool: AnyPool,
+    /// The connections of a page's one statement (`pages.rs`): on
+    /// PostgreSQL a pool of its own whose sessions plan it once,
+    /// generically; on MySQL the same pool.
+    pages: AnyPool,
     dialect: Dialect,
     /// The store-wide counts and when they were read (see `stats.rs`).
     stats: tokio::sync::Mutex<Option<(Instant, StoreStats)>>,
@@ -94,7 +98,32 @@ impl SqlStore {
                 message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
                 source: Some(Box::new(e)),
             })?;
-        let store = Self { pool, dialect, stats: tokio::sync::Mutex::new(None) };
+        // The page's statement (pages.rs) is one text of many branches:
+        // PostgreSQL planned it anew at every execution (a custom plan,
+        // ~0.6-1 ms, against ~0.1-0.3 ms of running it). Its sessions plan
+        // generically, once per connection; the statement is written so
+        // that one plan suits every list length. Every other statement
+        // keeps the default (the graph's range reads run faster on custom
+        // plans).
+        let pages = match dialect {
+            Dialect::MySql => pool.clone(),
+            Dialect::Postgres => AnyPoolOptions::new()
+                .after_connect(|conn, _| {
+                    Box::pin(async move {
+                        sqlx::query("SET plan_cache_mode = force_generic_plan").execute(conn).await?;
+                        Ok(())
+                    })
+                })
+                .max_connections(8)
+                .acquire_timeout(Duration::from_secs(3))
+                .connect_lazy(url)
+                .map_err(|e| StoreError::Config {
+                    setting: SETTING,
+                    message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
+                    source: Some(Box::new(e)),
+                })?,
+        };
+        let store = Self { pool, pages, dialect, stats: tokio::sync::Mutex::new(None) };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;
         Ok(store)
     }
@@ -106,6 +135,7 @@ impl SqlStore {
     /// Closes every connection (tests drop their database after).
     pub async fn close(&self) {
         self.pool.close().await;
+        self.pages.close().await;
     }
 }
 

@@ -3,7 +3,9 @@
 //! ahead, and the check of the records a node holds a copy of, as the
 //! branches of one `UNION ALL`. One statement is one snapshot: a held
 //! record found current is current with the counts beside it, and the page
-//! pays one round trip and one statement's overhead instead of five.
+//! pays one round trip and one statement's overhead instead of five. On
+//! PostgreSQL it is one fixed text ([`PG_PAGE`]), planned once per
+//! connection.
 //!
 //! On MySQL and MariaDB the parts go as separate statements side by side
 //! (the one statement measured slower there), with the held copies checked
@@ -21,41 +23,72 @@ use crate::rows::{in_list, int, k, text};
 use crate::{Dialect, SqlStore};
 use async_trait::async_trait;
 use std::collections::HashMap;
-use tideway_core::{ItemId, Relation, UserId};
-use tideway_store::{PageFacts, PageQuery, Pages, Result};
+use tideway_core::{ItemId, Millis, Relation, UserId};
+use tideway_store::{PageFacts, PageQuery, Pages, Promotion, Result, StoreError};
 
-/// A bound value: an id, or a list of ids as text.
-enum Bind {
-    Int(i64),
-    Text(String),
-}
+/// The page's statement on PostgreSQL: one text for every page, so each
+/// connection prepares it once, and written so that one plan suits every
+/// list length (each branch an index probe driven by its list or by the
+/// viewer), because the connections that run it plan it once, generically
+/// (see `SqlStore::connect`): a custom plan of this many branches cost
+/// ~0.6-1 ms per page, most of the page's time in the database.
+///
+/// `$1` originals, `$2` reposters, `$3` whose insertions (or NULL), `$4`
+/// the viewer (or NULL: the viewer's branches find nothing), `$5` related
+/// users, `$6` the items read ahead, `$7` the held copies, `$8` whose
+/// followee-set version (or NULL), `$9` the time of the running promotions
+/// (or NULL); lists are one text of comma-separated ids (`''`: none).
+const PG_PAGE: &str = "\
+WITH rp AS MATERIALIZED (\
+  SELECT i.repost_of, i.author, i.id FROM unnest(string_to_array($1, ',')::bigint[]) o(id) \
+  JOIN tw_items i ON i.repost_of = o.id \
+  WHERE i.author = ANY(string_to_array($2, ',')::bigint[]) AND i.live = 1), \
+who AS MATERIALIZED (\
+  SELECT unnest(string_to_array($5, ',')::bigint[]) AS u UNION SELECT author FROM rp) \
+SELECT 'r', repost_of, author, id, '' FROM rp \
+UNION ALL SELECT 'i', item, MIN(k), MIN(k), '' FROM tw_inserts \
+  WHERE user_id = $3 AND item = ANY(string_to_array($1, ',')::bigint[]) GROUP BY item \
+UNION ALL SELECT 'k', target, target, target, '' FROM tw_blocks \
+  WHERE user_id = $4 AND target IN (SELECT u FROM who) \
+UNION ALL SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks \
+  WHERE target = $4 AND user_id IN (SELECT u FROM who) \
+UNION ALL SELECT 'u', target, target, target, '' FROM tw_mutes \
+  WHERE user_id = $4 AND target IN (SELECT u FROM who) \
+UNION ALL SELECT 'c', item, n, n, what FROM tw_item_counts \
+  WHERE item = ANY(string_to_array($6, ',')::bigint[]) AND n > 0 \
+UNION ALL SELECT 'v', repost_of, COUNT(*), COUNT(*), '' FROM tw_items \
+  WHERE author = $4 AND repost_of = ANY(string_to_array($6, ',')::bigint[]) AND live = 1 GROUP BY repost_of \
+UNION ALL SELECT 'm', item, COUNT(*), COUNT(*), kind FROM tw_reactions \
+  WHERE user_id = $4 AND item = ANY(string_to_array($6, ',')::bigint[]) GROUP BY item, kind \
+UNION ALL SELECT 'x', id, rev, rev, '' FROM tw_items WHERE id = ANY(string_to_array($7, ',')::bigint[]) \
+UNION ALL SELECT 'g', grev, grev, grev, '' FROM tw_users WHERE id = $8 \
+UNION ALL SELECT 'p', id, item, every, starts_at::text || ',' || ends_at::text FROM tw_promotions \
+  WHERE starts_at <= $9 AND ends_at > $9";
 
-/// The statement being written and its binds, in order.
-#[derive(Default)]
-struct Stmt {
-    binds: Vec<Bind>,
-}
+/// The follows of the viewer ([`PG_PAGE`]'s branches beside the blocks and
+/// mutes, on the partitioned graph tables), asked unless the query says the
+/// caller knows them (`follows_known`: a home page, which walks `F(u)`).
+const PG_FOLLOWS: &str = "\
+UNION ALL SELECT 'f', followee, followee, followee, '' FROM tw_follows \
+  WHERE follower = $4 AND followee IN (SELECT u FROM who) \
+UNION ALL SELECT 'b', follower, follower, follower, '' FROM tw_followers \
+  WHERE followee = $4 AND follower IN (SELECT u FROM who)";
 
-impl Stmt {
-    fn int(&mut self, v: i64) {
-        self.binds.push(Bind::Int(v));
+/// [`PG_PAGE`], and [`PG_PAGE`] with [`PG_FOLLOWS`]: the two texts a page
+/// runs (each prepared and planned once per connection).
+static PG_TEXTS: std::sync::LazyLock<[String; 2]> =
+    std::sync::LazyLock::new(|| [PG_PAGE.to_owned(), format!("{PG_PAGE} {PG_FOLLOWS}")]);
+
+/// A list of ids as the statement's text value.
+fn list(ids: impl Iterator<Item = i64>) -> String {
+    let mut out = String::new();
+    for id in ids {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(&id.to_string());
     }
-
-    /// The condition "`col` is one of `vals`" (`vals` not empty).
-    ///
-    /// A list is one text value made an array (`= ANY`: still an index
-    /// scan), so the statement's text is the same for every page and is
-    /// prepared once per connection. PostgreSQL still plans it at each
-    /// execution (a custom plan, ~0.6-1 ms of the page's ~1 ms in the
-    /// database): its generic plan, forced on connections of their own,
-    /// cut that to 0.03 ms and the in-process page ×1.6-1.9, but served half
-    /// the requests/s over HTTP on a larger graph (docs/benchmarks.md), so
-    /// the default stays.
-    fn one_of(&mut self, col: &str, vals: impl Iterator<Item = i64>) -> String {
-        let list: Vec<String> = vals.map(|v| v.to_string()).collect();
-        self.binds.push(Bind::Text(list.join(",")));
-        format!("{col} = ANY(string_to_array(?, ',')::bigint[])")
-    }
+    out
 }
 
 #[async_trait]
@@ -73,90 +106,37 @@ impl Pages for SqlStore {
             facts.stale = stale(q.held, &current);
             return Ok(facts);
         }
-        let originals = q.originals.iter().map(|i| k(i.0));
-        let mut parts: Vec<String> = Vec::new();
-        let mut st = Stmt::default();
-        // The reposts, named `rp` for the reposters' relations below.
         let reposts = !q.originals.is_empty() && !q.reposters.is_empty();
-        let mut with = String::new();
-        if reposts {
-            let of = st.one_of("repost_of", originals.clone());
-            let by = st.one_of("author", q.reposters.iter().map(|u| k(u.0)));
-            with = format!("WITH rp AS (SELECT repost_of, author, id FROM tw_items WHERE {of} AND {by} AND live = 1) ");
-            parts.push("SELECT 'r', repost_of, author, id, '' FROM rp".to_owned());
-        }
         let inserts = q.inserts_of.filter(|_| !q.originals.is_empty());
-        if let Some(u) = inserts {
-            st.int(k(u.0));
-            let of = st.one_of("item", originals);
-            parts.push(format!(
-                "SELECT 'i', item, MIN(k), MIN(k), '' FROM tw_inserts WHERE user_id = ? AND {of} GROUP BY item"
-            ));
-        }
-        // The viewer's relations to the related users, and to the reposters
-        // found (from `rp`: the entry rule asks of both).
-        if let Some(v) = q.viewer {
-            for (tag, table, own, other) in [
-                ("f", "tw_follows", "follower", "followee"),
-                ("b", "tw_followers", "followee", "follower"),
-                ("k", "tw_blocks", "user_id", "target"),
-                ("K", "tw_blocks", "target", "user_id"),
-                ("u", "tw_mutes", "user_id", "target"),
-            ] {
-                let branch = |cond: &str| {
-                    format!("SELECT '{tag}', {other}, {other}, {other}, '' FROM {table} WHERE {own} = ? AND {cond}")
-                };
-                if !q.related.is_empty() {
-                    st.int(k(v.0));
-                    let among = st.one_of(other, q.related.iter().map(|u| k(u.0)));
-                    parts.push(branch(&among));
-                }
-                if reposts {
-                    st.int(k(v.0));
-                    parts.push(branch(&format!("{other} IN (SELECT author FROM rp)")));
-                }
-            }
-        }
-        if !q.hydrate.is_empty() {
-            let ids = || q.hydrate.iter().map(|i| k(i.0));
-            let of = st.one_of("item", ids());
-            parts.push(format!("SELECT 'c', item, n, n, what FROM tw_item_counts WHERE {of} AND n > 0"));
-            if let Some(v) = q.viewer {
-                st.int(k(v.0));
-                let of = st.one_of("repost_of", ids());
-                parts.push(format!(
-                    "SELECT 'v', repost_of, COUNT(*), COUNT(*), '' FROM tw_items \
-                     WHERE author = ? AND {of} AND live = 1 GROUP BY repost_of"
-                ));
-                st.int(k(v.0));
-                let of = st.one_of("item", ids());
-                parts.push(format!(
-                    "SELECT 'm', item, COUNT(*), COUNT(*), kind FROM tw_reactions \
-                     WHERE user_id = ? AND {of} GROUP BY item, kind"
-                ));
-            }
-        }
-        if !q.held.is_empty() {
-            let of = st.one_of("id", q.held.iter().map(|(i, _)| k(i.0)));
-            parts.push(format!("SELECT 'x', id, rev, rev, '' FROM tw_items WHERE {of}"));
-        }
         let mut by_original: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
         let mut inserted: HashMap<u64, u64> = HashMap::new();
         let mut rel: HashMap<u64, Relation> = HashMap::new();
         let mut hydration = HydrationRows::default();
         let mut current: HashMap<u64, i64> = HashMap::new();
-        let rows = if parts.is_empty() {
+        let mut version = None;
+        let mut promotions = Vec::new();
+        let nothing = q.originals.is_empty()
+            && q.related.is_empty()
+            && q.hydrate.is_empty()
+            && q.held.is_empty()
+            && q.followees_of.is_none()
+            && q.promotions_at.is_none();
+        let rows = if nothing {
             vec![]
         } else {
-            let sql = self.q(&format!("{with}{}", parts.join(" UNION ALL ")));
-            let mut query = sqlx::query(&sql);
-            for b in st.binds {
-                query = match b {
-                    Bind::Int(v) => query.bind(v),
-                    Bind::Text(t) => query.bind(t),
-                };
-            }
-            query.fetch_all(&self.pool).await.map_err(self.err())?
+            sqlx::query(&PG_TEXTS[usize::from(!q.follows_known)])
+                .bind(list(q.originals.iter().map(|i| k(i.0))))
+                .bind(if reposts { list(q.reposters.iter().map(|u| k(u.0))) } else { String::new() })
+                .bind(inserts.map(|u| k(u.0)))
+                .bind(q.viewer.map(|v| k(v.0)))
+                .bind(list(q.related.iter().map(|u| k(u.0))))
+                .bind(list(q.hydrate.iter().map(|i| k(i.0))))
+                .bind(list(q.held.iter().map(|(i, _)| k(i.0))))
+                .bind(q.followees_of.map(|u| k(u.0)))
+                .bind(q.promotions_at.map(|t| t.0))
+                .fetch_all(&self.pages)
+                .await
+                .map_err(self.err())?
         };
         for row in &rows {
             let what = text(row, 0)?;
@@ -170,6 +150,21 @@ impl Pages for SqlStore {
                 }
                 "x" => {
                     current.insert(a, int(row, 2)?);
+                }
+                "g" => version = Some(a),
+                "p" => {
+                    let span = text(row, 4)?;
+                    let (starts, ends) = span.split_once(',').unwrap_or_default();
+                    let at = |t: &str| {
+                        t.parse::<i64>().map(Millis).map_err(|e| StoreError::corrupt_by("a promotion's times", e))
+                    };
+                    promotions.push(Promotion {
+                        id: a,
+                        item: ItemId(int(row, 2)? as u64),
+                        every: u32::try_from(int(row, 3)?).unwrap_or(u32::MAX),
+                        starts_at: at(starts)?,
+                        ends_at: at(ends)?,
+                    });
                 }
                 "c" | "v" | "m" => hydration.take(&what, a, int(row, 2)?, row, 4)?,
                 tag => mark_relation(rel.entry(a).or_default(), tag),
@@ -200,6 +195,12 @@ impl Pages for SqlStore {
             relations,
             hydrated: hydration.finish(q.hydrate, q.viewer),
             stale: stale(q.held, &current),
+            // (no row: a user never seen, at version 0)
+            followees_version: q.followees_of.map(|_| version.unwrap_or(0)),
+            promotions: q.promotions_at.map(|_| {
+                promotions.sort_unstable_by_key(|p| p.id);
+                promotions
+            }),
         })
     }
 }

@@ -300,6 +300,16 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "ALTER TABLE tw_items ADD COLUMN rev BIGINT NOT NULL DEFAULT 0",
         ],
     ),
+    (
+        12,
+        &[
+            // The version of a user's followee set, moved by every change
+            // of it (with the `following` counter, in the same statement):
+            // nodes keep copies of followee lists and check them in the
+            // page's statement (`pages.rs`).
+            "ALTER TABLE tw_users ADD COLUMN grev BIGINT NOT NULL DEFAULT 0",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

@@ -233,6 +233,16 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(followees));)?
                     $durable.followees(user).await
                 }
+                async fn followees_versioned(&self, user: UserId) -> Result<(Vec<UserId>, Option<u64>)> {
+                    let $s = self;
+                    $(($before)(stringify!(followees_versioned));)?
+                    $durable.followees_versioned(user).await
+                }
+                async fn followees_version(&self, user: UserId) -> Result<Option<u64>> {
+                    let $s = self;
+                    $(($before)(stringify!(followees_version));)?
+                    $durable.followees_version(user).await
+                }
                 async fn list(
                     &self,
                     user: UserId,

@@ -315,6 +315,19 @@ pub trait Graph: Send + Sync {
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
     /// Everyone `user` follows (at most `graph.max_following`).
     async fn followees(&self, user: UserId) -> Result<Vec<UserId>>;
+    /// [`Graph::followees`] and the version of that set, read together,
+    /// when the engine keeps one: it moves at every change of the set, so
+    /// a node may keep a copy of the list and check it with
+    /// [`PageQuery::followees_of`]. `None` (the provided answer, and the
+    /// in-process engines', which keep no copies): no version, keep no copy.
+    async fn followees_versioned(&self, user: UserId) -> Result<(Vec<UserId>, Option<u64>)> {
+        Ok((self.followees(user).await?, None))
+    }
+    /// The version of `user`'s followee set (see
+    /// [`Graph::followees_versioned`]), when the engine keeps one.
+    async fn followees_version(&self, _user: UserId) -> Result<Option<u64>> {
+        Ok(None)
+    }
     /// A page of a list, newest first, after the `(since, id)` position.
     async fn list(
         &self,
@@ -630,6 +643,10 @@ pub struct PageQuery<'a> {
     /// relations of it, `hydrate` with its marks (none without a viewer).
     pub viewer: Option<UserId>,
     pub related: &'a [UserId],
+    /// The caller knows whom the viewer follows (a home page walks `F(u)`):
+    /// the relations then need not say `following` or `followed_by`, and
+    /// say `false` there (blocks and mutes as always).
+    pub follows_known: bool,
     /// Items whose counts (and the viewer's marks) are read.
     pub hydrate: &'a [ItemId],
     /// Item records a node holds a copy of, with the `rev` of its copy:
@@ -637,6 +654,13 @@ pub struct PageQuery<'a> {
     /// since the copy was taken) or that is unknown is named in
     /// [`PageFacts::stale`].
     pub held: &'a [(ItemId, u32)],
+    /// With a user: [`PageFacts::followees_version`] is the version of that
+    /// user's followee set ([`Graph::followees_version`]), so a node's copy
+    /// of the list is checked by the page's one call.
+    pub followees_of: Option<UserId>,
+    /// With a time: [`PageFacts::promotions`] are the promotions running
+    /// then ([`Items::active_promotions`]).
+    pub promotions_at: Option<Millis>,
 }
 
 /// The answers to a [`PageQuery`], each in the order of its list.
@@ -654,6 +678,11 @@ pub struct PageFacts {
     pub hydrated: Vec<(ItemCounts, Option<ViewerMarks>)>,
     /// The held records that are not current, in the order held.
     pub stale: Vec<ItemId>,
+    /// With `followees_of`, the version of that user's followee set (`None`
+    /// also when the engine keeps none).
+    pub followees_version: Option<u64>,
+    /// With `promotions_at`, the promotions running then (`None` without).
+    pub promotions: Option<Vec<Promotion>>,
 }
 
 /// A page's reads in one call. The provided method asks the other traits,
@@ -672,7 +701,7 @@ pub trait Pages: Items + Graph {
 /// [`Pages::page_facts`] from the other traits' methods, side by side.
 pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>) -> Result<PageFacts> {
     let held_ids: Vec<Key> = q.held.iter().map(|(i, _)| i.0).collect();
-    let (reposts, inserted, relations, hydrated, held) = tokio::try_join!(
+    let (reposts, inserted, relations, hydrated, held, followees_version, promotions) = tokio::try_join!(
         async {
             if q.originals.is_empty() || q.reposters.is_empty() {
                 Ok(vec![Vec::new(); q.originals.len()])
@@ -694,6 +723,18 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
         },
         async { if q.hydrate.is_empty() { Ok(vec![]) } else { p.hydration(q.hydrate, q.viewer).await } },
         async { if held_ids.is_empty() { Ok(vec![]) } else { p.records(&held_ids).await } },
+        async {
+            match q.followees_of {
+                Some(u) => p.followees_version(u).await,
+                None => Ok(None),
+            }
+        },
+        async {
+            match q.promotions_at {
+                Some(now) => p.active_promotions(now).await.map(Some),
+                None => Ok(None),
+            }
+        },
     )?;
     let stale = q
         .held
@@ -709,7 +750,12 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
             relations.extend(extra.iter().copied().zip(p.relations(v, &extra).await?));
         }
     }
-    Ok(PageFacts { reposts, inserted, relations, hydrated, stale })
+    if q.follows_known {
+        for (_, r) in &mut relations {
+            (r.following, r.followed_by) = (false, false);
+        }
+    }
+    Ok(PageFacts { reposts, inserted, relations, hydrated, stale, followees_version, promotions })
 }
 
 /// The reposters in `reposts` that are neither in `related` nor `viewer`,

@@ -3,7 +3,7 @@
 
 use super::{FeedService, PageSpec, page_spec};
 use crate::error::{Result, ServiceError};
-use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PullSource, batch_size, walk};
+use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PageAsks, PullSource, batch_size, walk};
 use crate::view::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -101,10 +101,10 @@ impl FeedService {
         Ok(Page { entries, next_cursor: next, prev_cursor: prev })
     }
 
-    /// The running promotions whose items `user` may see in home (with their
-    /// counts and marks when the service reads ahead).
-    pub(super) async fn promotions_for(&self, user: UserId) -> Result<Vec<Promoted>> {
-        let promos = self.backend.active_promotions(self.clock.now()).await?;
+    /// Of the running promotions `promos`, those whose items `user` may
+    /// see in home (with their counts and marks when the service reads
+    /// ahead).
+    pub(super) async fn promotions_for(&self, user: UserId, promos: Vec<Promotion>) -> Result<Vec<Promoted>> {
         if promos.is_empty() {
             return Ok(vec![]);
         }
@@ -133,6 +133,36 @@ impl FeedService {
             vec![None; shown.len()]
         };
         Ok(shown.into_iter().zip(hydrated).map(|((p, i), h)| (p, i, h)).collect())
+    }
+
+    /// `F(u)` as a home page walks it (the users `u` follows, and `u`), and
+    /// whether it is this node's copy (whose version the page has checked),
+    /// with the version when it was read from an engine that keeps one.
+    async fn home_sources(&self, user: UserId) -> tideway_store::Result<(Arc<[UserId]>, Copied)> {
+        if let Some((version, list)) = self.followee_copies.as_ref().and_then(|c| c.get(user)) {
+            return Ok((list, Copied::Held(version)));
+        }
+        let (mut f, version) = self.backend.followees_versioned(user).await?;
+        f.push(user);
+        let list: Arc<[UserId]> = f.into();
+        if let (Some(c), Some(v)) = (&self.followee_copies, version) {
+            c.put(user, v, list.clone());
+        }
+        Ok((list, Copied::Read))
+    }
+
+    /// Marks `user` active, unless this node did lately (`touch_every_ms`).
+    async fn touch_reader(&self, user: UserId) -> tideway_store::Result<()> {
+        let now = self.shared_now();
+        if let Some(t) = &self.touches {
+            if t.recent(user, now.0) {
+                return Ok(());
+            }
+            self.backend.touch(user, now).await?;
+            t.note(user, now.0);
+            return Ok(());
+        }
+        self.backend.touch(user, now).await
     }
 
     /// `F(u)`: the users `u` follows, and `u`.
@@ -193,9 +223,23 @@ impl FeedService {
     pub async fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
+        // A page walked on this node's copy of the followee list that the
+        // page's call found moved is walked again on the list read anew.
+        loop {
+            if let Some(page) = self.home_once(user, &spec, &scope).await? {
+                return Ok(page);
+            }
+        }
+    }
+
+    /// One walk of a home page; `None` when it walked a copy of the
+    /// followee list that is no longer current (forgotten, then).
+    async fn home_once(&self, user: UserId, spec: &PageSpec, scope: &FeedScope<'_>) -> Result<Option<Page>> {
         // Three independent first reads at once: on remote engines each is a
-        // round trip. An older-ward page's first inbox read is one of them:
-        // it carries the floor (one read of the inbox, not two).
+        // round trip (the followees none when this node holds a copy; the
+        // activity mark none when this node made it lately). An older-ward
+        // page's first inbox read is one of them: it carries the floor (one
+        // read of the inbox, not two).
         let first_n = batch_size(spec.limit + 1);
         let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
         let inbox = async {
@@ -206,9 +250,19 @@ impl FeedService {
                 None => self.backend.inbox_floor(user).await.map(FirstInbox::Floor),
             }
         };
-        let (f_list, touched, first) =
-            tokio::join!(self.sources_of(user), self.backend.touch(user, self.shared_now()), inbox);
-        let f_list = f_list?;
+        let (sources, touched, first) = tokio::join!(self.home_sources(user), self.touch_reader(user), inbox);
+        let (f_list, copied) = sources?;
+        // An absent inbox is rebuilt from the outboxes of the list: a write,
+        // which a copy the page's call later finds moved could not undo.
+        // Rebuilds take the list as it is read now.
+        if let Copied::Held(_) = copied
+            && matches!(first, Ok(FirstInbox::Read(None) | FirstInbox::Floor(None)))
+        {
+            if let Some(c) = &self.followee_copies {
+                c.forget(user);
+            }
+            return Ok(None);
+        }
         let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         // Inboxes, activity and hot-author marks are shared state that may
         // be unreachable (a Redis outage): the page is then pulled from the
@@ -232,11 +286,30 @@ impl FeedService {
             }
             None => HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor),
         };
+        // The page's call also checks the copy of the list and reads the
+        // running promotions (no call of their own).
+        let held = match copied {
+            Copied::Held(_) => Some(user),
+            Copied::Read => None,
+        };
+        let asks = PageAsks::new(held, Some(self.clock.now()));
         let read_ahead = self.opts.read_ahead;
         let cache = self.item_cache.as_deref();
-        let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, f_set: &f_set, read_ahead };
-        let (walked, promos) = tokio::join!(walk(&mut source, &eval, spec.limit), self.promotions_for(user));
-        self.finish_page(&spec, walked?, &scope, Some(user), &promos?).await
+        let eval =
+            Evaluator::Home { backend, cache, user, f_list: &f_list, f_set: &f_set, read_ahead, asks: Some(&asks) };
+        let walked = walk(&mut source, &eval, spec.limit).await?;
+        let asked = asks.answer(backend).await?;
+        if let Copied::Held(version) = copied
+            && asked.followees_version != Some(version)
+        {
+            if let Some(c) = &self.followee_copies {
+                c.forget(user);
+            }
+            metrics::counter!("tideway_followee_copies_stale_total").increment(1);
+            return Ok(None);
+        }
+        let promos = self.promotions_for(user, asked.promotions).await?;
+        Ok(Some(self.finish_page(spec, walked, scope, Some(user), &promos).await?))
     }
 
     /// A page of `home(user)` pulled from the outboxes of whom they follow
@@ -257,6 +330,7 @@ impl FeedService {
             f_list: &f_list,
             f_set: &f_set,
             read_ahead: self.opts.read_ahead,
+            asks: None,
         };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, Some(user), &[]).await
@@ -310,6 +384,13 @@ impl FeedService {
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
+}
+
+/// Whether a home page's followee list is this node's copy (of that
+/// version) or was read for the page.
+enum Copied {
+    Held(u64),
+    Read,
 }
 
 /// What a home page's first read of the inbox found: the first batch

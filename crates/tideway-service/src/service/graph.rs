@@ -26,6 +26,7 @@ impl FeedService {
         // are stored, or the inbox would miss the backfill below.
         self.backend.inbox_floor(user).await?;
         let statuses = self.backend.follow_many(user, targets, self.write_now()?, self.opts.max_following).await?;
+        self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let new: Vec<UserId> = targets
             .iter()
@@ -98,10 +99,22 @@ impl FeedService {
 
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
         self.backend.unfollow(user, target).await?;
+        self.forget_followees(&[user]);
         self.note_removals(&[Removal::Relation { user, other: target }]).await;
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let at = self.clock.now();
         self.notify(&[Cause::Follow { from: user, to: target, at, stands: false }]).await
+    }
+
+    /// Forgets this node's copies of these users' followee lists (they
+    /// changed, or may have): this node's next page reads them anew without
+    /// walking first (other nodes find the version moved).
+    fn forget_followees(&self, users: &[UserId]) {
+        if let Some(c) = &self.followee_copies {
+            for u in users {
+                c.forget(*u);
+            }
+        }
     }
 
     pub(super) fn check_not_self(user: UserId, target: UserId, what: &str) -> Result<()> {
@@ -115,6 +128,7 @@ impl FeedService {
         Self::check_not_self(user, target, "block")?;
         let at = self.write_now()?;
         self.backend.set_block(user, target, on, at).await?;
+        self.forget_followees(&[user, target]);
         if on {
             self.note_removals(&[
                 Removal::Relation { user, other: target },

@@ -10,6 +10,24 @@ use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserI
 use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Removal, Signal, StoreError, ViewerMarks};
 
 impl FeedService {
+    /// This node's recent decision whether `author` is hot (within
+    /// `hot_decision_ms`), which spares a post the read of the author's
+    /// follower count. Either decision makes correct pages (a pushed item
+    /// reaches inboxes, an unpushed one is pulled by readers past the mark);
+    /// the decision only picks the cheaper way, and it follows the count
+    /// within that time.
+    fn hot_decided(&self, author: UserId) -> Option<bool> {
+        let (hot, at) = self.hot_decisions.as_ref()?.get(&author)?;
+        let now = self.clock.now().0;
+        (now >= at && now - at < self.opts.hot_decision_ms).then_some(hot)
+    }
+
+    fn decided_hot(&self, author: UserId, hot: bool) {
+        if let Some(d) = &self.hot_decisions {
+            d.insert(author, (hot, self.clock.now().0));
+        }
+    }
+
     pub(super) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
         Ok(match self.backend.records(&[id.0]).await?.pop().flatten() {
             Some(tideway_store::Record::Item(i)) => Some(i),
@@ -108,7 +126,7 @@ impl FeedService {
         // Every item but a card goes into its author's own inbox; hot
         // authors' items go nowhere else (their followers pull them on read).
         let card = new.kind.is_card();
-        let mut hot_known: Option<bool> = None;
+        let mut hot_known: Option<bool> = self.hot_decided(author);
         let mut attempt = 0;
         let outcome = loop {
             let id = match new.created_at {
@@ -149,6 +167,9 @@ impl FeedService {
                     let hot = !card && counts?.followers >= self.opts.hot_followers;
                     delivered?;
                     hot_known = Some(hot);
+                    if !card {
+                        self.decided_hot(author, hot);
+                    }
                     hot
                 }
             };

@@ -67,11 +67,20 @@ pub struct ServiceOptions {
     /// How far this node's clock may be from the durable store's before it
     /// refuses writes (`server.max_clock_offset`).
     pub max_clock_offset_ms: i64,
-    /// Bytes of this node's copies of item records (0: none), checked by
+    /// Bytes of this node's copies of item records and followee lists (0:
+    /// none; three quarters for records, a quarter for lists), checked by
     /// every page that uses them ([`crate::item_cache`]): on engines a round
     /// trip away, `storage.cache_size`; in process the store's own caches
     /// serve.
     pub item_cache_bytes: u64,
+    /// How long after marking a reader active (`Activity::touch`) this node
+    /// skips marking them again (0: every page marks): on engines a round
+    /// trip away, a thousandth of `fanout.active_window`, at most a minute.
+    pub touch_every_ms: i64,
+    /// How long this node reuses its decision whether an author is hot
+    /// (fanned out or pulled), sparing a post the read of the follower count
+    /// (0: read at every post): on engines a round trip away, 10 s.
+    pub hot_decision_ms: i64,
     /// The engines behind the two halves, as health and metrics name them.
     pub durable_engine: &'static str,
     pub shared_engine: &'static str,
@@ -94,6 +103,12 @@ impl ServiceOptions {
             read_ahead: profile.reads_ahead(),
             background_signals: profile.background_signals(),
             item_cache_bytes: if profile.round_trips { c.storage.cache_size.0 } else { 0 },
+            hot_decision_ms: if profile.round_trips { 10_000 } else { 0 },
+            touch_every_ms: if profile.round_trips {
+                i64::try_from(c.fanout.active_window.0.as_millis() / 1000).unwrap_or(i64::MAX).min(60_000)
+            } else {
+                0
+            },
             snapshot_ttl_ms: i64::try_from(c.live.snapshot_ttl.0.as_millis()).unwrap_or(i64::MAX),
             replay_window_ms: i64::try_from(c.stream.replay_window.0.as_millis()).unwrap_or(i64::MAX),
             settle_ms: profile.settle_ms(),
@@ -132,6 +147,13 @@ pub struct FeedService {
     pub(crate) node: node::NodeState,
     /// This node's copies of item records (engines a round trip away).
     pub(crate) item_cache: Option<Arc<crate::item_cache::ItemCache>>,
+    /// This node's copies of followee lists (with the records' budget).
+    pub(crate) followee_copies: Option<crate::item_cache::FolloweeCopies>,
+    /// Whom this node marked active lately (`touch_every_ms` > 0).
+    pub(crate) touches: Option<crate::item_cache::RecentTouches>,
+    /// Authors' hot decisions and when this node made them
+    /// (`hot_decision_ms` > 0).
+    pub(crate) hot_decisions: Option<quick_cache::sync::Cache<tideway_core::UserId, (bool, i64)>>,
 }
 
 /// The parsed direction and bound of a page request.
@@ -177,7 +199,11 @@ impl FeedService {
             health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
             node: node::NodeState::new(),
             item_cache: (opts.item_cache_bytes > 0)
-                .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes))),
+                .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes / 4 * 3))),
+            followee_copies: (opts.item_cache_bytes > 0)
+                .then(|| crate::item_cache::FolloweeCopies::new(opts.item_cache_bytes / 4)),
+            touches: (opts.touch_every_ms > 0).then(|| crate::item_cache::RecentTouches::new(opts.touch_every_ms)),
+            hot_decisions: (opts.hot_decision_ms > 0).then(|| quick_cache::sync::Cache::new(1 << 16)),
             opts,
         };
         if let Some(cache) = &svc.item_cache {
