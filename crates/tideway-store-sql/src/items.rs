@@ -1,10 +1,10 @@
 //! Items: creates (the rules are `tideway_store::rules::create`), updates,
 //! records and bodies, outboxes, reposts by users, and home insertions.
 
-use crate::SqlStore;
 use crate::dialect::PostWrites;
 use crate::rows::{in_list, int, item_of, k, record_json, text};
 use crate::tx::{Tx, is_unique_violation};
+use crate::{Dialect, SqlStore};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -320,8 +320,17 @@ impl Items for SqlStore {
         let (mo, mut binds) = in_list(originals.iter().map(|o| k(o.0)));
         let (mr, rb) = in_list(reposters.iter().map(|r| k(r.0)));
         binds.extend(rb);
+        // On MySQL the reposters are a filter, not ranges: MariaDB built a
+        // range per (original, reposter) pair on the `(repost_of, author)`
+        // index (50 × 101 for a page of 20 on a 100-follow graph), 1.1 ms a
+        // statement against 0.36 ms over the originals' ranges alone. That
+        // reads every live repost of the page's originals.
+        let author = match self.dialect {
+            Dialect::MySql => "(author + 0)",
+            Dialect::Postgres => "author",
+        };
         let sql = format!(
-            "SELECT repost_of, author, id FROM tw_items WHERE repost_of IN ({mo}) AND author IN ({mr}) AND live = 1 ORDER BY id"
+            "SELECT repost_of, author, id FROM tw_items WHERE repost_of IN ({mo}) AND {author} IN ({mr}) AND live = 1 ORDER BY id"
         );
         let mut by: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
         for row in self.fetch(&sql, &binds).await? {
