@@ -154,15 +154,16 @@ impl FeedService {
     /// Marks `user` active, unless this node did lately (`touch_every_ms`).
     async fn touch_reader(&self, user: UserId) -> tideway_store::Result<()> {
         let now = self.shared_now();
-        if let Some(t) = &self.touches {
-            if t.recent(user, now.0) {
-                return Ok(());
-            }
-            self.backend.touch(user, now).await?;
-            t.note(user, now.0);
+        if let Some(t) = &self.touches
+            && t.recent(user, now.0)
+        {
             return Ok(());
         }
-        self.backend.touch(user, now).await
+        self.backend.touch(user, now).await?;
+        if let Some(t) = &self.touches {
+            t.note(user, now.0);
+        }
+        Ok(())
     }
 
     /// `F(u)`: the users `u` follows, and `u`.
