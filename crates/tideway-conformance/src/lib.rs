@@ -1068,6 +1068,8 @@ pub async fn pages(b: &dyn Backend) {
         .map(|(u, r)| (*u, tideway_core::Relation { following: false, followed_by: false, ..*r }))
         .collect();
     assert_eq!(f2.relations, cleared, "blocks and mutes told, follows not");
+    let unfollowed = b.relations_unfollowed(viewer, &listed).await.expect("relations_unfollowed");
+    assert_eq!(listed.iter().copied().zip(unfollowed).collect::<Vec<_>>(), cleared, "the same, asked alone");
     assert_eq!((f2.reposts, f2.hydrated), (f.reposts.clone(), f.hydrated.clone()));
 
     let q = PageQuery { held: &[(x, 1), (z, 1), (y, 0), (ItemId(8999), 1)], ..Default::default() };

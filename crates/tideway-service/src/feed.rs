@@ -17,7 +17,7 @@
 use crate::error::Result;
 use crate::item_cache::ItemCache;
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
 use tideway_core::entry::AppearanceKind;
 use tideway_core::entry::{home_entry, profile_entry};
@@ -43,13 +43,12 @@ pub trait KeySource: Send {
 /// engines a call in parallel costs nothing, one in sequence a round trip);
 /// without, the page reads them once it knows its entries.
 pub enum Evaluator<'a> {
-    /// Home of `user`, whose `F(user)` is `f_list` (and `f_set`).
+    /// Home of `user`, whose `F(user)` is `f_list` (by id).
     Home {
         backend: &'a dyn Backend,
         cache: Option<&'a ItemCache>,
         user: UserId,
         f_list: &'a [UserId],
-        f_set: &'a HashSet<UserId>,
         read_ahead: bool,
         /// What the page's first call also asks (its answer kept there).
         asks: Option<&'a PageAsks>,
@@ -76,9 +75,9 @@ impl Evaluator<'_> {
     /// first `want` candidates.
     pub async fn evaluate(&self, keys: &[Key], want: usize) -> Result<Vec<Found>> {
         match *self {
-            Evaluator::Home { backend, cache, user, f_list, f_set, read_ahead, asks } => {
+            Evaluator::Home { backend, cache, user, f_list, read_ahead, asks } => {
                 let ahead = if read_ahead { keys.len() } else { 0 };
-                checked(cache, |cache| evaluate_home(backend, cache, user, f_list, f_set, keys, ahead, asks)).await
+                checked(cache, |cache| evaluate_home(backend, cache, user, f_list, keys, ahead, asks)).await
             }
             Evaluator::Profile { backend, cache, author, viewer, read_ahead } => {
                 let ahead = if read_ahead { keys.len() } else { 0 };
@@ -391,9 +390,9 @@ async fn load_batch(
     let mut held = Vec::new();
     let recs = read_records(backend, cache, keys, &mut held).await?;
     let mut originals_of = Vec::with_capacity(keys.len());
-    let mut items: HashMap<ItemId, Arc<Item>> = HashMap::new();
+    let mut items: HashMap<ItemId, Arc<Item>> = HashMap::with_capacity_and_hasher(keys.len() * 2, Default::default());
     let mut originals: Vec<ItemId> = Vec::new();
-    let mut seen: HashSet<ItemId> = HashSet::new();
+    let mut seen: HashSet<ItemId> = HashSet::with_capacity_and_hasher(keys.len(), Default::default());
     for rec in recs {
         let orig = match rec {
             Some(Record::Item(i)) => {
@@ -457,7 +456,7 @@ impl Batch {
     /// The known originals of the first `n` keys, in order: the items a page
     /// will most likely show.
     fn early(&self, n: usize) -> Vec<ItemId> {
-        let mut seen: HashSet<ItemId> = HashSet::new();
+        let mut seen: HashSet<ItemId> = HashSet::default();
         self.originals_of
             .iter()
             .take(n)
@@ -475,7 +474,7 @@ async fn hydrate_ahead(
     viewer: Option<UserId>,
 ) -> Result<HashMap<ItemId, Hydrated>> {
     if ids.is_empty() {
-        return Ok(HashMap::new());
+        return Ok(HashMap::default());
     }
     let h = backend.hydration(ids, viewer).await?;
     Ok(ids.iter().copied().zip(h).collect())
@@ -610,7 +609,6 @@ pub async fn evaluate_home(
     cache: Option<&ItemCache>,
     user: UserId,
     f_list: &[UserId],
-    f_set: &HashSet<UserId>,
     keys: &[Key],
     ahead: usize,
     asks: Option<&PageAsks>,
@@ -648,7 +646,8 @@ pub async fn evaluate_home(
         Ok(t) => t,
         Err(stale) => return Ok(Err(stale)),
     };
-    let in_f = |x: UserId| f_set.contains(&x);
+    debug_assert!(f_list.is_sorted(), "F(u) is by id");
+    let in_f = |x: UserId| f_list.binary_search(&x).is_ok();
     let rel = |x: UserId| Relation { following: in_f(x), ..told.rel(x) };
     Ok(Ok(
         b.entries(keys, &told, |item, idx| home_entry(item, user, &in_f, &rel, &told.reposts[idx], told.inserted[idx]))
@@ -745,7 +744,7 @@ pub async fn evaluate_postings(
                     relations_of(backend, v, items.iter().flatten().map(|i| i.author).filter(|a| *a != v).collect())
                         .await
                 }
-                None => Ok(HashMap::new()),
+                None => Ok(HashMap::default()),
             }
         },
         hydrate_ahead(backend, &early, viewer),

@@ -221,7 +221,7 @@ async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
         s.create_item(item, false, Millis(1)).await.expect("create");
         // Durable: the index keeps no record; the caches and the disk do.
         assert!(s.state().item(ItemId(100)).is_none());
-        assert_eq!(s.record_cache_usage().0, 1);
+        assert_eq!(s.cache_usage().0, 1);
         assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
     }
     {
@@ -238,8 +238,15 @@ async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
         s.update_item(ItemId(100), &patch).await.expect("patch").expect("exists");
     }
     let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
-    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body))], "still on disk");
-    assert_eq!(s.body_cache_usage().0, 1, "read once, cached");
+    let stripped = async || match s.records(&[100]).await.expect("records").pop().flatten() {
+        Some(Record::Item(i)) => tideway_store::is_stripped(&i.body),
+        other => panic!("{other:?}"),
+    };
+    assert!(stripped().await, "the record is read without its body");
+    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))], "still on disk");
+    assert!(!stripped().await, "the body read once is cached with its record");
+    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body))]);
+    assert_eq!(s.cache_usage().0, 1, "one entry: the record with its body");
 }
 
 #[test]

@@ -269,6 +269,11 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(relations));)?
                     $durable.relations(user, others).await
                 }
+                async fn relations_unfollowed(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+                    let $s = self;
+                    $(($before)(stringify!(relations_unfollowed));)?
+                    $durable.relations_unfollowed(user, others).await
+                }
                 async fn counts(&self, user: UserId) -> Result<UserCounts> {
                     let $s = self;
                     $(($before)(stringify!(counts));)?

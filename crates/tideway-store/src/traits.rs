@@ -342,6 +342,17 @@ pub trait Graph: Send + Sync {
     -> Result<Vec<FollowerPos>>;
     /// The relation of `user` to each of `others`.
     async fn relations(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>>;
+    /// [`Graph::relations`] without the follows: the blocks both ways and
+    /// the mutes, `following` and `followed_by` false. What a home page asks
+    /// (it walks `F(user)` and knows whom the viewer follows); an engine in
+    /// process answers it without reading the others' follow lists.
+    async fn relations_unfollowed(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+        let mut rels = self.relations(user, others).await?;
+        for r in &mut rels {
+            (r.following, r.followed_by) = (false, false);
+        }
+        Ok(rels)
+    }
     async fn counts(&self, user: UserId) -> Result<UserCounts>;
     /// Store-wide counters; fails when storage cannot take writes (readiness).
     async fn stats(&self) -> Result<StoreStats>;
@@ -717,6 +728,7 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
         },
         async {
             match q.viewer {
+                Some(v) if !q.related.is_empty() && q.follows_known => p.relations_unfollowed(v, q.related).await,
                 Some(v) if !q.related.is_empty() => p.relations(v, q.related).await,
                 _ => Ok(vec![]),
             }
@@ -747,12 +759,9 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
     if let Some(v) = q.viewer {
         let extra = reposters_beyond(&reposts, q.related, v);
         if !extra.is_empty() {
-            relations.extend(extra.iter().copied().zip(p.relations(v, &extra).await?));
-        }
-    }
-    if q.follows_known {
-        for (_, r) in &mut relations {
-            (r.following, r.followed_by) = (false, false);
+            let more =
+                if q.follows_known { p.relations_unfollowed(v, &extra).await? } else { p.relations(v, &extra).await? };
+            relations.extend(extra.iter().copied().zip(more));
         }
     }
     Ok(PageFacts { reposts, inserted, relations, hydrated, stale, followees_version, promotions })

@@ -5,7 +5,7 @@ use super::{FeedService, PageSpec, page_spec};
 use crate::error::{Result, ServiceError};
 use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PageAsks, PullSource, batch_size, walk};
 use crate::view::*;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
@@ -142,9 +142,8 @@ impl FeedService {
         if let Some((version, list)) = self.followee_copies.as_ref().and_then(|c| c.get(user)) {
             return Ok((list, Copied::Held(version)));
         }
-        let (mut f, version) = self.backend.followees_versioned(user).await?;
-        f.push(user);
-        let list: Arc<[UserId]> = f.into();
+        let (f, version) = self.backend.followees_versioned(user).await?;
+        let list: Arc<[UserId]> = with_self(f, user).into();
         if let (Some(c), Some(v)) = (&self.followee_copies, version) {
             c.put(user, v, list.clone());
         }
@@ -166,11 +165,9 @@ impl FeedService {
         Ok(())
     }
 
-    /// `F(u)`: the users `u` follows, and `u`.
+    /// `F(u)`: the users `u` follows, and `u`, by id.
     pub(super) async fn sources_of(&self, user: UserId) -> Result<Vec<UserId>> {
-        let mut f = self.backend.followees(user).await?;
-        f.push(user);
-        Ok(f)
+        Ok(with_self(self.backend.followees(user).await?, user))
     }
 
     /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
@@ -264,7 +261,6 @@ impl FeedService {
             }
             return Ok(None);
         }
-        let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         // Inboxes, activity and hot-author marks are shared state that may
         // be unreachable (a Redis outage): the page is then pulled from the
         // outboxes, exactly as defined, only slower.
@@ -296,8 +292,7 @@ impl FeedService {
         let asks = PageAsks::new(held, Some(self.clock.now()));
         let read_ahead = self.opts.read_ahead;
         let cache = self.item_cache.as_deref();
-        let eval =
-            Evaluator::Home { backend, cache, user, f_list: &f_list, f_set: &f_set, read_ahead, asks: Some(&asks) };
+        let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, read_ahead, asks: Some(&asks) };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         let asked = asks.answer(backend).await?;
         if let Copied::Held(version) = copied
@@ -321,7 +316,6 @@ impl FeedService {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
         let f_list = self.sources_of(user).await?;
-        let f_set: HashSet<UserId> = f_list.iter().copied().collect();
         let backend = self.backend.as_ref();
         let mut source = HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor);
         let eval = Evaluator::Home {
@@ -329,7 +323,6 @@ impl FeedService {
             cache: self.item_cache.as_deref(),
             user,
             f_list: &f_list,
-            f_set: &f_set,
             read_ahead: self.opts.read_ahead,
             asks: None,
         };
@@ -385,6 +378,16 @@ impl FeedService {
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
+}
+
+/// `F(u)` from the users `u` follows: with `u`, by id (a page asks whether
+/// someone is in it by a binary search; engines list followees in any order).
+fn with_self(mut f: Vec<UserId>, user: UserId) -> Vec<UserId> {
+    f.push(user);
+    // (already in order but for `u`, as the in-process engines list them)
+    f.sort_unstable();
+    f.dedup();
+    f
 }
 
 /// Whether a home page's followee list is this node's copy (of that

@@ -149,6 +149,24 @@ impl<J: Journal> Graph for Store<J> {
         .await
     }
 
+    async fn relations_unfollowed(&self, user: UserId, others: &[UserId]) -> Result<Vec<Relation>> {
+        // The viewer's own units only: no other user's follow list loads.
+        self.read(|st, need| {
+            let out = st.user_or_need(Unit::Out(user), need);
+            let by = st.user_or_need(Unit::BlockedBy(user), need);
+            others
+                .iter()
+                .map(|o| Relation {
+                    blocking: out.is_some_and(|s| s.blocking.contains(o)),
+                    blocked_by: by.is_some_and(|s| s.blocked_by.contains(o)),
+                    muting: out.is_some_and(|s| s.muting.contains(o)),
+                    ..Relation::default()
+                })
+                .collect()
+        })
+        .await
+    }
+
     async fn counts(&self, user: UserId) -> Result<UserCounts> {
         self.read(|st, need| {
             st.user_or_need(Unit::Head(user), need)

@@ -82,7 +82,7 @@ impl<J: Journal> Items for Store<J> {
             for (n, k) in keys.iter().enumerate() {
                 let found = match (st.records.get(k), &self.caches) {
                     (Some(r), _) => Some(r.clone()),
-                    (None, Some(c)) => c.records.get(k).map(|(r, _)| r),
+                    (None, Some(c)) => c.items.get(k).map(|(r, _)| r),
                     (None, None) => None,
                 };
                 if found.is_none() && self.caches.is_some() {
@@ -95,10 +95,16 @@ impl<J: Journal> Items for Store<J> {
             return Ok(out);
         }
         let want: Vec<Key> = missing.iter().map(|(_, k)| *k).collect();
+        let epoch = self.caches.as_ref().map(|c| c.epoch());
         let read = self.read_off_runtime(move |j| disk(j)?.read_records(&want)).await?;
+        let _st = self.state.read();
+        let keep = self.caches.as_ref().zip(epoch).filter(|(c, e)| c.fresh(*e)).map(|(c, _)| c);
         for ((n, key), got) in missing.into_iter().zip(read) {
-            if let (Some(c), Some(v)) = (&self.caches, &got) {
-                c.records.insert(key, v.clone());
+            if let (Some(c), Some(v)) = (keep, &got) {
+                // (a settle may have cached the key meanwhile, whole)
+                if c.items.get(&key).is_none() {
+                    c.items.insert(key, v.clone());
+                }
             }
             out[n] = got.map(|(r, _)| r);
         }
@@ -113,9 +119,9 @@ impl<J: Journal> Items for Store<J> {
             for (n, id) in ids.iter().enumerate() {
                 match (st.item(*id), &self.caches) {
                     (Some(i), _) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
-                    (_, Some(c)) => match c.bodies.get(id) {
-                        Some((b, _)) => out.push(Some(b)),
-                        None => {
+                    (_, Some(c)) => match c.items.get(&id.0) {
+                        Some((Record::Item(i), _)) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
+                        _ => {
                             missing.push((n, *id));
                             out.push(None);
                         }
@@ -128,10 +134,18 @@ impl<J: Journal> Items for Store<J> {
             return Ok(out);
         }
         let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
+        let epoch = self.caches.as_ref().map(|c| c.epoch());
         let read = self.read_off_runtime(move |j| disk(j)?.read_bodies(&want)).await?;
+        let _st = self.state.read();
+        let keep = self.caches.as_ref().zip(epoch).filter(|(c, e)| c.fresh(*e)).map(|(c, _)| c);
         for ((n, id), got) in missing.into_iter().zip(read) {
-            if let (Some(c), Some(v)) = (&self.caches, &got) {
-                c.bodies.insert(id, v.clone());
+            // The cached record (read without its body) made whole.
+            if let (Some(c), Some((body, size))) = (keep, &got)
+                && let Some((Record::Item(i), was)) = c.items.get(&id.0)
+                && is_stripped(&i.body)
+            {
+                let whole = Arc::new(Item { body: body.clone(), ..(*i).clone() });
+                c.items.insert(id.0, (Record::Item(whole), was + size));
             }
             out[n] = got.map(|(b, _)| b);
         }
@@ -166,7 +180,9 @@ impl<J: Journal> Items for Store<J> {
                         return Vec::new();
                     }
                     let all = st.reposts.get(o).map(Vec::as_slice).unwrap_or(&[]);
-                    if all.len() <= reposters.len() {
+                    if all.is_empty() {
+                        Vec::new()
+                    } else if all.len() <= reposters.len() {
                         let set = set.get_or_insert_with(|| reposters.iter().copied().collect());
                         all.iter().filter(|(u, _)| set.contains(u)).copied().collect()
                     } else {

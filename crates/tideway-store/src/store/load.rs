@@ -3,7 +3,7 @@
 //! index to the caches and the journal.
 
 use super::Store;
-use super::journal::{Journal, disk};
+use super::journal::{Journal, disk, is_stripped};
 use crate::blocks::SortedBlocks;
 use crate::change::{Job, Record};
 use crate::error::{Engine, StoreError};
@@ -23,12 +23,13 @@ impl<J: Journal> Store<J> {
             return Ok(Some(i.clone()));
         }
         let Some(caches) = &self.caches else { return Ok(None) };
-        if let Some((Record::Item(i), _)) = caches.records.get(&id.0) {
+        if let Some((Record::Item(i), _)) = caches.items.get(&id.0) {
             return Ok(Some(i));
         }
+        // (under the write lock: nothing is updated meanwhile)
         let read = disk(&*self.journal)?.read_records(&[id.0])?.pop().flatten();
         if let Some(v) = &read {
-            caches.records.insert(id.0, v.clone());
+            caches.items.insert(id.0, v.clone());
         }
         Ok(match read {
             Some((Record::Item(i), _)) => Some(i),
@@ -47,18 +48,16 @@ impl<J: Journal> Store<J> {
             .map_err(|e| StoreError::unavailable(Engine::Embedded, e))?
     }
 
-    /// A stripped item's body: from the cache, else the journal (blocking).
+    /// A stripped item's body: from the cache when it holds the item whole,
+    /// else the journal (blocking; a write's path, under the write lock).
     pub(super) fn body_now(&self, id: ItemId) -> Result<Option<Body>> {
         if let Some(caches) = &self.caches
-            && let Some((b, _)) = caches.bodies.get(&id)
+            && let Some((Record::Item(i), _)) = caches.items.get(&id.0)
+            && !is_stripped(&i.body)
         {
-            return Ok(Some(b));
+            return Ok(Some(i.body.clone()));
         }
-        let read = disk(&*self.journal)?.read_bodies(&[id])?.pop().flatten();
-        if let (Some(caches), Some(v)) = (&self.caches, &read) {
-            caches.bodies.insert(id, v.clone());
-        }
-        Ok(read.map(|(b, _)| b))
+        Ok(disk(&*self.journal)?.read_bodies(&[id])?.pop().flatten().map(|(b, _)| b))
     }
 
     /// Loads units from a lazy journal into the index. The disk is read

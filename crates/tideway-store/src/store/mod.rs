@@ -122,6 +122,17 @@ impl<J: Journal> Drop for Store<J> {
     }
 }
 
+/// What a cached record weighs beside its body (an estimate of the
+/// decoded record: the item's fields, tags and mentions).
+fn record_size(item: &Item) -> usize {
+    128 + item.tags.iter().map(String::len).sum::<usize>() + 8 * item.mentions.len()
+}
+
+/// What a cached body weighs: its encoded size.
+fn body_size(body: &tideway_core::Body) -> usize {
+    if is_stripped(body) { 0 } else { serde_json::to_vec(&**body).map_or(0, |v| v.len()) }
+}
+
 /// The items a batch of changes writes (they move to the caches once durable).
 fn written_items(changes: &[Change]) -> Vec<Arc<Item>> {
     changes
@@ -166,14 +177,9 @@ impl<J: Journal> Store<J> {
         self
     }
 
-    /// Bodies cached now (entries, bytes).
-    pub fn body_cache_usage(&self) -> (u64, u64) {
-        self.caches.as_ref().map_or((0, 0), |c| (c.bodies.len() as u64, c.bodies.weight()))
-    }
-
-    /// Records cached now (entries, bytes).
-    pub fn record_cache_usage(&self) -> (u64, u64) {
-        self.caches.as_ref().map_or((0, 0), |c| (c.records.len() as u64, c.records.weight()))
+    /// Records cached now, whole or without their bodies (entries, bytes).
+    pub fn cache_usage(&self) -> (u64, u64) {
+        self.caches.as_ref().map_or((0, 0), |c| (c.items.len() as u64, c.items.weight()))
     }
 
     /// Units loaded from the journal so far, and loads that read again.
@@ -229,11 +235,9 @@ impl<J: Journal> Store<J> {
             {
                 st.idempotency.remove(&(item.author, k.clone()));
             }
-            let body_size = serde_json::to_vec(&*item.body).map_or(0, |v| v.len());
-            let record = Arc::new(Item { body: stripped_body(), ..(**item).clone() });
-            let record_size = 128 + item.tags.iter().map(String::len).sum::<usize>() + 8 * item.mentions.len();
-            caches.bodies.insert(id, (item.body.clone(), body_size));
-            caches.records.insert(id.0, (Record::Item(record), record_size));
+            // Whole: the write has the body at hand.
+            let size = record_size(item) + body_size(&item.body);
+            caches.items.insert(id.0, (Record::Item(item.clone()), size));
         }
     }
 
@@ -328,6 +332,11 @@ impl<J: Journal> Store<J> {
                     }
                     st.required(&changes, &mut need);
                     if need.is_empty() {
+                        if let Some(c) = &self.caches
+                            && changes.iter().any(|c| matches!(c, Change::UpdateItem(_)))
+                        {
+                            c.updated();
+                        }
                         let mark = st.residency_mark();
                         let written = written_items(&changes);
                         let mut ap = Applied::default();
