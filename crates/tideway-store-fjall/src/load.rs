@@ -258,6 +258,18 @@ impl Disk for FjallJournal {
         keys.take(limit).map(|g| u64_at(&g.key().map_err(io)?, 8)).collect()
     }
 
+    fn item_units_floor(&self) -> Result<u64, StoreError> {
+        // Each of these keyspaces is keyed by the item first: its last key
+        // names the highest item with any.
+        let mut floor = 0;
+        for space in [&self.reposts, &self.replies, &self.reactions] {
+            if let Some(last) = space.last_key_value() {
+                floor = floor.max(u64_at(&last.key().map_err(io)?, 0)?);
+            }
+        }
+        Ok(floor)
+    }
+
     fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>, StoreError> {
         ids.iter()
             .map(|id| match self.live.get(prefixed(b's', *id)).map_err(io)? {

@@ -448,3 +448,54 @@ async fn derived_indexes_are_built_for_format_3_and_after_a_cut_import() {
         assert_eq!(reopened.journal().meta.get("rebuild").expect("meta"), None, "{case}: the mark is gone");
     }
 }
+
+/// Items created by the process are known to have no reposts, replies or
+/// reactions without a read — but never one whose unit may be on disk: an
+/// item with reactions stored before it was created (the store does not
+/// forbid it), across a reopen and within one process after its unit was
+/// let go.
+#[tokio::test]
+async fn fresh_items_are_empty_without_a_read_but_never_hide_what_the_disk_has() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let plain = |id: u64| Item::new(ItemId(id), UserId(1), ItemKind::Post);
+    let likes = async |s: &Store<FjallJournal>, id: u64| {
+        let h = s.hydration(&[ItemId(id)], None).await.expect("hydration");
+        h[0].0.reactions.iter().map(|(_, n)| *n).sum::<u64>()
+    };
+    {
+        let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+        s.set_reaction(ItemId(500), UserId(5), "like", true).await.expect("react before the item");
+        s.create_item(plain(400), false, Millis(1)).await.expect("create");
+        assert!(!s.state().is_fresh(ItemId(400)), "below an id whose unit was read");
+        s.create_item(plain(900), false, Millis(1)).await.expect("create");
+        assert!(s.state().is_fresh(ItemId(900)));
+        let loads = s.load_counts().0;
+        assert_eq!(likes(&s, 900).await, 0);
+        assert_eq!(s.load_counts().0, loads, "a fresh item's unit is not read");
+        s.set_reaction(ItemId(900), UserId(6), "like", true).await.expect("react");
+        s.set_reaction(ItemId(900), UserId(7), "like", true).await.expect("react");
+        let repost = Item { repost_of: Some(ItemId(900)), ..Item::new(ItemId(901), UserId(2), ItemKind::Post) };
+        s.create_item(repost, false, Millis(2)).await.expect("repost");
+        assert!(!s.state().is_fresh(ItemId(900)), "written to: a loaded unit like any other");
+        assert_eq!(likes(&s, 900).await, 2);
+        assert_eq!(s.reposts_by(&[ItemId(900)], &[UserId(2)]).await.expect("reposts")[0].len(), 1);
+        // Let go of every unit: the reaction on 950 is then only on disk,
+        // and 950 was seen, so its creation does not take it as empty.
+        s.set_reaction(ItemId(950), UserId(5), "like", true).await.expect("react before the item");
+        s.evict_all();
+        s.create_item(plain(950), false, Millis(3)).await.expect("create");
+        assert!(!s.state().is_fresh(ItemId(950)));
+        assert_eq!(likes(&s, 950).await, 1, "the reaction stored before the item");
+    }
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+    s.create_item(plain(960), false, Millis(4)).await.expect("create");
+    assert!(s.state().is_fresh(ItemId(960)), "above everything stored");
+    // A reaction stored before its item, found by the floor at open.
+    s.set_reaction(ItemId(990), UserId(5), "like", true).await.expect("react before the item");
+    drop(s);
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
+    s.create_item(plain(990), false, Millis(5)).await.expect("create");
+    assert!(!s.state().is_fresh(ItemId(990)), "at the floor the disk gave");
+    assert_eq!(likes(&s, 990).await, 1);
+    assert_eq!(likes(&s, 900).await, 2);
+}

@@ -236,6 +236,70 @@ pub struct State {
     skips: Mutex<Skips>,
     /// Lazy: the holders of loaded units, under a byte budget.
     residency: Residency,
+    /// Lazy: items written by this process whose units are empty.
+    fresh: FreshItems,
+}
+
+/// Items created by this process whose reposts, replies and reactions are
+/// known to be none without reading the disk (a lazy index). An item created
+/// above `floor` starts with none; `floor` is at least the highest item id
+/// with any of them stored when the process opened the disk, and rises to
+/// every item id whose unit this process loads, skips or lets go, so an id
+/// is taken as fresh only when nothing of its unit can be anywhere but in
+/// the index. The first write to a fresh item's unit makes it a loaded unit
+/// like any other (a holder under the budget). The latest [`FRESH_KEPT`] to
+/// twice that many ids are kept (two generations, about 2.5 MiB at most);
+/// older ones are forgotten, and load as before.
+#[derive(Debug)]
+pub struct FreshItems {
+    floor: u64,
+    ids: FxHashSet<ItemId>,
+    older: FxHashSet<ItemId>,
+}
+
+/// Fresh item ids of one generation.
+pub const FRESH_KEPT: usize = 1 << 16;
+
+impl Default for FreshItems {
+    /// Knows of none until the disk's floor is set.
+    fn default() -> Self {
+        Self::above(u64::MAX)
+    }
+}
+
+impl FreshItems {
+    fn above(floor: u64) -> Self {
+        Self { floor, ids: Default::default(), older: Default::default() }
+    }
+
+    fn created(&mut self, id: ItemId) {
+        if id.0 > self.floor {
+            if self.ids.len() >= FRESH_KEPT {
+                self.older = std::mem::take(&mut self.ids);
+            }
+            self.ids.insert(id);
+        }
+    }
+
+    fn contains(&self, id: ItemId) -> bool {
+        self.ids.contains(&id) || self.older.contains(&id)
+    }
+
+    /// Forgets `id`; whether it was fresh.
+    fn remove(&mut self, id: ItemId) -> bool {
+        self.ids.remove(&id) | self.older.remove(&id)
+    }
+
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.older.clear();
+    }
+
+    /// `id`'s unit is being read, skipped or let go: it may be on disk.
+    fn seen(&mut self, id: ItemId) {
+        self.floor = self.floor.max(id.0);
+        self.remove(id);
+    }
 }
 
 /// Skipped units, pruned once their writes are durable.
@@ -325,6 +389,7 @@ impl State {
             return true;
         }
         let held = match unit {
+            Unit::Item(i) if self.fresh.contains(i) => return true,
             Unit::Item(i) => self.items_loaded.get(&i),
             Unit::Notify(u) => self.notify_loaded.get(&u),
             Unit::Live(u) => self.live_loaded.get(&u),
@@ -338,6 +403,27 @@ impl State {
             }
         };
         held.inspect(|h| h.touch()).is_some()
+    }
+
+    /// Sets the highest item id with reposts, replies or reactions stored
+    /// ([`FreshItems`]; the disk's `item_units_floor` at open).
+    pub fn set_fresh_floor(&mut self, floor: u64) {
+        self.fresh = FreshItems::above(floor);
+    }
+
+    /// Whether `id` is a fresh item ([`FreshItems`]): its unit is empty and
+    /// not yet a holder; a write to it calls [`State::hold_fresh`] first.
+    pub fn is_fresh(&self, id: ItemId) -> bool {
+        self.fresh.contains(id)
+    }
+
+    /// Makes a fresh item's (empty) unit a loaded one, under the budget.
+    pub fn hold_fresh(&mut self, id: ItemId) {
+        if self.fresh.remove(id) && !self.items_loaded.contains_key(&id) {
+            let bytes = self.item_bytes(id);
+            self.items_loaded.insert(id, Held::new(true, bytes));
+            self.residency.admit(Holder::Item(id), bytes);
+        }
     }
 
     /// `u`'s state for reading `unit`: `Ok(None)` when it is loaded and
@@ -484,6 +570,7 @@ impl State {
             return;
         }
         if let (Unit::Item(id), UnitData::Item { reposts, replies, reactions }) = (unit, &data) {
+            self.fresh.seen(id);
             for &(user, repost) in reposts {
                 self.repost_by.insert((user, id), repost);
             }
@@ -727,6 +814,7 @@ impl State {
                 }
             }
             Holder::Item(id) => {
+                self.fresh.seen(id);
                 self.items_loaded.remove(&id);
                 if let Some(list) = self.reposts.remove(&id) {
                     for (user, _) in list {
@@ -767,6 +855,7 @@ impl State {
         self.repost_by.clear();
         self.replies.clear();
         self.items_loaded.clear();
+        self.fresh.clear();
         self.first_insert.clear();
         self.records.retain(|_, r| matches!(r, Record::Item(_)));
         self.reactions = ReactionIndex::default();
@@ -838,6 +927,9 @@ impl State {
                     for feed in crate::rules::postings(&item) {
                         insert_sorted(self.postings.entry(feed).or_default(), item.id.0);
                     }
+                } else if !self.items_loaded.contains_key(&item.id) {
+                    // ... nor read: above the floor, they are none.
+                    self.fresh.created(item.id);
                 }
                 self.put_item(item, prev_live, ap);
             }
@@ -869,6 +961,7 @@ impl State {
                 self.jobs.remove(&key);
             }
             Change::SetReaction { item, user, kind, on } => {
+                self.hold_fresh(item);
                 self.reactions.set(item, user, &kind, on);
             }
             Change::PutPromotion(p) => {
@@ -939,6 +1032,7 @@ impl State {
         let u = self.head_mut(item.author, ap);
         u.head.items = u.head.items.saturating_add_signed(delta);
         if let Some(orig) = item.repost_of {
+            self.hold_fresh(orig);
             if self.loaded(Unit::Item(orig)) {
                 let list = self.reposts.entry(orig).or_default();
                 if is_live {
@@ -954,10 +1048,12 @@ impl State {
                     }
                 }
             } else {
+                self.fresh.seen(orig);
                 ap.skipped.push(Unit::Item(orig));
             }
         }
         if let Some(parent) = item.reply_to {
+            self.hold_fresh(parent);
             if self.loaded(Unit::Item(parent)) {
                 let n = self.replies.entry(parent).or_default();
                 *n = n.saturating_add_signed(delta);
@@ -965,6 +1061,7 @@ impl State {
                     self.replies.remove(&parent);
                 }
             } else {
+                self.fresh.seen(parent);
                 ap.skipped.push(Unit::Item(parent));
             }
         }
@@ -1064,6 +1161,28 @@ impl State {
 mod tests {
     use super::*;
     use tideway_core::{ItemKind, Visibility};
+
+    #[test]
+    fn fresh_items_are_the_latest_above_the_floor() {
+        let mut f = FreshItems::above(10);
+        f.created(ItemId(10));
+        assert!(!f.contains(ItemId(10)), "at the floor: its unit may be on disk");
+        let n = 2 * FRESH_KEPT as u64 + 100;
+        for i in 11..=n {
+            f.created(ItemId(i));
+        }
+        assert!(f.contains(ItemId(n)) && f.contains(ItemId(n + 1 - FRESH_KEPT as u64)), "the latest generation");
+        assert!(!f.contains(ItemId(11)), "the oldest are forgotten");
+        assert!(f.ids.len() + f.older.len() <= 2 * FRESH_KEPT);
+        f.seen(ItemId(n + 5));
+        assert!(f.contains(ItemId(n)), "another item's unit seen: this one is still empty");
+        f.seen(ItemId(n));
+        assert!(!f.contains(ItemId(n)), "its own unit seen");
+        f.created(ItemId(n + 3));
+        assert!(!f.contains(ItemId(n + 3)), "below the risen floor");
+        f.created(ItemId(n + 6));
+        assert!(f.contains(ItemId(n + 6)));
+    }
 
     fn item(id: u64, author: u64, repost_of: Option<u64>) -> Arc<Item> {
         Arc::new(Item {

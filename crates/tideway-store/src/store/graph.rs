@@ -85,9 +85,13 @@ impl<J: Journal> Graph for Store<J> {
 
     async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
         self.read(|st, need| {
-            st.user_or_need(Unit::Out(user), need)
-                .map(|u| u.following.iter().map(|e| e.0).collect())
-                .unwrap_or_default()
+            let f = st.user_or_need(Unit::Out(user), need).map(|u| u.following.iter().map(|e| e.0).collect());
+            // A reader's page next asks who blocks them: loaded in the same
+            // read of the disk.
+            if !need.is_empty() && !st.loaded(Unit::BlockedBy(user)) {
+                need.push(Unit::BlockedBy(user));
+            }
+            f.unwrap_or_default()
         })
         .await
     }

@@ -228,6 +228,12 @@ impl<J: Journal> Items for Store<J> {
         let ticket = loop {
             {
                 let st = self.state.read();
+                if st.is_fresh(item) {
+                    // Its first write: the (empty) unit becomes a holder.
+                    drop(st);
+                    self.state.write().hold_fresh(item);
+                    continue;
+                }
                 if st.loaded(Unit::Item(item)) {
                     let mut pair = st.reactions.lock(item, user);
                     if pair.has(kind) == on {

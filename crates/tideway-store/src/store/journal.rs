@@ -68,6 +68,13 @@ pub trait Disk: Send + Sync {
     fn postings_range(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
     /// Stored live sessions by id (`None`: unknown).
     fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>>;
+    /// The highest item id whose reposts, replies or reactions are stored
+    /// (0: none). Items created above it start with none: the index knows
+    /// them empty without a read ([`crate::state::FreshItems`]). The default
+    /// knows nothing, so nothing is taken as empty.
+    fn item_units_floor(&self) -> Result<u64> {
+        Ok(u64::MAX)
+    }
 }
 
 /// The journal's [`Disk`]; only a lazy store asks (so never the memory

@@ -147,6 +147,10 @@ fn written_items(changes: &[Change]) -> Vec<Arc<Item>> {
 impl<J: Journal> Store<J> {
     pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
         state.lazy = journal.disk().is_some();
+        if let Some(disk) = journal.disk() {
+            // (unknown: no item is taken as fresh)
+            state.set_fresh_floor(disk.item_units_floor().unwrap_or(u64::MAX));
+        }
         Self {
             state: RwLock::new(state),
             journal: Arc::new(journal),
