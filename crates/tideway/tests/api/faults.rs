@@ -548,6 +548,22 @@ fn rcli(port: u16, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// What the nodes of a cluster say of it (`cluster nodes` of those still
+/// running) and the end of every node's log, the killed ones' too: for a
+/// failure's message.
+fn cluster_report(dir: &Path, running: &[(u16, Daemon)]) -> String {
+    let mut out = String::new();
+    for (port, _) in running {
+        out += &format!("-- cluster nodes, asked of {port}:\n{}", rcli(*port, &["cluster", "nodes"]));
+    }
+    for i in 0.. {
+        let Ok(log) = std::fs::read_to_string(dir.join(format!("r{i}")).join("redis.log")) else { break };
+        let lines: Vec<&str> = log.lines().collect();
+        out += &format!("-- r{i}/redis.log (end):\n{}\n", lines[lines.len().saturating_sub(25)..].join("\n"));
+    }
+    out
+}
+
 /// Whether the node on `port` is a primary.
 fn is_primary(port: u16) -> bool {
     rcli(port, &["info", "replication"]).contains("role:master")
@@ -655,8 +671,9 @@ async fn redis_cluster_failovers_lose_nothing() {
         }
         assert!(
             Instant::now() < deadline,
-            "fan-out did not drain: {v}; the node's log:\n{}",
-            std::fs::read_to_string(tmp.path().join("node.log")).unwrap_or_default()
+            "fan-out did not drain: {v}; the node's log:\n{}\nthe cluster:\n{}",
+            std::fs::read_to_string(tmp.path().join("node.log")).unwrap_or_default(),
+            cluster_report(tmp.path(), &cluster)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
