@@ -8,13 +8,15 @@
 # by random authors for WRITE (scripts/bench/post.lua), then every user's home
 # read once. Prints the resident set (VmRSS) every 5 s and at each step, the
 # items written, the growth per item written, and the growth beyond the
-# configured budgets (cache_size + index_size) per item.
-#   USERS FOLLOWS WRITE CACHE INDEX BASELINE_BIN   (defaults below)
+# configured budgets (cache_size + index_size) per item. With READ_CONNS > 0,
+# as many wrk connections read random users' homes all the while the posts
+# are written (scripts/bench/home.lua): a soak of writes and reads.
+#   USERS FOLLOWS WRITE CACHE INDEX READ_CONNS BASELINE_BIN   (defaults below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
 USERS="${USERS:-2000}" FOLLOWS="${FOLLOWS:-50}" WRITE="${WRITE:-45s}"
-CACHE="${CACHE:-64MiB}" INDEX="${INDEX:-256MiB}"
+CACHE="${CACHE:-64MiB}" INDEX="${INDEX:-256MiB}" READ_CONNS="${READ_CONNS:-0}"
 PORT="${PORT:-18251}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 cargo build -q --release --locked -p tideway
@@ -44,8 +46,21 @@ for i in "${!BINS[@]}"; do
   echo "== $name: ready at $(mib "$start"), after the graph $(mib "$(rss "$PID")")"
   USERS="$USERS" wrk -t2 -c32 -d"$WRITE" -s scripts/bench/post.lua "http://127.0.0.1:$PORT" > "$WORK/wrk" &
   WRK=$!
-  while kill -0 "$WRK" 2>/dev/null; do sleep 5; echo "   writing: $(mib "$(rss "$PID")")"; done
+  READER=""
+  if [ "$READ_CONNS" -gt 0 ]; then
+    USERS="$USERS" wrk -t1 -c"$READ_CONNS" -d"$WRITE" -s scripts/bench/home.lua "http://127.0.0.1:$PORT" > "$WORK/wrk-read" &
+    READER=$!
+  fi
+  while kill -0 "$WRK" 2>/dev/null; do
+    sleep 5
+    n=$(curl -sf "127.0.0.1:$PORT/v1/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"])' || echo "?")
+    echo "   writing: $(mib "$(rss "$PID")") at $n items"
+  done
   wait "$WRK" || true
+  if [ -n "$READER" ]; then
+    wait "$READER" || true
+    echo "   homes read meanwhile: $(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk-read"), $(grep -o '[0-9]* requests in' "$WORK/wrk-read")"
+  fi
   items=$(curl -sf "127.0.0.1:$PORT/v1/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"])')
   written=$(rss "$PID")
   python3 - "$PORT" "$USERS" <<'PY'
