@@ -53,8 +53,10 @@ for i in "${!BINS[@]}"; do
   fi
   while kill -0 "$WRK" 2>/dev/null; do
     sleep 5
-    n=$(curl -sf "127.0.0.1:$PORT/v1/stats" | python3 -c 'import json,sys; print(json.load(sys.stdin)["items"])' || echo "?")
-    echo "   writing: $(mib "$(rss "$PID")") at $n items"
+    n=$(curl -sf "127.0.0.1:$PORT/v1/stats" |
+      python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["items"], "items,", d["fanout"]["pending"], "fan-out jobs pending")' ||
+      echo "?")
+    echo "   writing: $(mib "$(rss "$PID")") at $n"
   done
   wait "$WRK" || true
   if [ -n "$READER" ]; then
