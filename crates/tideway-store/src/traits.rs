@@ -711,6 +711,10 @@ pub trait Pages: Items + Graph {
 
 /// [`Pages::page_facts`] from the other traits' methods, side by side.
 pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>) -> Result<PageFacts> {
+    // (without the follows when the caller knows them)
+    let relations_of = async |v: UserId, others: &[UserId]| {
+        if q.follows_known { p.relations_unfollowed(v, others).await } else { p.relations(v, others).await }
+    };
     let held_ids: Vec<Key> = q.held.iter().map(|(i, _)| i.0).collect();
     let (reposts, inserted, relations, hydrated, held, followees_version, promotions) = tokio::try_join!(
         async {
@@ -728,8 +732,7 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
         },
         async {
             match q.viewer {
-                Some(v) if !q.related.is_empty() && q.follows_known => p.relations_unfollowed(v, q.related).await,
-                Some(v) if !q.related.is_empty() => p.relations(v, q.related).await,
+                Some(v) if !q.related.is_empty() => relations_of(v, q.related).await,
                 _ => Ok(vec![]),
             }
         },
@@ -759,9 +762,7 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
     if let Some(v) = q.viewer {
         let extra = reposters_beyond(&reposts, q.related, v);
         if !extra.is_empty() {
-            let more =
-                if q.follows_known { p.relations_unfollowed(v, &extra).await? } else { p.relations(v, &extra).await? };
-            relations.extend(extra.iter().copied().zip(more));
+            relations.extend(extra.iter().copied().zip(relations_of(v, &extra).await?));
         }
     }
     Ok(PageFacts { reposts, inserted, relations, hydrated, stale, followees_version, promotions })

@@ -383,10 +383,14 @@ impl FeedService {
 /// `F(u)` from the users `u` follows: with `u`, by id (a page asks whether
 /// someone is in it by a binary search; engines list followees in any order).
 fn with_self(mut f: Vec<UserId>, user: UserId) -> Vec<UserId> {
-    f.push(user);
-    // (already in order but for `u`, as the in-process engines list them)
-    f.sort_unstable();
-    f.dedup();
+    // (in order already as the in-process engines list them: no sort per page)
+    if !f.is_sorted() {
+        f.sort_unstable();
+        f.dedup();
+    }
+    if let Err(at) = f.binary_search(&user) {
+        f.insert(at, user);
+    }
     f
 }
 

@@ -95,17 +95,22 @@ impl<J: Journal> Items for Store<J> {
             return Ok(out);
         }
         let want: Vec<Key> = missing.iter().map(|(_, k)| *k).collect();
-        let epoch = self.caches.as_ref().map(|c| c.epoch());
-        let read = self.read_off_runtime(move |j| disk(j)?.read_records(&want)).await?;
-        let _st = self.state.read();
-        let keep = self.caches.as_ref().zip(epoch).filter(|(c, e)| c.fresh(*e)).map(|(c, _)| c);
-        for ((n, key), got) in missing.into_iter().zip(read) {
-            if let (Some(c), Some(v)) = (keep, &got) {
-                // (a settle may have cached the key meanwhile, whole)
-                if c.items.get(&key).is_none() {
-                    c.items.insert(key, v.clone());
-                }
-            }
+        let read = self
+            .read_to_cache(
+                move |j| disk(j)?.read_records(&want),
+                |c, read| {
+                    for ((_, key), got) in missing.iter().zip(read) {
+                        // (a settle may have cached the key meanwhile, whole)
+                        if let Some(v) = got
+                            && c.items.get(key).is_none()
+                        {
+                            c.items.insert(*key, v.clone());
+                        }
+                    }
+                },
+            )
+            .await?;
+        for ((n, _), got) in missing.into_iter().zip(read) {
             out[n] = got.map(|(r, _)| r);
         }
         Ok(out)
@@ -134,19 +139,24 @@ impl<J: Journal> Items for Store<J> {
             return Ok(out);
         }
         let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
-        let epoch = self.caches.as_ref().map(|c| c.epoch());
-        let read = self.read_off_runtime(move |j| disk(j)?.read_bodies(&want)).await?;
-        let _st = self.state.read();
-        let keep = self.caches.as_ref().zip(epoch).filter(|(c, e)| c.fresh(*e)).map(|(c, _)| c);
-        for ((n, id), got) in missing.into_iter().zip(read) {
-            // The cached record (read without its body) made whole.
-            if let (Some(c), Some((body, size))) = (keep, &got)
-                && let Some((Record::Item(i), was)) = c.items.get(&id.0)
-                && is_stripped(&i.body)
-            {
-                let whole = Arc::new(Item { body: body.clone(), ..(*i).clone() });
-                c.items.insert(id.0, (Record::Item(whole), was + size));
-            }
+        let read = self
+            .read_to_cache(
+                move |j| disk(j)?.read_bodies(&want),
+                |c, read| {
+                    for ((_, id), got) in missing.iter().zip(read) {
+                        // The cached record (read without its body) made whole.
+                        if let Some((body, size)) = got
+                            && let Some((Record::Item(i), was)) = c.items.get(&id.0)
+                            && is_stripped(&i.body)
+                        {
+                            let whole = Arc::new(Item { body: body.clone(), ..(*i).clone() });
+                            c.items.insert(id.0, (Record::Item(whole), was + size));
+                        }
+                    }
+                },
+            )
+            .await?;
+        for ((n, _), got) in missing.into_iter().zip(read) {
             out[n] = got.map(|(b, _)| b);
         }
         Ok(out)

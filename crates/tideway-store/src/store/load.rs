@@ -3,6 +3,7 @@
 //! index to the caches and the journal.
 
 use super::Store;
+use super::caches::Caches;
 use super::journal::{Journal, disk, is_stripped};
 use crate::blocks::SortedBlocks;
 use crate::change::{Job, Record};
@@ -46,6 +47,26 @@ impl<J: Journal> Store<J> {
         tokio::task::spawn_blocking(move || read(&journal))
             .await
             .map_err(|e| StoreError::unavailable(Engine::Embedded, e))?
+    }
+
+    /// Runs a journal read off the runtime, then `cache` with what it read,
+    /// unless an item was updated since the read began (see
+    /// [`Caches::fresh`]; checked under the read lock, so no settle runs
+    /// meanwhile).
+    pub(super) async fn read_to_cache<T: Send + 'static>(
+        &self,
+        read: impl FnOnce(&J) -> Result<T> + Send + 'static,
+        cache: impl FnOnce(&Caches, &T),
+    ) -> Result<T> {
+        let epoch = self.caches.as_ref().map(Caches::epoch);
+        let out = self.read_off_runtime(read).await?;
+        let _st = self.state.read();
+        if let (Some(c), Some(e)) = (&self.caches, epoch)
+            && c.fresh(e)
+        {
+            cache(c, &out);
+        }
+        Ok(out)
     }
 
     /// A stripped item's body: from the cache when it holds the item whole,
