@@ -63,7 +63,8 @@ pub fn open_embedded(cfg: &Config) -> Result<Store<FjallJournal>, StoreError> {
         SyncKind::Buffer => SyncMode::Buffer,
     };
     Ok(tideway_store_fjall::open_cached(&cfg.storage.data_dir, sync, cfg.timeline.max_len, cfg.storage.cache_size.0)?
-        .with_index_budget(cfg.storage.index_size.0))
+        .with_index_budget(cfg.storage.index_size.0)
+        .with_job_window(tideway_store::job_window::window_for(cfg.storage.index_size.0)))
 }
 
 /// The SQL + Redis engines of `cfg` (`storage.url`, `redis.urls`,

@@ -9,7 +9,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, Key, Millis, UserId};
-use tideway_store::{Counters, Disk, Record, State, StoreError, Unit, UnitData};
+use tideway_store::job_window::{JOB_WINDOW, JobWindow};
+use tideway_store::{Counters, Disk, Job, Record, State, StoreError, Unit, UnitData};
 
 fn i64_at(b: &[u8], at: usize) -> Result<i64, StoreError> {
     u64_at(b, at).map(|v| v as i64)
@@ -23,11 +24,18 @@ impl FjallJournal {
             Some(v) => counters_of(&v)?,
             None => Counters::default(),
         };
-        let mut jobs = Vec::new();
+        // A window of the pending jobs; the rest are only counted.
+        let (mut held, mut spilled) = (Vec::new(), 0u64);
         for g in self.jobs.iter() {
+            if held.len() == JOB_WINDOW {
+                g.key().map_err(io)?;
+                spilled += 1;
+                continue;
+            }
             let (_, v) = g.into_inner().map_err(io)?;
-            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("job", e))?);
+            held.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("job", e))?);
         }
+        let jobs = JobWindow::bounded(JOB_WINDOW, held, spilled);
         let mut promotions = Vec::new();
         for g in self.promotions.iter() {
             let (_, v) = g.into_inner().map_err(io)?;
@@ -256,6 +264,21 @@ impl Disk for FjallJournal {
             Direction::Older => Box::new(iter.rev()),
         };
         keys.take(limit).map(|g| u64_at(&g.key().map_err(io)?, 8)).collect()
+    }
+
+    fn pending_jobs(&self, held: &[Key], limit: usize) -> Result<Vec<Job>, StoreError> {
+        let mut jobs = Vec::new();
+        for g in self.jobs.iter() {
+            if jobs.len() == limit {
+                break;
+            }
+            let (k, v) = g.into_inner().map_err(io)?;
+            if held.binary_search(&u64_at(&k, 0)?).is_ok() {
+                continue;
+            }
+            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("job", e))?);
+        }
+        Ok(jobs)
     }
 
     fn item_units_floor(&self) -> Result<u64, StoreError> {

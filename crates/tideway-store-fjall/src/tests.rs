@@ -499,3 +499,68 @@ async fn fresh_items_are_empty_without_a_read_but_never_hide_what_the_disk_has()
     assert_eq!(likes(&s, 990).await, 1);
     assert_eq!(likes(&s, 900).await, 2);
 }
+
+/// A worker that claims and completes jobs until none is pending and the
+/// posters are done; returns every key it completed, in order.
+async fn drain_jobs(s: Arc<Store<FjallJournal>>, posting: Arc<std::sync::atomic::AtomicBool>) -> Vec<Key> {
+    let mut done = Vec::new();
+    loop {
+        let jobs = s.claim_jobs(1, Millis(0), 60_000, 5).await.expect("claim");
+        let progress: Vec<JobProgress> = jobs.iter().map(|j| JobProgress::Complete(j.key)).collect();
+        let recorded = s.advance(1, &progress).await.expect("advance");
+        assert!(recorded.iter().all(|r| *r), "every claimed job completes");
+        done.extend(jobs.iter().map(|j| j.key));
+        if jobs.is_empty() {
+            if !posting.load(std::sync::atomic::Ordering::Acquire) && s.stats().await.expect("stats").pending_jobs == 0
+            {
+                return done;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jobs_beyond_the_window_wait_on_disk_and_each_runs_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let s = Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("open").with_job_window(8));
+        let posting = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let worker = tokio::spawn(drain_jobs(s.clone(), posting.clone()));
+        let posters: Vec<_> = (0..3u64)
+            .map(|t| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    for i in 0..150u64 {
+                        s.create_item(Item { idempotency_key: None, ..post(1000 + 3 * i + t, t + 1) }, true, Millis(1))
+                            .await
+                            .expect("create");
+                    }
+                })
+            })
+            .collect();
+        for p in posters {
+            p.await.expect("poster");
+        }
+        assert!(s.state().jobs.held().count() <= 8, "the index holds at most the window");
+        posting.store(false, std::sync::atomic::Ordering::Release);
+        let mut done = worker.await.expect("worker");
+        done.sort_unstable();
+        assert_eq!(done, (1000..1450).collect::<Vec<Key>>(), "every job ran, once");
+        // A backlog left pending: 40 jobs, nothing claimed.
+        for i in 0..40u64 {
+            s.create_item(Item { idempotency_key: None, ..post(2000 + i, 9) }, true, Millis(2)).await.expect("create");
+        }
+        let st = s.stats().await.expect("stats");
+        assert_eq!(st.pending_jobs, 40);
+        assert_eq!(s.state().jobs.spilled(), 32);
+    }
+    let s = Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("reopen").with_job_window(8));
+    assert_eq!(s.stats().await.expect("stats").pending_jobs, 40, "the spilled jobs are counted at start");
+    assert_eq!(s.state().jobs.held().map(|j| j.key).collect::<Vec<_>>(), (2000..2008).collect::<Vec<Key>>());
+    let posting = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut done = drain_jobs(s.clone(), posting).await;
+    assert_eq!(done, (2000..2040).collect::<Vec<Key>>(), "oldest key first, each once");
+    done.dedup();
+    assert_eq!(done.len(), 40);
+}

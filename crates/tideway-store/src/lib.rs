@@ -48,6 +48,7 @@ pub mod counted;
 pub mod error;
 mod forward;
 pub mod inbox;
+pub mod job_window;
 pub mod memory;
 pub mod notebook;
 pub mod profile;

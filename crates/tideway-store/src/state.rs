@@ -26,7 +26,8 @@
 //! ([`State::required`]).
 
 use crate::blocks::SortedBlocks;
-use crate::change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
+use crate::change::{Change, Counters, EdgeKind, Head, Promotion, Record};
+use crate::job_window::JobWindow;
 use crate::notebook::{Book, Event, GroupHead, Row};
 use crate::reactions::ReactionIndex;
 use crate::residency::{Held, Holder, LOOKS_PER_PASS, Residency};
@@ -213,7 +214,8 @@ pub struct State {
     pub idempotency: FxHashMap<(UserId, String), ItemId>,
     /// The earliest insertion key of an item into a user's home.
     pub first_insert: FxHashMap<(UserId, ItemId), Key>,
-    pub jobs: BTreeMap<Key, Job>,
+    /// Pending fan-out jobs (lazy: a window of them, the rest on disk).
+    pub jobs: JobWindow,
     /// Store-wide counters.
     pub counters: Counters,
     /// Reactions, with their own sharded locks (changed under a read lock of
@@ -365,13 +367,14 @@ impl State {
         Self::default()
     }
 
-    /// A lazy index that starts from the store-wide counters, the pending
-    /// jobs and the promotions (everything else loads on first use).
-    pub fn lazy(counters: Counters, jobs: Vec<Job>, promotions: Vec<Promotion>) -> Self {
+    /// A lazy index that starts from the store-wide counters, a window of
+    /// the pending jobs and the promotions (everything else loads on first
+    /// use).
+    pub fn lazy(counters: Counters, jobs: JobWindow, promotions: Vec<Promotion>) -> Self {
         Self {
             lazy: true,
             counters,
-            jobs: jobs.into_iter().map(|j| (j.key, j)).collect(),
+            jobs,
             promotions: promotions.into_iter().map(|p| (p.id, p)).collect(),
             ..Self::default()
         }
@@ -954,12 +957,8 @@ impl State {
             }
             Change::PutEdge { kind, from, to, since } => self.put_edge(kind, from, to, since, ap),
             Change::DelEdge { kind, from, to, .. } => self.del_edge(kind, from, to, ap),
-            Change::PutJob(job) => {
-                self.jobs.insert(job.key, job);
-            }
-            Change::DelJob(key) => {
-                self.jobs.remove(&key);
-            }
+            Change::PutJob(job) => self.jobs.put(job),
+            Change::DelJob(key) => self.jobs.remove(key),
             Change::SetReaction { item, user, kind, on } => {
                 self.hold_fresh(item);
                 self.reactions.set(item, user, &kind, on);
@@ -1247,7 +1246,7 @@ mod tests {
 
     #[test]
     fn a_lazy_index_skips_what_is_not_loaded_and_notes_it() {
-        let mut s = State::lazy(Counters { users: 2, ..Counters::default() }, vec![], vec![]);
+        let mut s = State::lazy(Counters { users: 2, ..Counters::default() }, JobWindow::default(), vec![]);
         for u in [1, 3] {
             s.install(Unit::Head(UserId(u)), UnitData::Head(Some(Head::default())));
         }
@@ -1275,7 +1274,7 @@ mod tests {
 
     #[test]
     fn a_user_never_named_has_every_unit_loaded_with_their_head() {
-        let mut s = State::lazy(Counters::default(), vec![], vec![]);
+        let mut s = State::lazy(Counters::default(), JobWindow::default(), vec![]);
         s.install(Unit::Head(UserId(9)), UnitData::Head(None));
         for unit in
             [Unit::Out(UserId(9)), Unit::Followers(UserId(9)), Unit::Outbox(UserId(9)), Unit::Inserts(UserId(9))]
@@ -1291,7 +1290,7 @@ mod tests {
 
     #[test]
     fn over_the_budget_what_was_not_used_since_the_last_pass_goes() {
-        let mut s = State::lazy(Counters::default(), vec![], vec![]);
+        let mut s = State::lazy(Counters::default(), JobWindow::default(), vec![]);
         s.set_budget(1);
         let users: Vec<UserId> = (1..=10).map(UserId).collect();
         for &u in &users {
@@ -1340,7 +1339,7 @@ mod tests {
 
     #[test]
     fn pruned_skips_make_older_loads_retry() {
-        let s = State::lazy(Counters::default(), vec![], vec![]);
+        let s = State::lazy(Counters::default(), JobWindow::default(), vec![]);
         let units: Vec<Unit> = (0..=SKIPS_KEPT as u64).map(|u| Unit::Outbox(UserId(u))).collect();
         s.note_skips(&units, 10, 10);
         assert_eq!(s.skipped_since(Unit::Outbox(UserId(1)), 9), Some(10), "pruned, but a load from before retries");

@@ -396,7 +396,10 @@ pub enum NodeClaim {
 /// Contract (the conformance suite checks it on every backend):
 /// - `claim_jobs` returns up to `limit` pending jobs, oldest first, that no
 ///   *other* worker holds a live lease on, and leases them to `worker` until
-///   `now + lease_ms` (renewing the jobs it already holds);
+///   `now + lease_ms` (renewing the jobs it already holds); a store may
+///   hold only a window of its oldest pending jobs in memory (the embedded
+///   store, [`crate::job_window`]): `claim_jobs` and `pending_jobs` then
+///   see the window, which refills from disk as it drains;
 /// - a worker whose lease expired may lose the job to another worker's
 ///   claim; its later `advance` of that job is then not recorded;
 /// - a checkpoint never moves back: progress behind the recorded cursor is

@@ -193,8 +193,8 @@ impl<J: Journal> Graph for Store<J> {
             users: st.counters.users,
             items: st.counters.items_live,
             follows: st.counters.follows,
-            pending_jobs: st.jobs.len() as u64,
-            oldest_job: st.jobs.values().map(|j| j.created).min(),
+            pending_jobs: st.jobs.len(),
+            oldest_job: st.jobs.oldest(),
             max_key: st.counters.max_key,
             index,
         })

@@ -1,26 +1,58 @@
 //! [`Jobs`] on a [`Store`]: fan-out jobs, their leases and their progress.
 //! What progress records is decided by [`rules::progress`].
 
-use super::journal::Journal;
+use super::journal::{Journal, disk};
 use super::{Committed, PROGRESS_SYNC, Store};
 use crate::change::{Change, Job};
+use crate::error::{Engine, StoreError};
 use crate::rules::{self, JobState, ProgressEffect};
 use crate::traits::*;
 use async_trait::async_trait;
+use std::sync::atomic::Ordering;
 use tideway_core::Millis;
+
+impl<J: Journal> Store<J> {
+    /// Reads spilled jobs back from disk once the window has drained to
+    /// half (`crate::job_window` says why each job read is a spilled one).
+    /// One refill at a time; a caller that finds one running goes on with
+    /// the jobs held.
+    async fn refill_jobs(&self) -> Result<()> {
+        if self.journal.disk().is_none() {
+            return Ok(());
+        }
+        let Ok(_one) = self.refilling.try_lock() else { return Ok(()) };
+        let (held, ticket, want) = {
+            let st = self.state.read();
+            let want = st.jobs.wants();
+            if want == 0 {
+                return Ok(());
+            }
+            (st.jobs.held_keys(), self.last_ticket.load(Ordering::Acquire), want)
+        };
+        // Every job done before the held keys were noted is gone from disk.
+        self.sync(ticket).await?;
+        let journal = self.journal.clone();
+        let read = tokio::task::spawn_blocking(move || disk(&*journal)?.pending_jobs(&held, want))
+            .await
+            .map_err(|e| StoreError::unavailable(Engine::Embedded, e))??;
+        self.state.write().jobs.refill(read);
+        Ok(())
+    }
+}
 
 #[async_trait]
 impl<J: Journal> Jobs for Store<J> {
     async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>> {
         let st = self.state.read();
-        Ok(st.jobs.values().take(limit).cloned().collect())
+        Ok(st.jobs.held().take(limit).cloned().collect())
     }
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
+        self.refill_jobs().await?;
         let jobs: Vec<Job> = {
             let st = self.state.read();
             let until = Millis(now.0.saturating_add(lease_ms));
-            st.jobs.values().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect()
+            st.jobs.held().filter(|j| self.leases.try_take(j.key, worker, now, until)).take(limit).cloned().collect()
         };
         self.prefetch_followers(&jobs).await?;
         Ok(jobs)
@@ -35,7 +67,7 @@ impl<J: Journal> Jobs for Store<J> {
                     let key = match *p {
                         JobProgress::Checkpoint(k, _) | JobProgress::Complete(k) => k,
                     };
-                    let job = st.jobs.get(&key);
+                    let job = st.jobs.get(key);
                     let state = job
                         .map(|j| JobState { held_by_other: !self.leases.may_advance(key, worker), cursor: j.cursor });
                     let change = match (rules::progress(state, *p), job) {

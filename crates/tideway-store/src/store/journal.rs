@@ -68,6 +68,9 @@ pub trait Disk: Send + Sync {
     fn postings_range(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
     /// Stored live sessions by id (`None`: unknown).
     fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>>;
+    /// Pending fan-out jobs in key order, leaving out the keys in `held`
+    /// (ascending), at most `limit` (the jobs a window let go).
+    fn pending_jobs(&self, held: &[Key], limit: usize) -> Result<Vec<crate::change::Job>>;
     /// The highest item id whose reposts, replies or reactions are stored
     /// (0: none). Items created above it start with none: the index knows
     /// them empty without a read ([`crate::state::FreshItems`]). The default

@@ -95,6 +95,8 @@ pub struct Store<J: Journal> {
     /// durable (see [`PROGRESS_SYNC`]).
     last_ticket: AtomicU64,
     progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
+    /// Held while spilled fan-out jobs are read back (one refill at a time).
+    refilling: tokio::sync::Mutex<()>,
 }
 
 /// How often fan-out progress is made durable. Progress only saves work: a
@@ -170,6 +172,7 @@ impl<J: Journal> Store<J> {
             misses: AtomicU64::new(0),
             last_ticket: AtomicU64::new(0),
             progress_synced: parking_lot::Mutex::new(None),
+            refilling: tokio::sync::Mutex::new(()),
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
@@ -196,6 +199,16 @@ impl<J: Journal> Store<J> {
     /// let go once it is exceeded; see [`State::evict_over_budget`].
     pub fn with_index_budget(self, bytes: u64) -> Self {
         self.state.write().set_budget(usize::try_from(bytes).unwrap_or(usize::MAX));
+        self
+    }
+
+    /// Holds at most `jobs` pending fan-out jobs in the index (a lazy
+    /// journal; the rest wait on disk, see [`crate::job_window`]). Before
+    /// serving only.
+    pub fn with_job_window(self, jobs: usize) -> Self {
+        if self.journal.disk().is_some() {
+            self.state.write().jobs.set_cap(jobs);
+        }
         self
     }
 
