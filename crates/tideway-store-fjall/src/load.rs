@@ -12,6 +12,11 @@ use tideway_core::{ItemId, Key, Millis, UserId};
 use tideway_store::job_window::{JOB_WINDOW, JobWindow};
 use tideway_store::{Counters, Disk, Job, Record, State, StoreError, Unit, UnitData};
 
+/// A stored fan-out job.
+fn job_of(v: &[u8]) -> Result<Job, StoreError> {
+    serde_json::from_slice(v).map_err(|e| StoreError::corrupt_by("job", e))
+}
+
 fn i64_at(b: &[u8], at: usize) -> Result<i64, StoreError> {
     u64_at(b, at).map(|v| v as i64)
 }
@@ -33,7 +38,7 @@ impl FjallJournal {
                 continue;
             }
             let (_, v) = g.into_inner().map_err(io)?;
-            held.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("job", e))?);
+            held.push(job_of(&v)?);
         }
         let jobs = JobWindow::bounded(JOB_WINDOW, held, spilled);
         let mut promotions = Vec::new();
@@ -276,7 +281,7 @@ impl Disk for FjallJournal {
             if held.binary_search(&u64_at(&k, 0)?).is_ok() {
                 continue;
             }
-            jobs.push(serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by("job", e))?);
+            jobs.push(job_of(&v)?);
         }
         Ok(jobs)
     }

@@ -4,7 +4,6 @@
 use super::journal::{Journal, disk};
 use super::{Committed, PROGRESS_SYNC, Store};
 use crate::change::{Change, Job};
-use crate::error::{Engine, StoreError};
 use crate::rules::{self, JobState, ProgressEffect};
 use crate::traits::*;
 use async_trait::async_trait;
@@ -15,11 +14,9 @@ impl<J: Journal> Store<J> {
     /// Reads spilled jobs back from disk once the window has drained to
     /// half (`crate::job_window` says why each job read is a spilled one).
     /// One refill at a time; a caller that finds one running goes on with
-    /// the jobs held.
+    /// the jobs held. (An unbounded window, the memory backend's, never
+    /// wants any.)
     async fn refill_jobs(&self) -> Result<()> {
-        if self.journal.disk().is_none() {
-            return Ok(());
-        }
         let Ok(_one) = self.refilling.try_lock() else { return Ok(()) };
         let (held, ticket, want) = {
             let st = self.state.read();
@@ -31,10 +28,7 @@ impl<J: Journal> Store<J> {
         };
         // Every job done before the held keys were noted is gone from disk.
         self.sync(ticket).await?;
-        let journal = self.journal.clone();
-        let read = tokio::task::spawn_blocking(move || disk(&*journal)?.pending_jobs(&held, want))
-            .await
-            .map_err(|e| StoreError::unavailable(Engine::Embedded, e))??;
+        let read = self.read_off_runtime(move |j| disk(j)?.pending_jobs(&held, want)).await?;
         self.state.write().jobs.refill(read);
         Ok(())
     }
