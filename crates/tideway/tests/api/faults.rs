@@ -624,18 +624,21 @@ async fn redis_cluster_failovers_lose_nothing() {
     };
     let acked = || outcomes.lock().expect("outcomes").acked.len();
     // Posts succeed again (the node follows the new topology by itself).
-    let posts_flow = |what: &'static str| {
-        let acked = &acked;
-        async move {
-            let before = acked();
-            let deadline = Instant::now() + Duration::from_secs(60);
-            while acked() < before + 10 {
-                assert!(Instant::now() < deadline, "posts did not succeed again after {what}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+    // (On a timeout it says what the posts got, and what the cluster's nodes say.)
+    let posts_flow = async |what: &'static str, report: &dyn Fn() -> String| {
+        let stuck = || {
+            let o = outcomes.lock().expect("outcomes");
+            let last: Vec<&String> = o.other.iter().rev().take(3).collect();
+            format!("{} answered 503, the last other errors {last:?}\n{}", o.unavailable, report())
+        };
+        let before = acked();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acked() < before + 10 {
+            assert!(Instant::now() < deadline, "posts did not succeed again after {what}: {}", stuck());
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     };
-    posts_flow("the start").await;
+    posts_flow("the start", &|| cluster_report(tmp.path(), &cluster)).await;
 
     // 1. A coordinated failover: a replica takes over its primary's slots.
     let replica = cluster.iter().map(|(p, _)| *p).find(|p| !is_primary(*p)).expect("a replica");
@@ -645,14 +648,14 @@ async fn redis_cluster_failovers_lose_nothing() {
         assert!(Instant::now() < deadline, "the replica on {replica} was not promoted");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    posts_flow("CLUSTER FAILOVER").await;
+    posts_flow("CLUSTER FAILOVER", &|| cluster_report(tmp.path(), &cluster)).await;
 
     // 2. kill -9 of a primary: its replica is promoted after the node timeout.
     let victim = cluster.iter().position(|(p, _)| is_primary(*p)).expect("a primary");
     let (victim_port, victim_daemon) = cluster.remove(victim);
     drop(victim_daemon);
     eprintln!("killed the primary on {victim_port}");
-    posts_flow("kill -9 of a primary").await;
+    posts_flow("kill -9 of a primary", &|| cluster_report(tmp.path(), &cluster)).await;
 
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let bad_reads = load.await.expect("load");
