@@ -435,12 +435,12 @@ pub async fn reactions(b: &dyn Backend) {
     use tideway_store::{ItemCounts, ViewerMarks};
     let u = UserId;
     created(b, 6000, 1, false).await;
-    assert!(b.set_reaction(ItemId(6000), u(2), "like", true).await.expect("react"));
-    assert!(!b.set_reaction(ItemId(6000), u(2), "like", true).await.expect("react again"), "idempotent");
-    assert!(b.set_reaction(ItemId(6000), u(3), "like", true).await.expect("react"));
-    assert!(b.set_reaction(ItemId(6000), u(3), "x_wow", true).await.expect("react"));
-    assert!(b.set_reaction(ItemId(6000), u(2), "like", false).await.expect("take back"));
-    assert!(!b.set_reaction(ItemId(6000), u(2), "like", false).await.expect("take back again"), "idempotent");
+    assert!(b.set_reaction(ItemId(6000), u(2), "like", true, &[]).await.expect("react"));
+    assert!(!b.set_reaction(ItemId(6000), u(2), "like", true, &[]).await.expect("react again"), "idempotent");
+    assert!(b.set_reaction(ItemId(6000), u(3), "like", true, &[]).await.expect("react"));
+    assert!(b.set_reaction(ItemId(6000), u(3), "x_wow", true, &[]).await.expect("react"));
+    assert!(b.set_reaction(ItemId(6000), u(2), "like", false, &[]).await.expect("take back"));
+    assert!(!b.set_reaction(ItemId(6000), u(2), "like", false, &[]).await.expect("take back again"), "idempotent");
     let first = match linked(b, 6002, 4, Some(6000), None).await {
         CreateOutcome::Created(i) => i,
         other => panic!("the first repost: {other:?}"),
@@ -464,7 +464,7 @@ pub async fn reactions(b: &dyn Backend) {
     let h = b.hydration(&[ItemId(6000)], Some(u(4))).await.expect("hydration");
     assert_eq!((h[0].0.replies, h[0].0.reposts, h[0].1.as_ref().map(|m| m.reposted)), (0, 0, Some(false)));
     assert!(matches!(linked(b, 6005, 4, Some(6000), None).await, CreateOutcome::Created(_)), "may repost again");
-    assert!(b.set_reaction(ItemId(6000), u(3), "like", false).await.expect("take back"));
+    assert!(b.set_reaction(ItemId(6000), u(3), "like", false, &[]).await.expect("take back"));
     let h = b.hydration(&[ItemId(6000)], Some(u(3))).await.expect("hydration");
     assert_eq!(
         (h[0].0.reactions.clone(), h[0].0.reposts),
@@ -475,7 +475,7 @@ pub async fn reactions(b: &dyn Backend) {
     // Counts stay exact when many writers change one item's at once (on
     // SQL the counts are rows the writes keep, so they contend).
     created(b, 6100, 1, false).await;
-    let likes = (10..42).map(|x| b.set_reaction(ItemId(6100), u(x), "like", true));
+    let likes = (10..42).map(|x| b.set_reaction(ItemId(6100), u(x), "like", true, &[]));
     assert!(futures_util::future::join_all(likes).await.into_iter().all(|r| r.expect("react")));
     let replies = (0..8u64).map(|x| async move {
         let reply = linked(b, 6101 + x, 50 + x, None, Some((6100, 1))).await;
@@ -485,7 +485,7 @@ pub async fn reactions(b: &dyn Backend) {
     for (reply, repost) in futures_util::future::join_all(replies).await {
         assert!(matches!((reply, repost), (CreateOutcome::Created(_), CreateOutcome::Created(_))));
     }
-    let changes = (10..26).map(|x| b.set_reaction(ItemId(6100), u(x), "like", false));
+    let changes = (10..26).map(|x| b.set_reaction(ItemId(6100), u(x), "like", false, &[]));
     let deletes = (0..3u64).map(|x| b.update_item(ItemId(6101 + x), &ItemChange::Delete));
     let (changes, deletes) =
         tokio::join!(futures_util::future::join_all(changes), futures_util::future::join_all(deletes));
@@ -497,6 +497,46 @@ pub async fn reactions(b: &dyn Backend) {
         (vec![("like".into(), 16)], 5, 8),
         "counts after concurrent writes"
     );
+
+    // A reaction carries its notification ops: applied with it, and again
+    // (as once) by a repeat that changes no reaction, which is how a repeat
+    // completes a call that failed between the two.
+    use tideway_core::notify::{Notice, Op, Verb};
+    let liked = |actor: u64, at: i64, open: u64| Op::Stand {
+        notice: Notice {
+            user: u(1),
+            verb: Verb::Reaction { item: ItemId(6100), kind: "like".into() },
+            actor: u(actor),
+            at: Millis(at),
+            stands: true,
+            about: Some(ItemId(6100)),
+        },
+        open,
+    };
+    let groups = async || {
+        let p = b.notifications(u(1), None, 10).await.expect("notifications");
+        p.groups
+            .iter()
+            .map(|g| (g.id, g.actors.iter().map(|a| a.0).collect::<Vec<_>>(), g.actor_count))
+            .collect::<Vec<_>>()
+    };
+    assert!(b.set_reaction(ItemId(6100), u(60), "like", true, &[liked(60, 200, 7000)]).await.expect("react"));
+    assert_eq!(groups().await, vec![(7000, vec![60], 1)], "the reaction's notification");
+    assert!(!b.set_reaction(ItemId(6100), u(60), "like", true, &[liked(60, 200, 7001)]).await.expect("again"));
+    assert_eq!(groups().await, vec![(7000, vec![60], 1)], "a repeat adds nothing");
+    // (as if the notification of user 61's like had failed)
+    assert!(b.set_reaction(ItemId(6100), u(61), "like", true, &[]).await.expect("react"));
+    assert!(!b.set_reaction(ItemId(6100), u(61), "like", true, &[liked(61, 201, 7002)]).await.expect("repeat"));
+    assert_eq!(groups().await, vec![(7000, vec![61, 60], 2)], "ops applied though the reaction did not change");
+    let likes = (62..78).map(|x| b.set_reaction(ItemId(6100), u(x), "like", true, &[]));
+    assert!(futures_util::future::join_all(likes).await.into_iter().all(|r| r.expect("react")));
+    let notes = (62..78).map(|x| async move {
+        b.set_reaction(ItemId(6100), u(x), "like", true, &[liked(x, 300 + x as i64, 7100 + x)]).await
+    });
+    assert!(futures_util::future::join_all(notes).await.into_iter().all(|r| !r.expect("repeat")));
+    assert_eq!(groups().await[0].2, 18, "every concurrent call's notification, in one group");
+    let h = b.hydration(&[ItemId(6100)], None).await.expect("hydration");
+    assert_eq!(h[0].0.reactions, vec![("like".into(), 34)], "16 + 2 + 16 likes");
 }
 
 /// `Graph` lists and relations: followers and following newest first,
@@ -1000,9 +1040,9 @@ pub async fn pages(b: &dyn Backend) {
     assert!(matches!(linked(b, 8004, 1, Some(y.0), None).await, CreateOutcome::Created(_)));
     assert!(matches!(linked(b, 8006, 5, Some(x.0), None).await, CreateOutcome::Created(_)));
     b.insert_home(viewer, y, 8010).await.expect("insert");
-    assert!(b.set_reaction(x, viewer, "like", true).await.expect("react"));
-    assert!(b.set_reaction(x, a2, "like", true).await.expect("react"));
-    assert!(b.set_reaction(x, a3, "x_wow", true).await.expect("react"));
+    assert!(b.set_reaction(x, viewer, "like", true, &[]).await.expect("react"));
+    assert!(b.set_reaction(x, a2, "like", true, &[]).await.expect("react"));
+    assert!(b.set_reaction(x, a3, "x_wow", true, &[]).await.expect("react"));
     let patched = b
         .update_item(x, &ItemChange::Patch { body: None, visibility: Some(Visibility::Followers) })
         .await

@@ -74,21 +74,24 @@ async fn rejections_are_json_errors() {
 }
 
 /// A journal whose disk can "fill up": while `full` is set every sync fails,
-/// as fjall's does on ENOSPC.
+/// as fjall's does on ENOSPC. Tickets count the batches written.
 #[derive(Default)]
 struct FillableJournal {
     full: Arc<std::sync::atomic::AtomicBool>,
+    written: std::sync::atomic::AtomicU64,
+    synced: std::sync::atomic::AtomicU64,
 }
 
 impl tideway_store::Journal for FillableJournal {
     fn write(&self, _: &[tideway_store::Change]) -> Result<tideway_store::Ticket, tideway_store::StoreError> {
-        Ok(0)
+        Ok(self.written.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1)
     }
-    fn sync(&self, _: tideway_store::Ticket) -> Result<(), tideway_store::StoreError> {
+    fn sync(&self, ticket: tideway_store::Ticket) -> Result<(), tideway_store::StoreError> {
         if self.full.load(std::sync::atomic::Ordering::SeqCst) {
             let enospc = std::io::Error::from_raw_os_error(28);
             return Err(tideway_store::StoreError::unavailable(tideway_store::Engine::Embedded, enospc));
         }
+        self.synced.fetch_max(ticket, std::sync::atomic::Ordering::SeqCst);
         Ok(())
     }
     fn health(&self) -> Result<(), tideway_store::StoreError> {
@@ -98,7 +101,7 @@ impl tideway_store::Journal for FillableJournal {
         true
     }
     fn durable(&self) -> tideway_store::Ticket {
-        tideway_store::Ticket::MAX
+        self.synced.load(std::sync::atomic::Ordering::SeqCst)
     }
     fn disk(&self) -> Option<&dyn tideway_store::Disk> {
         None

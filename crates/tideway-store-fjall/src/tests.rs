@@ -48,10 +48,10 @@ async fn everything_written_is_there_after_reopen() {
             .await
             .expect("advance");
         assert_eq!(recorded, vec![true, true]);
-        s.set_reaction(ItemId(100), UserId(5), "like", true).await.expect("react");
-        s.set_reaction(ItemId(100), UserId(6), "like", true).await.expect("react");
-        s.set_reaction(ItemId(100), UserId(6), "like", false).await.expect("unreact");
-        s.set_reaction(ItemId(100), UserId(6), "x_wow", true).await.expect("react");
+        s.set_reaction(ItemId(100), UserId(5), "like", true, &[]).await.expect("react");
+        s.set_reaction(ItemId(100), UserId(6), "like", true, &[]).await.expect("react");
+        s.set_reaction(ItemId(100), UserId(6), "like", false, &[]).await.expect("unreact");
+        s.set_reaction(ItemId(100), UserId(6), "x_wow", true, &[]).await.expect("react");
         let p = Promotion { id: 300, item: ItemId(100), every: 5, starts_at: Millis(1), ends_at: Millis(9) };
         s.create_promotion(p).await.expect("promotion");
     }
@@ -115,8 +115,21 @@ async fn concurrent_writers_share_syncs_and_lose_nothing() {
                 let s = s.clone();
                 tokio::spawn(async move {
                     for i in 0..100u64 {
-                        s.set_reaction(ItemId(100), UserId(1000 * (t + 1) + i), "like", true).await.expect("react");
-                        s.follow_many(UserId(1000 * (t + 1) + i), &[UserId(1)], Millis(2), 10).await.expect("follow");
+                        let user = UserId(1000 * (t + 1) + i);
+                        // Each like with its notification: journaled together, one wait.
+                        let note = tideway_core::notify::Op::Stand {
+                            notice: tideway_core::notify::Notice {
+                                user: UserId(1),
+                                verb: tideway_core::notify::Verb::Reaction { item: ItemId(100), kind: "like".into() },
+                                actor: user,
+                                at: Millis(10),
+                                stands: true,
+                                about: Some(ItemId(100)),
+                            },
+                            open: 5000,
+                        };
+                        s.set_reaction(ItemId(100), user, "like", true, &[note]).await.expect("react");
+                        s.follow_many(user, &[UserId(1)], Millis(2), 10).await.expect("follow");
                     }
                 })
             })
@@ -124,10 +137,16 @@ async fn concurrent_writers_share_syncs_and_lose_nothing() {
         for w in writers {
             w.await.expect("writer");
         }
+        // Every write was acknowledged, so every ticket issued is durable
+        // (before the close, which syncs whatever is left).
+        let next = s.journal().write(&[]).expect("an empty batch");
+        assert!(s.journal().durable() >= next - 1, "acknowledged writes are durable when acknowledged");
     }
     let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
     let h = s.hydration(&[ItemId(100)], None).await.expect("hydration");
     assert_eq!(h[0].0.reactions, vec![("like".into(), 800)]);
+    let notes = tideway_store::Notifications::notifications(&s, UserId(1), None, 10).await.expect("notifications");
+    assert_eq!(notes.groups.iter().map(|g| (g.id, g.actor_count)).collect::<Vec<_>>(), vec![(5000, 800)]);
     assert_eq!(s.counts(UserId(1)).await.expect("counts").followers, 800);
     assert_eq!(followers(&s, 1).await.len(), 800);
 }
@@ -464,7 +483,7 @@ async fn fresh_items_are_empty_without_a_read_but_never_hide_what_the_disk_has()
     };
     {
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
-        s.set_reaction(ItemId(500), UserId(5), "like", true).await.expect("react before the item");
+        s.set_reaction(ItemId(500), UserId(5), "like", true, &[]).await.expect("react before the item");
         s.create_item(plain(400), false, Millis(1)).await.expect("create");
         assert!(!s.state().is_fresh(ItemId(400)), "below an id whose unit was read");
         s.create_item(plain(900), false, Millis(1)).await.expect("create");
@@ -472,8 +491,8 @@ async fn fresh_items_are_empty_without_a_read_but_never_hide_what_the_disk_has()
         let loads = s.load_counts().0;
         assert_eq!(likes(&s, 900).await, 0);
         assert_eq!(s.load_counts().0, loads, "a fresh item's unit is not read");
-        s.set_reaction(ItemId(900), UserId(6), "like", true).await.expect("react");
-        s.set_reaction(ItemId(900), UserId(7), "like", true).await.expect("react");
+        s.set_reaction(ItemId(900), UserId(6), "like", true, &[]).await.expect("react");
+        s.set_reaction(ItemId(900), UserId(7), "like", true, &[]).await.expect("react");
         let repost = Item { repost_of: Some(ItemId(900)), ..Item::new(ItemId(901), UserId(2), ItemKind::Post) };
         s.create_item(repost, false, Millis(2)).await.expect("repost");
         assert!(!s.state().is_fresh(ItemId(900)), "written to: a loaded unit like any other");
@@ -481,7 +500,7 @@ async fn fresh_items_are_empty_without_a_read_but_never_hide_what_the_disk_has()
         assert_eq!(s.reposts_by(&[ItemId(900)], &[UserId(2)]).await.expect("reposts")[0].len(), 1);
         // Let go of every unit: the reaction on 950 is then only on disk,
         // and 950 was seen, so its creation does not take it as empty.
-        s.set_reaction(ItemId(950), UserId(5), "like", true).await.expect("react before the item");
+        s.set_reaction(ItemId(950), UserId(5), "like", true, &[]).await.expect("react before the item");
         s.evict_all();
         s.create_item(plain(950), false, Millis(3)).await.expect("create");
         assert!(!s.state().is_fresh(ItemId(950)));
@@ -491,7 +510,7 @@ async fn fresh_items_are_empty_without_a_read_but_never_hide_what_the_disk_has()
     s.create_item(plain(960), false, Millis(4)).await.expect("create");
     assert!(s.state().is_fresh(ItemId(960)), "above everything stored");
     // A reaction stored before its item, found by the floor at open.
-    s.set_reaction(ItemId(990), UserId(5), "like", true).await.expect("react before the item");
+    s.set_reaction(ItemId(990), UserId(5), "like", true, &[]).await.expect("react before the item");
     drop(s);
     let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen");
     s.create_item(plain(990), false, Millis(5)).await.expect("create");

@@ -349,8 +349,17 @@ impl Items for SqlStore {
         self.read_hydration(ids, viewer).await
     }
 
-    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
-        self.write_reaction(item, user, kind, on).await
+    async fn set_reaction(
+        &self,
+        item: ItemId,
+        user: UserId,
+        kind: &str,
+        on: bool,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<bool> {
+        let changed = self.write_reaction(item, user, kind, on).await?;
+        tideway_store::Notifications::notify(self, notify).await?;
+        Ok(changed)
     }
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {

@@ -238,7 +238,7 @@ async fn upgrade_counts_items(base: &str) {
     };
     let h = store.hydration(&[ItemId(1)], None).await.expect("hydration");
     assert_eq!(h[0].0, counts(1, 1, &[("like", 2), ("wow", 1)]), "the counts the rows say");
-    assert!(store.set_reaction(ItemId(1), UserId(7), "wow", true).await.expect("react"));
+    assert!(store.set_reaction(ItemId(1), UserId(7), "wow", true, &[]).await.expect("react"));
     let h = store.hydration(&[ItemId(1)], None).await.expect("hydration");
     assert_eq!(h[0].0, counts(1, 1, &[("like", 2), ("wow", 2)]), "kept by the writes after the upgrade");
     store.close().await;

@@ -80,10 +80,17 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(hydration));)?
                     $durable.hydration(ids, viewer).await
                 }
-                async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+                async fn set_reaction(
+                    &self,
+                    item: ItemId,
+                    user: UserId,
+                    kind: &str,
+                    on: bool,
+                    notify: &[tideway_core::notify::Op],
+                ) -> Result<bool> {
                     let $s = self;
                     $(($before)(stringify!(set_reaction));)?
-                    $durable.set_reaction(item, user, kind, on).await
+                    $durable.set_reaction(item, user, kind, on, notify).await
                 }
                 async fn create_promotion(&self, p: Promotion) -> Result<()> {
                     let $s = self;

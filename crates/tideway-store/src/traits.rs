@@ -165,8 +165,20 @@ pub trait Items: Send + Sync {
     /// its counts and, with a viewer, the viewer's own marks.
     async fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>)
     -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>>;
-    /// Sets or clears one reaction; returns whether anything changed.
-    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool>;
+    /// Sets or clears one reaction, then applies `notify` (the reaction's
+    /// notification ops, as [`Notifications::notify`] applies them) whether
+    /// or not the reaction changed, so a repeat completes a call that failed
+    /// between the two; returns whether the reaction changed. It returns
+    /// once both are durable: the embedded store journals them together and
+    /// waits for one sync, where two calls would wait for two.
+    async fn set_reaction(
+        &self,
+        item: ItemId,
+        user: UserId,
+        kind: &str,
+        on: bool,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<bool>;
     /// Stores a promotion.
     async fn create_promotion(&self, p: Promotion) -> Result<()>;
     /// Promotions running at `now`.

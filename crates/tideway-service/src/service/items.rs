@@ -487,11 +487,11 @@ impl FeedService {
                 "a block separates user {user} from the author of item {item}"
             )));
         }
-        self.backend.set_reaction(item, user, kind, on).await?;
-        // Sent even when nothing changed: a repeat completes a request
-        // whose notification failed after the reaction was stored.
+        // Applied even when the reaction did not change: a repeat completes
+        // a request whose notification failed after the reaction was stored.
         let at = self.clock.now();
-        self.notify(&[Cause::Reaction { item, author: it.author, user, kind, at, stands: on }]).await?;
+        let notes = self.notify_ops(&[Cause::Reaction { item, author: it.author, user, kind, at, stands: on }])?;
+        self.backend.set_reaction(item, user, kind, on, &notes).await?;
         metrics::counter!("tideway_reactions_total").increment(1);
         Ok(self.backend.hydration(&[item], None).await?.pop().map(|(c, _)| c).unwrap_or_default())
     }

@@ -7,7 +7,9 @@
 //! `tideway_core::notify::ops` derives from it, applied by the backend in
 //! one atomic write per user. The ops are idempotent: a request retried
 //! after a failure between the two writes (the cause stored, its
-//! notification not) sends them again and completes them.
+//! notification not) sends them again and completes them. A reaction hands
+//! its ops to the backend with the reaction itself (`Items::set_reaction`),
+//! which makes both durable with one wait.
 
 use super::FeedService;
 use crate::error::{Result, ServiceError};
@@ -16,13 +18,23 @@ use std::collections::HashMap;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::ids::key_time;
 use tideway_core::limits::page_limit;
-use tideway_core::notify::{Cause, Mark};
+use tideway_core::notify::{Cause, Mark, Op};
 use tideway_core::{ItemId, Millis, UserId};
 
 impl FeedService {
     /// Applies what `causes` do to the notifications, in one backend call
     /// (none when they notify no one).
     pub(super) async fn notify(&self, causes: &[Cause<'_>]) -> Result<()> {
+        let ops = self.notify_ops(causes)?;
+        if !ops.is_empty() {
+            self.backend.notify(&ops).await?;
+        }
+        Ok(())
+    }
+
+    /// The notification ops of `causes` (ids drawn now), for a write that
+    /// applies them itself (a reaction journals its own with it).
+    pub(super) fn notify_ops(&self, causes: &[Cause<'_>]) -> Result<Vec<Op>> {
         let now = self.clock.now();
         let mut failed = None;
         let mut ops = Vec::new();
@@ -38,13 +50,10 @@ impl FeedService {
                 },
             ));
         }
-        if let Some(e) = failed {
-            return Err(e.into());
+        match failed {
+            Some(e) => Err(e.into()),
+            None => Ok(ops),
         }
-        if !ops.is_empty() {
-            self.backend.notify(&ops).await?;
-        }
-        Ok(())
     }
 
     /// Re-evaluates whether `a` and `b` are hidden from each other's

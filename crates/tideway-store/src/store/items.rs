@@ -229,13 +229,20 @@ impl<J: Journal> Items for Store<J> {
         .await
     }
 
-    async fn set_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
+    async fn set_reaction(
+        &self,
+        item: ItemId,
+        user: UserId,
+        kind: &str,
+        on: bool,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<bool> {
         self.check_failed()?;
         // A read lock of the state: reactions to one item from many users
         // proceed in parallel; only the pair (item, user) is locked while its
         // change is journaled and applied. The item's reactions must be
         // loaded (the change is decided from them).
-        let ticket = loop {
+        let reacted = loop {
             {
                 let st = self.state.read();
                 if st.is_fresh(item) {
@@ -247,19 +254,23 @@ impl<J: Journal> Items for Store<J> {
                 if st.loaded(Unit::Item(item)) {
                     let mut pair = st.reactions.lock(item, user);
                     if pair.has(kind) == on {
-                        return Ok(false);
+                        break None;
                     }
                     let ticket =
                         self.journal.write(&[Change::SetReaction { item, user, kind: kind.to_owned(), on }])?;
                     self.last_ticket.fetch_max(ticket, Ordering::AcqRel);
                     st.reactions.set_locked(&mut pair, kind, on);
-                    break ticket;
+                    break Some(ticket);
                 }
             }
             self.load(vec![Unit::Item(item)]).await?;
         };
-        self.sync(ticket).await?;
-        Ok(true)
+        // The notification joins the reaction's sync: one wait for both.
+        let noted = self.journal_notes(notify).await?;
+        if let Some(ticket) = reacted.max(noted) {
+            self.sync(ticket).await?;
+        }
+        Ok(reacted.is_some())
     }
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {

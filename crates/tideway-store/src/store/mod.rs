@@ -93,10 +93,23 @@ pub struct Store<J: Journal> {
     misses: AtomicU64,
     /// The last ticket written, and when fan-out progress was last made
     /// durable (see [`PROGRESS_SYNC`]).
-    last_ticket: AtomicU64,
+    last_ticket: Arc<AtomicU64>,
     progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
     /// Held while spilled fan-out jobs are read back (one refill at a time).
     refilling: tokio::sync::Mutex<()>,
+    /// The syncs of a journal that blocks (see [`Store::sync`]).
+    syncs: Syncs,
+}
+
+/// Group commit without a blocked thread per waiter: one caller at a time
+/// starts a syncer on the blocking pool, which syncs everything journaled so
+/// far, again and again while writes keep coming ([`sync_while_written`]),
+/// and every caller waits for the durable ticket it publishes.
+struct Syncs {
+    /// The ticket known durable, and whether a sync failed.
+    durable: Arc<tokio::sync::watch::Sender<(Ticket, bool)>>,
+    /// A sync is running.
+    running: Arc<AtomicBool>,
 }
 
 /// How often fan-out progress is made durable. Progress only saves work: a
@@ -105,6 +118,37 @@ pub struct Store<J: Journal> {
 /// the disk at most this often, and a crash repeats at most this much
 /// delivery. (A write that must be durable syncs everything before it.)
 pub const PROGRESS_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The syncer of [`Syncs`]: syncs up to the last ticket written and
+/// publishes it, back to back while writes keep coming (the next round
+/// starts as the last ends, not when a waiter wakes to start it); stops
+/// when all is durable, or at a failure (published: every waiter fails).
+fn sync_while_written<J: Journal>(
+    journal: &J,
+    last: &AtomicU64,
+    durable: &tokio::sync::watch::Sender<(Ticket, bool)>,
+    running: &AtomicBool,
+) {
+    loop {
+        let upto = last.load(Ordering::Acquire);
+        if upto > durable.borrow().0 {
+            if let Err(e) = journal.sync(upto) {
+                tracing::error!(error = %e, "a sync of the journal failed");
+                running.store(false, Ordering::Release);
+                durable.send_modify(|d| d.1 = true);
+                return;
+            }
+            durable.send_modify(|d| d.0 = d.0.max(upto));
+            continue;
+        }
+        // Nothing left: stop, unless a write came between the look and
+        // the stop whose writer saw this syncer running and waits on it.
+        running.store(false, Ordering::Release);
+        if last.load(Ordering::Acquire) <= durable.borrow().0 || running.swap(true, Ordering::AcqRel) {
+            return;
+        }
+    }
+}
 
 /// What a decided write did: nothing, or a batch written at a ticket.
 enum Committed<T> {
@@ -149,6 +193,7 @@ fn written_items(changes: &[Change]) -> Vec<Arc<Item>> {
 impl<J: Journal> Store<J> {
     pub fn new(journal: J, mut state: State, inbox_cap: usize) -> Self {
         state.lazy = journal.disk().is_some();
+        let durable = journal.durable();
         if let Some(disk) = journal.disk() {
             // (unknown: no item is taken as fresh)
             state.set_fresh_floor(disk.item_units_floor().unwrap_or(u64::MAX));
@@ -170,9 +215,13 @@ impl<J: Journal> Store<J> {
             load_retries: AtomicU64::new(0),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
-            last_ticket: AtomicU64::new(0),
+            last_ticket: Arc::new(AtomicU64::new(0)),
             progress_synced: parking_lot::Mutex::new(None),
             refilling: tokio::sync::Mutex::new(()),
+            syncs: Syncs {
+                durable: Arc::new(tokio::sync::watch::Sender::new((durable, false))),
+                running: Arc::new(AtomicBool::new(false)),
+            },
         }
         .with_body_cache(DEFAULT_BODY_CACHE)
     }
@@ -297,19 +346,34 @@ impl<J: Journal> Store<J> {
         self.failed.store(true, Ordering::Release);
     }
 
-    /// Waits for `ticket` to be durable, on the blocking pool when the
-    /// journal blocks; a failure marks the store failed.
+    /// Waits for `ticket` to be durable; a failure marks the store failed.
+    /// A journal that blocks is synced on the blocking pool by one caller
+    /// at a time for everyone ([`Syncs`]): 16 writers waiting cost one
+    /// thread, not 16, and each wakes by a message, not a thread hand-off.
     async fn sync(&self, ticket: Ticket) -> Result<()> {
-        let res = if self.journal.blocks() {
-            let journal = self.journal.clone();
-            match tokio::task::spawn_blocking(move || journal.sync(ticket)).await {
-                Ok(r) => r,
-                Err(e) => Err(StoreError::unavailable(Engine::Embedded, e)),
+        if !self.journal.blocks() {
+            return self.journal.sync(ticket).inspect_err(|e| self.fail(e));
+        }
+        let mut seen = self.syncs.durable.subscribe();
+        loop {
+            let (durable, failed) = *seen.borrow_and_update();
+            if durable >= ticket {
+                return Ok(());
             }
-        } else {
-            self.journal.sync(ticket)
-        };
-        res.inspect_err(|e| self.fail(e))
+            if failed {
+                let e = StoreError::unavailable_because(Engine::Embedded, "a sync of the journal failed");
+                self.fail(&e);
+                return Err(e);
+            }
+            if !self.syncs.running.swap(true, Ordering::AcqRel) {
+                let (journal, last) = (self.journal.clone(), self.last_ticket.clone());
+                let (durable, running) = (self.syncs.durable.clone(), self.syncs.running.clone());
+                // Detached: a caller dropped mid-wait strands no one.
+                tokio::task::spawn_blocking(move || sync_while_written(&*journal, &last, &durable, &running));
+            }
+            // (the sender lives as long as the store)
+            let _ = seen.changed().await;
+        }
     }
 
     /// Decides the changes of a write under the index lock, applies and

@@ -4,8 +4,8 @@
 //! rows the book reports; durable before acknowledged). The embedded store
 //! loads a user's book whole on first use ([`Unit::Notify`]).
 
-use super::Store;
-use super::journal::Journal;
+use super::journal::{Journal, Ticket};
+use super::{Committed, Store};
 use crate::change::Change;
 use crate::notebook::Book;
 use crate::state::Unit;
@@ -14,13 +14,28 @@ use async_trait::async_trait;
 use tideway_core::notify::{Mark, Op};
 use tideway_core::{Millis, UserId};
 
+impl<J: Journal> Store<J> {
+    /// Applies and journals notification ops without waiting for the disk
+    /// (the caller syncs the ticket, with whatever else it wrote).
+    pub(super) async fn journal_notes(&self, ops: &[Op]) -> Result<Option<Ticket>> {
+        if ops.is_empty() {
+            return Ok(None);
+        }
+        let notes = |_: &_, _: &mut _| Ok(((), ops.iter().cloned().map(Change::Notify).collect()));
+        Ok(match self.write(notes).await? {
+            Committed::Nothing(()) => None,
+            Committed::Written { ticket, .. } => Some(ticket),
+        })
+    }
+}
+
 #[async_trait]
 impl<J: Journal> Notifications for Store<J> {
     async fn notify(&self, ops: &[Op]) -> Result<()> {
-        if ops.is_empty() {
-            return Ok(());
+        if let Some(ticket) = self.journal_notes(ops).await? {
+            self.sync(ticket).await?;
         }
-        self.commit(|_, _| Ok(((), ops.iter().cloned().map(Change::Notify).collect()))).await
+        Ok(())
     }
 
     async fn notifications(&self, user: UserId, before: Option<(Millis, u64)>, limit: usize) -> Result<NotifyPage> {

@@ -429,7 +429,7 @@ async fn viral(sql: &tideway_store_sql::SqlStore, url: &str, ids: &[tideway_core
     let hot = ids[0];
     let t = Instant::now();
     let writes = futures_util::stream::iter(0..VIRAL)
-        .map(|u| async move { sql.set_reaction(hot, UserId(10_000 + u), "like", true).await })
+        .map(|u| async move { sql.set_reaction(hot, UserId(10_000 + u), "like", true, &[]).await })
         .buffer_unordered(32)
         .collect::<Vec<_>>()
         .await;
