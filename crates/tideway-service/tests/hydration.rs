@@ -64,8 +64,8 @@ const IN_PROCESS_HOME_CALLS: u64 = 10;
 
 /// On shared engines, a warm page (its records and its reader's followee
 /// list held by the node, the reader marked active lately by it): the
-/// inbox's first batch (with its floor); hot-author marks; the page's facts
-/// in one statement, which checks the copies and reads the promotions. No
+/// inbox's first batch (with its floor) and, beside it, the hot-author
+/// marks of the held list; the page's facts in one statement, which checks the copies and reads the promotions. No
 /// record and no followee is read, no activity mark written.
 const SHARED_WARM_HOME_CALLS: u64 = 3;
 
@@ -91,7 +91,7 @@ async fn on_shared_engines(kind: tideway_service::config::BackendKind, url_var: 
     let names = constant_calls(&store, &svc, SHARED_WARM_HOME_CALLS).await;
     let mut sorted = names.clone();
     sorted.sort_unstable();
-    assert_eq!(sorted, ["page_facts", "read_inbox", "unpushed_above"], "a warm page's calls: {names:?}");
+    assert_eq!(sorted, ["page_facts", "read_inbox", "unpushed_keys"], "a warm page's calls: {names:?}");
     drop(svc);
     node.close().await;
 }

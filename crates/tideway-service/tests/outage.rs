@@ -135,6 +135,9 @@ impl HotAuthors for Switch {
     async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
         self.up()?.unpushed_above(authors, floor).await
     }
+    async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
+        self.up()?.unpushed_keys(authors).await
+    }
     async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
         self.up()?.export_unpushed().await
     }

@@ -116,6 +116,12 @@ impl HotAuthors for RedisShared {
     }
 
     async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
+        let keys = self.unpushed_keys(authors).await?;
+        Ok(tideway_store::unpushed_above_floor(authors, &keys, floor))
+    }
+
+    /// One `HMGET` per shard of marks, in one batch.
+    async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
         if authors.is_empty() {
             return Ok(Vec::new());
         }
@@ -132,13 +138,15 @@ impl HotAuthors for RedisShared {
             batch.add(key, cmd);
         }
         let got: Vec<Vec<Option<Vec<u8>>>> = self.run_as(&batch).await?;
-        let mut above: HashMap<UserId, bool> = HashMap::new();
+        let mut keys: HashMap<UserId, Key> = HashMap::new();
         for (s, vals) in order.iter().zip(got) {
             for ((u, _), v) in groups[s].iter().zip(vals) {
-                above.insert(*u, v.is_some_and(|v| v.len() == 8 && be(&v) > floor));
+                if let Some(v) = v.filter(|v| v.len() == 8) {
+                    keys.insert(*u, be(&v));
+                }
             }
         }
-        Ok(authors.iter().copied().filter(|u| above.get(u).copied().unwrap_or(false)).collect())
+        Ok(authors.iter().map(|u| keys.get(u).copied()).collect())
     }
 
     async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {

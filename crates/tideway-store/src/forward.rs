@@ -381,6 +381,11 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(unpushed_above));)?
                     $shared.unpushed_above(authors, floor).await
                 }
+                async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
+                    let $s = self;
+                    $(($before)(stringify!(unpushed_keys));)?
+                    $shared.unpushed_keys(authors).await
+                }
                 async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
                     let $s = self;
                     $(($before)(stringify!(export_unpushed));)?

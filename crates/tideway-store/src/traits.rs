@@ -480,6 +480,11 @@ pub trait HotAuthors: Send + Sync {
     async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()>;
     /// Of `authors`, those with an unpushed key above `floor`, in order.
     async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>>;
+    /// Each author's newest unpushed key (`None`: none), in order: what a
+    /// page asks beside its inbox read when it knows `F(u)` before the
+    /// inbox's floor (a node's copy of the list), then filters by the floor
+    /// itself ([`unpushed_above_floor`]): one round trip fewer.
+    async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>>;
     /// Everything, for a snapshot (sorted by author); and back.
     async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>>;
     async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()>;
@@ -781,6 +786,12 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
         }
     }
     Ok(PageFacts { reposts, inserted, relations, hydrated, stale, followees_version, promotions })
+}
+
+/// Of `authors`, those whose key of [`HotAuthors::unpushed_keys`] is above
+/// `floor`, in order: what [`HotAuthors::unpushed_above`] answers.
+pub fn unpushed_above_floor(authors: &[UserId], keys: &[Option<Key>], floor: Key) -> Vec<UserId> {
+    authors.iter().zip(keys).filter(|(_, k)| k.is_some_and(|k| k > floor)).map(|(a, _)| *a).collect()
 }
 
 /// The reposters in `reposts` that are neither in `related` nor `viewer`,

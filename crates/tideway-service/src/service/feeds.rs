@@ -195,24 +195,30 @@ impl FeedService {
     /// Makes sure `user`'s inbox exists (`first`: what the page's first
     /// read of it found, run beside the other first reads of the page) and
     /// returns the followed authors whose unpushed items are above its
-    /// floor, and the first batch's inbox read when that was it.
+    /// floor (from `marks`, the hot authors' keys read beside the inbox,
+    /// when the page had them), and the first batch's inbox read when that
+    /// was it.
     async fn prepare_inbox(
         &self,
         user: UserId,
         f_list: &[UserId],
         touched: tideway_store::Result<()>,
         first: tideway_store::Result<FirstInbox>,
+        marks: Option<tideway_store::Result<Vec<Option<Key>>>>,
     ) -> Result<(Vec<UserId>, Option<tideway_store::Result<Option<InboxRead>>>)> {
         touched?;
+        let above = async |floor: Key| -> Result<Vec<UserId>> {
+            Ok(match marks {
+                Some(keys) => tideway_store::unpushed_above_floor(f_list, &keys?, floor),
+                None => self.backend.unpushed_above(f_list, floor).await?,
+            })
+        };
         match first? {
-            FirstInbox::Read(Some(read)) => {
-                let pulled = self.backend.unpushed_above(f_list, read.floor).await?;
-                Ok((pulled, Some(Ok(Some(read)))))
-            }
-            FirstInbox::Floor(Some(floor)) => Ok((self.backend.unpushed_above(f_list, floor).await?, None)),
+            FirstInbox::Read(Some(read)) => Ok((above(read.floor).await?, Some(Ok(Some(read))))),
+            FirstInbox::Floor(Some(floor)) => Ok((above(floor).await?, None)),
             FirstInbox::Read(None) | FirstInbox::Floor(None) => {
                 let floor = self.ensure_inbox(user, f_list).await?;
-                Ok((self.backend.unpushed_above(f_list, floor).await?, None))
+                Ok((above(floor).await?, None))
             }
         }
     }
@@ -248,7 +254,23 @@ impl FeedService {
                 None => self.backend.inbox_floor(user).await.map(FirstInbox::Floor),
             }
         };
-        let (sources, touched, first) = tokio::join!(self.home_sources(user), self.touch_reader(user), inbox);
+        // With this node's copy of the list, F(u) is known before any read:
+        // the hot authors' marks are read beside the inbox, not after it
+        // (filtered by its floor here), one round trip fewer.
+        let held = self.followee_copies.as_ref().and_then(|c| c.get(user));
+        let sources = async {
+            match &held {
+                Some((version, list)) => Ok((list.clone(), Copied::Held(*version))),
+                None => self.home_sources(user).await,
+            }
+        };
+        let marks = async {
+            match &held {
+                Some((_, list)) => Some(self.backend.unpushed_keys(list).await),
+                None => None,
+            }
+        };
+        let (sources, touched, first, marks) = tokio::join!(sources, self.touch_reader(user), inbox, marks);
         let (f_list, copied) = sources?;
         // An absent inbox is rebuilt from the outboxes of the list: a write,
         // which a copy the page's call later finds moved could not undo.
@@ -264,7 +286,7 @@ impl FeedService {
         // Inboxes, activity and hot-author marks are shared state that may
         // be unreachable (a Redis outage): the page is then pulled from the
         // outboxes, exactly as defined, only slower.
-        let pulled = match self.prepare_inbox(user, &f_list, touched, first).await {
+        let pulled = match self.prepare_inbox(user, &f_list, touched, first, marks).await {
             Ok(pulled) => Some(pulled),
             Err(e) => {
                 tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");

@@ -59,6 +59,9 @@ impl<J: Journal> HotAuthors for Store<J> {
         let hot: HashSet<UserId> = hot.into_iter().collect();
         Ok(authors.iter().filter(|a| hot.contains(a)).copied().collect())
     }
+    async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
+        Ok(self.hot.get(authors))
+    }
     async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
         Ok(self.hot.export())
     }
