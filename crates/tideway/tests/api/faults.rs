@@ -449,7 +449,16 @@ fn redis_cluster_of(dir: &Path, replicas: usize) -> Vec<(u16, Daemon)> {
         let d = dir.join(format!("r{i}"));
         std::fs::create_dir_all(&d).expect("dir");
         let conf = d.join("nodes.conf");
-        let more = ["--cluster-enabled", "yes", "--cluster-node-timeout", "2000", "--cluster-config-file"];
+        // (replicas sync at once: the default waits 5 s for more replicas)
+        let more = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-node-timeout",
+            "2000",
+            "--repl-diskless-sync-delay",
+            "0",
+            "--cluster-config-file",
+        ];
         let mut args: Vec<&std::ffi::OsStr> = more.iter().map(std::ffi::OsStr::new).collect();
         args.extend([conf.as_os_str(), std::ffi::OsStr::new("--dir"), d.as_os_str()]);
         nodes.push((port, redis_with(port, &d.join("redis.log"), &args)));
@@ -467,6 +476,16 @@ fn redis_cluster_of(dir: &Path, replicas: usize) -> Vec<(u16, Daemon)> {
                 .args(["-p", &port.to_string(), "cluster", "info"])
                 .output()
                 .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("cluster_state:ok"))
+        });
+    }
+    // Every replica holds its primary's data: one that never finished its
+    // first sync is never promoted (Redis refuses a replica whose data is
+    // too old), so a primary killed before its replica synced left its slots
+    // failed for good, and the failover test timed out now and then.
+    for (i, (port, _)) in nodes.iter().enumerate() {
+        wait_until("a replica's first sync", &dir.join(format!("r{i}")).join("redis.log"), || {
+            let info = rcli(*port, &["info", "replication"]);
+            info.contains("role:master") || info.contains("master_link_status:up")
         });
     }
     nodes
