@@ -129,14 +129,22 @@ fn sync_while_written<J: Journal>(
     durable: &tokio::sync::watch::Sender<(Ticket, bool)>,
     running: &AtomicBool,
 ) {
+    /// Publishes a failure unless disarmed: a sync that panics fails its
+    /// waiters instead of leaving them waiting for a syncer that is gone.
+    struct Failed<'a>(&'a tokio::sync::watch::Sender<(Ticket, bool)>, &'a AtomicBool);
+    impl Drop for Failed<'_> {
+        fn drop(&mut self) {
+            self.1.store(false, Ordering::Release);
+            self.0.send_modify(|d| d.1 = true);
+        }
+    }
+    let failed = Failed(durable, running);
     loop {
         let upto = last.load(Ordering::Acquire);
         if upto > durable.borrow().0 {
             if let Err(e) = journal.sync(upto) {
                 tracing::error!(error = %e, "a sync of the journal failed");
-                running.store(false, Ordering::Release);
-                durable.send_modify(|d| d.1 = true);
-                return;
+                return; // (published by `failed`)
             }
             durable.send_modify(|d| d.0 = d.0.max(upto));
             continue;
@@ -145,6 +153,7 @@ fn sync_while_written<J: Journal>(
         // the stop whose writer saw this syncer running and waits on it.
         running.store(false, Ordering::Release);
         if last.load(Ordering::Acquire) <= durable.borrow().0 || running.swap(true, Ordering::AcqRel) {
+            std::mem::forget(failed);
             return;
         }
     }
