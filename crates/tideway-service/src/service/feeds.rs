@@ -138,9 +138,14 @@ impl FeedService {
     /// `F(u)` as a home page walks it (the users `u` follows, and `u`), and
     /// whether it is this node's copy (whose version the page has checked),
     /// with the version when it was read from an engine that keeps one.
-    async fn home_sources(&self, user: UserId) -> tideway_store::Result<(Arc<[UserId]>, Copied)> {
-        if let Some((version, list)) = self.followee_copies.as_ref().and_then(|c| c.get(user)) {
-            return Ok((list, Copied::Held(version)));
+    /// `held`: this node's copy, as the page looked it up.
+    async fn home_sources(
+        &self,
+        user: UserId,
+        held: Option<&(u64, Arc<[UserId]>)>,
+    ) -> tideway_store::Result<(Arc<[UserId]>, Copied)> {
+        if let Some((version, list)) = held {
+            return Ok((list.clone(), Copied::Held(*version)));
         }
         let (f, version) = self.backend.followees_versioned(user).await?;
         let list: Arc<[UserId]> = with_self(f, user).into();
@@ -258,19 +263,14 @@ impl FeedService {
         // the hot authors' marks are read beside the inbox, not after it
         // (filtered by its floor here), one round trip fewer.
         let held = self.followee_copies.as_ref().and_then(|c| c.get(user));
-        let sources = async {
-            match &held {
-                Some((version, list)) => Ok((list.clone(), Copied::Held(*version))),
-                None => self.home_sources(user).await,
-            }
-        };
         let marks = async {
             match &held {
                 Some((_, list)) => Some(self.backend.unpushed_keys(list).await),
                 None => None,
             }
         };
-        let (sources, touched, first, marks) = tokio::join!(sources, self.touch_reader(user), inbox, marks);
+        let (sources, touched, first, marks) =
+            tokio::join!(self.home_sources(user, held.as_ref()), self.touch_reader(user), inbox, marks);
         let (f_list, copied) = sources?;
         // An absent inbox is rebuilt from the outboxes of the list: a write,
         // which a copy the page's call later finds moved could not undo.
