@@ -566,6 +566,13 @@ impl State {
         }
     }
 
+    /// Notes every unit as skipped at `ticket` (everything was let go): no
+    /// load that read the disk before `ticket` was durable installs.
+    pub fn note_all_skipped(&self, ticket: Ticket) {
+        let mut skips = self.skips.lock();
+        skips.pruned = skips.pruned.max(ticket);
+    }
+
     /// Installs a unit read from the journal (unless it is here already).
     /// Its holder comes under the budget (see [`State::evict_over_budget`]).
     pub fn install(&mut self, unit: Unit, data: UnitData) {

@@ -333,6 +333,9 @@ impl<J: Journal> Store<J> {
             return;
         }
         st.evict_all();
+        // A load that read the disk before now may miss a write the
+        // evicted units had: it reads again (as after any eviction).
+        st.note_all_skipped(self.last_ticket.load(Ordering::Acquire));
     }
 
     pub fn journal(&self) -> &J {
