@@ -77,6 +77,7 @@ fn every_suite_is_in_the_matrix() {
             "reactions",
             "graph_lists",
             "items_feeds",
+            "items_at_once",
             "postings",
             "notifications",
             "live",

@@ -197,6 +197,11 @@ impl Postings for SqlStore {
 #[async_trait]
 impl Items for SqlStore {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        // A post with nothing to resolve goes with whatever others are
+        // being posted at once; alone only if its batch failed.
+        if crate::posts::batchable(&item) && self.posts.write(&item, fan_out, now).await? {
+            return Ok(CreateOutcome::Created(Arc::new(item)));
+        }
         let tried = self
             .retrying(|| async {
                 match self.try_create(&item, fan_out, now).await {

@@ -3,8 +3,9 @@
 //! each other), advanced by `tideway_store::rules::progress`.
 
 use crate::SqlStore;
-use crate::rows::{int, job_of, k, marks, oint, w};
+use crate::rows::{in_list, int, job_of, k, marks, oint, w};
 use async_trait::async_trait;
+use std::collections::HashMap;
 use tideway_core::{Millis, UserId};
 use tideway_store::rules::{self, JobState, ProgressEffect};
 use tideway_store::{Job, JobProgress, Jobs, NodeClaim, Result, WorkerId};
@@ -58,50 +59,75 @@ impl Jobs for SqlStore {
     }
 
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
-        self.retrying(|| async move {
+        let key_of = |p: &JobProgress| match *p {
+            JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
+        };
+        if progress.is_empty() {
+            return Ok(vec![]);
+        }
+        // The jobs' rows locked in one statement, the progress decided in
+        // order against them (a later entry sees an earlier one's effect),
+        // then one delete of the completed and an update per moved cursor.
+        let (m, binds) = in_list(progress.iter().map(|p| k(key_of(p))));
+        let read = self
+            .q(&format!("SELECT k, cur_since, cur_user, holder FROM tw_jobs WHERE k IN ({m}) ORDER BY k FOR UPDATE"));
+        self.retrying(|| async {
             let mut tx = self.begin().await?;
-            let mut recorded = Vec::with_capacity(progress.len());
-            for p in progress {
-                let key = match *p {
-                    JobProgress::Checkpoint(key, _) | JobProgress::Complete(key) => key,
-                };
-                let row =
-                    sqlx::query(&self.q("SELECT cur_since, cur_user, holder FROM tw_jobs WHERE k = ? FOR UPDATE"))
-                        .bind(k(key))
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                let Some(row) = row else {
-                    recorded.push(false);
-                    continue;
-                };
-                let cursor = match (oint(&row, 0)?, oint(&row, 1)?) {
+            let mut q = sqlx::query(&read);
+            for b in &binds {
+                q = q.bind(*b);
+            }
+            let mut jobs: HashMap<u64, JobState> = HashMap::new();
+            for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                let cursor = match (oint(&row, 1)?, oint(&row, 2)?) {
                     (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
                     _ => None,
                 };
-                let held_by_other = oint(&row, 2)?.is_some_and(|h| h != w(worker));
-                let done = match rules::progress(Some(JobState { held_by_other, cursor }), *p) {
+                let held_by_other = oint(&row, 3)?.is_some_and(|h| h != w(worker));
+                jobs.insert(int(&row, 0)? as u64, JobState { held_by_other, cursor });
+            }
+            let mut moved: HashMap<u64, (Millis, UserId)> = HashMap::new();
+            let mut completed = Vec::new();
+            let mut recorded = Vec::with_capacity(progress.len());
+            for p in progress {
+                let key = key_of(p);
+                let done = match rules::progress(jobs.get(&key).copied(), *p) {
                     Some(ProgressEffect::Advance(pos)) => {
-                        sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
-                            .bind(pos.0.0)
-                            .bind(k(pos.1.0))
-                            .bind(k(key))
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(self.err())?;
+                        if let Some(j) = jobs.get_mut(&key) {
+                            j.cursor = Some(pos);
+                        }
+                        moved.insert(key, pos);
                         true
                     }
                     Some(ProgressEffect::Complete) => {
-                        sqlx::query(&self.q("DELETE FROM tw_jobs WHERE k = ?"))
-                            .bind(k(key))
-                            .execute(&mut *tx)
-                            .await
-                            .map_err(self.err())?;
+                        jobs.remove(&key);
+                        moved.remove(&key);
+                        completed.push(key);
                         true
                     }
                     None => false,
                 };
                 recorded.push(done);
+            }
+            if !completed.is_empty() {
+                let (m, binds) = in_list(completed.iter().map(|c| k(*c)));
+                let sql = self.q(&format!("DELETE FROM tw_jobs WHERE k IN ({m})"));
+                let mut q = sqlx::query(&sql);
+                for b in &binds {
+                    q = q.bind(*b);
+                }
+                q.execute(&mut *tx).await.map_err(self.err())?;
+            }
+            let mut moved: Vec<_> = moved.into_iter().collect();
+            moved.sort_unstable_by_key(|(key, _)| *key);
+            for (key, pos) in moved {
+                sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
+                    .bind(pos.0.0)
+                    .bind(k(pos.1.0))
+                    .bind(k(key))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
             }
             self.commit(tx).await?;
             Ok(recorded)

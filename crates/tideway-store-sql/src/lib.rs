@@ -20,6 +20,7 @@
 //! | `rows.rs` | binds and columns: keys as BIGINTs, typed column reads, padded `IN` lists, item rows |
 //! | `tx.rs` | errors classified from the engines' codes, the retry of a transaction, plain reads |
 //! | `items.rs` | [`Items`]: creates (rules in `tideway_store::rules`), updates, records, outboxes, reposts, insertions |
+//! | `posts.rs` | plain posts queued and written in batches: one statement (PostgreSQL) or one transaction (MySQL) for all queued |
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
 //! | `graph.rs` | [`Graph`]: follows both ways, blocks, mutes, lists, relations, per-user counters |
 //! | `notifications.rs` | [`Notifications`]: groups placed by `tideway_core::notify::place` under a per-user lock, kept figures and counts, pages |
@@ -40,6 +41,7 @@ mod jobs;
 mod live;
 mod notifications;
 mod pages;
+mod posts;
 mod reactions;
 mod rows;
 pub mod schema;
@@ -65,6 +67,8 @@ pub struct SqlStore {
     /// generically; on MySQL the same pool.
     pages: AnyPool,
     dialect: Dialect,
+    /// Plain posts waiting to be written together (`posts.rs`).
+    posts: std::sync::Arc<posts::PostQueue>,
     /// The store-wide counts and when they were read (see `stats.rs`).
     stats: tokio::sync::Mutex<Option<(Instant, StoreStats)>>,
 }
@@ -123,7 +127,8 @@ impl SqlStore {
                     source: Some(Box::new(e)),
                 })?,
         };
-        let store = Self { pool, pages, dialect, stats: tokio::sync::Mutex::new(None) };
+        let posts = posts::PostQueue::new(pool.clone(), dialect);
+        let store = Self { pool, pages, dialect, posts, stats: tokio::sync::Mutex::new(None) };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;
         Ok(store)
     }

@@ -47,6 +47,26 @@ pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
 }
 
+/// Runs `attempt_once` (a whole transaction: begin, statements, commit)
+/// again, after a short growing pause, while the engine rolls it back as
+/// retryable (up to 5 times). The one retry loop of this store.
+pub(crate) async fn retry_transaction<T, F, Fut>(mut attempt_once: F) -> Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let mut attempt = 0;
+    loop {
+        match attempt_once().await {
+            Err(e) if e.is_retryable() && attempt < RETRIES => {
+                attempt += 1;
+                tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
+            }
+            done => return done,
+        }
+    }
+}
+
 impl SqlStore {
     /// Maps a driver error of this store.
     pub(crate) fn err(&self) -> impl Fn(sqlx::Error) -> StoreError + use<> {
@@ -64,24 +84,14 @@ impl SqlStore {
         tx.commit().await.map_err(self.err())
     }
 
-    /// Runs `attempt_once` (a whole transaction: begin, statements,
-    /// commit) again, after a short growing pause, while the engine rolls it
-    /// back as retryable (up to 5 times). The one retry loop of this store.
-    pub(crate) async fn retrying<T, F, Fut>(&self, mut attempt_once: F) -> Result<T>
+    /// Runs `attempt_once` (a whole transaction) again while the engine
+    /// rolls it back as retryable: [`retry_transaction`].
+    pub(crate) async fn retrying<T, F, Fut>(&self, attempt_once: F) -> Result<T>
     where
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        let mut attempt = 0;
-        loop {
-            match attempt_once().await {
-                Err(e) if e.is_retryable() && attempt < RETRIES => {
-                    attempt += 1;
-                    tokio::time::sleep(Duration::from_millis(2 << attempt)).await;
-                }
-                done => return done,
-            }
-        }
+        retry_transaction(attempt_once).await
     }
 
     /// Reads the rows of `sql` (with `?` placeholders) bound to `binds`.

@@ -1,0 +1,308 @@
+//! Plain posts written together: creates that have nothing to resolve
+//! first (no idempotency key, not a repost, live) queue up, and one writer
+//! at a time takes everything queued (up to [`MAX_BATCH`]) and writes it at
+//! once: on PostgreSQL one statement, on MySQL one transaction of a few
+//! statements, each of one fixed text whatever the batch's size (the rows
+//! go as one JSON text, read back by `json_to_recordset` or `JSON_TABLE`).
+//! A lone post is a batch of one; sixteen writers at once pay one round
+//! trip, one statement's overhead and one commit for up to sixteen posts
+//! instead of one each.
+//!
+//! A batch is atomic. When it fails (an id taken, an engine gone), no post
+//! of it was written and each waiter writes its own post alone, as before
+//! batching, and gets its own answer. A writer that panics answers its
+//! waiters the same way (a drop guard), and the next post starts a new
+//! writer. The writer is a task of its own, so a caller that goes away
+//! (a closed connection) strands no other post.
+
+use crate::Dialect;
+use crate::rows::k;
+use crate::tx::{classify, retry_transaction};
+use parking_lot::Mutex;
+use std::sync::Arc;
+use tideway_core::{Item, Millis};
+use tideway_store::{Result, StoreError, rules};
+use tokio::sync::oneshot;
+
+/// The most posts one batch writes.
+pub(crate) const MAX_BATCH: usize = 64;
+
+/// Whether `item` can go in a batch: nothing to read before it is written.
+pub(crate) fn batchable(item: &Item) -> bool {
+    item.idempotency_key.is_none() && item.repost_of.is_none() && !item.deleted
+}
+
+/// The queue of posts waiting for the writer, and whether a writer runs.
+pub(crate) struct PostQueue {
+    state: Mutex<Queue>,
+    /// Batches written (tests read it).
+    batches: std::sync::atomic::AtomicU64,
+    pool: sqlx::AnyPool,
+    dialect: Dialect,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: Vec<Pending>,
+    writing: bool,
+}
+
+struct Pending {
+    /// The row of `tw_items` and what derives from it.
+    row: Row,
+    /// Answered `true` once the batch holding the post committed.
+    done: oneshot::Sender<bool>,
+}
+
+/// A post as the batch's statements read it (one JSON object each).
+#[derive(serde::Serialize)]
+struct Row {
+    id: i64,
+    author: i64,
+    reply_to: Option<i64>,
+    feeds: Vec<i64>,
+    job: i32,
+    created: i64,
+    /// The record and body (`rows::record_json`); left out of the JSON
+    /// of the statements that do not write them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    record: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    body: Option<String>,
+}
+
+impl PostQueue {
+    pub(crate) fn new(pool: sqlx::AnyPool, dialect: Dialect) -> Arc<Self> {
+        Arc::new(Self { state: Mutex::new(Queue::default()), batches: Default::default(), pool, dialect })
+    }
+
+    /// Writes `item` in the next batch. `Ok(true)`: it is stored (with its
+    /// job when `fan_out`); `Ok(false)`: its batch failed, nothing of it is
+    /// stored, and the caller writes it alone.
+    pub(crate) async fn write(self: &Arc<Self>, item: &Item, fan_out: bool, now: Millis) -> Result<bool> {
+        let (record, body) = crate::rows::record_json(item)?;
+        let row = Row {
+            id: k(item.id.0),
+            author: k(item.author.0),
+            reply_to: item.reply_to.map(|p| k(p.0)),
+            feeds: rules::postings(item).into_iter().map(|f| f as i64).collect(),
+            job: i32::from(fan_out),
+            created: now.0,
+            record: Some(record),
+            body: Some(body),
+        };
+        let (done, answer) = oneshot::channel();
+        {
+            let mut q = self.state.lock();
+            q.pending.push(Pending { row, done });
+            if !q.writing {
+                q.writing = true;
+                tokio::spawn(Arc::clone(self).run());
+            }
+        }
+        // A writer gone without an answer (a panic) wrote nothing of it.
+        Ok(answer.await.unwrap_or(false))
+    }
+
+    /// The writer: batch after batch until the queue is empty.
+    async fn run(self: Arc<Self>) {
+        let guard = WriterGuard(Arc::clone(&self));
+        loop {
+            let batch: Vec<Pending> = {
+                let mut q = self.state.lock();
+                if q.pending.is_empty() {
+                    q.writing = false;
+                    break;
+                }
+                let n = q.pending.len().min(MAX_BATCH);
+                q.pending.drain(..n).collect()
+            };
+            let written = match self.write_batch(&batch).await {
+                Ok(()) => {
+                    self.batches.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    true
+                }
+                Err(e) => {
+                    tracing::debug!(posts = batch.len(), error = %e, "a batch of posts failed; each is written alone");
+                    false
+                }
+            };
+            metrics::histogram!("tideway_sql_post_batch_size").record(batch.len() as f64);
+            for p in batch {
+                let _ = p.done.send(written);
+            }
+        }
+        std::mem::forget(guard);
+    }
+
+    /// Writes one batch, again while the engine rolls it back as retryable.
+    async fn write_batch(&self, batch: &[Pending]) -> Result<()> {
+        let json = |rows: Vec<&Row>| {
+            serde_json::to_string(&rows).map_err(|e| StoreError::corrupt_by("encoding a batch of posts", e))
+        };
+        let full = json(batch.iter().map(|p| &p.row).collect())?;
+        let err = |e| classify(self.dialect, e);
+        match self.dialect {
+            Dialect::Postgres => {
+                retry_transaction(|| async {
+                    sqlx::query(PG_BATCH).bind(full.as_str()).execute(&self.pool).await.map_err(err)?;
+                    Ok(())
+                })
+                .await
+            }
+            Dialect::MySql => {
+                // The statements after the items' read no record or body.
+                let bare: Vec<Row> = batch.iter().map(|p| p.row.bare()).collect();
+                let bare = json(bare.iter().collect())?;
+                let mut steps = vec![(MY_ITEMS, &full), (MY_AUTHORS, &bare)];
+                if batch.iter().any(|p| p.row.reply_to.is_some()) {
+                    steps.push((MY_REPLIES, &bare));
+                }
+                if batch.iter().any(|p| !p.row.feeds.is_empty()) {
+                    steps.push((MY_POSTINGS, &bare));
+                }
+                if batch.iter().any(|p| p.row.job == 1) {
+                    steps.push((MY_JOBS, &bare));
+                }
+                retry_transaction(|| async {
+                    let mut tx = self.pool.begin().await.map_err(err)?;
+                    for (sql, rows) in &steps {
+                        sqlx::query(sql).bind(rows.as_str()).execute(&mut *tx).await.map_err(err)?;
+                    }
+                    tx.commit().await.map_err(err)
+                })
+                .await
+            }
+        }
+    }
+}
+
+impl Row {
+    /// The row without its record and body.
+    fn bare(&self) -> Row {
+        Row {
+            id: self.id,
+            author: self.author,
+            reply_to: self.reply_to,
+            feeds: self.feeds.clone(),
+            job: self.job,
+            created: self.created,
+            record: None,
+            body: None,
+        }
+    }
+}
+
+/// Answers the waiters of a writer that panicked (they write alone) and
+/// lets the next post start a writer.
+struct WriterGuard(Arc<PostQueue>);
+
+impl Drop for WriterGuard {
+    fn drop(&mut self) {
+        let mut q = self.0.state.lock();
+        q.writing = false;
+        for p in q.pending.drain(..) {
+            let _ = p.done.send(false);
+        }
+    }
+}
+
+/// A batch on PostgreSQL: one statement (data-modifying CTEs) writes the
+/// items, their authors' rows and item counters, their parents' reply
+/// counts, their postings and their jobs. `$1` is the batch's rows as a
+/// JSON array. Authors are locked in id order (two nodes' batches lock
+/// them in the same order).
+const PG_BATCH: &str = "\
+WITH x AS MATERIALIZED (SELECT * FROM json_to_recordset($1::json) AS x(\
+  id bigint, author bigint, reply_to bigint, record text, body text, feeds bigint[], job int, created bigint)), \
+i AS (INSERT INTO tw_items (id, author, live, reply_to, record, body) \
+  SELECT id, author, 1, reply_to, record, body FROM x), \
+u AS (INSERT INTO tw_users (id, items) SELECT author, COUNT(*) FROM x GROUP BY author ORDER BY author \
+  ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items), \
+c AS (INSERT INTO tw_item_counts (item, what, n) \
+  SELECT reply_to, 'r', COUNT(*) FROM x WHERE reply_to IS NOT NULL GROUP BY reply_to ORDER BY reply_to \
+  ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n), \
+p AS (INSERT INTO tw_postings (feed, item) SELECT f, x.id FROM x, unnest(x.feeds) AS f ON CONFLICT DO NOTHING) \
+INSERT INTO tw_jobs (k, author, created) SELECT id, author, created FROM x WHERE job = 1";
+
+/// The batch's rows on MySQL (`JSON_TABLE`, MariaDB 10.6 and MySQL 8.0 on).
+macro_rules! my_rows {
+    ($cols:literal) => {
+        concat!("JSON_TABLE(?, '$[*]' COLUMNS (", $cols, ")) AS x")
+    };
+}
+
+/// A batch on MySQL (no data-modifying CTEs): these in one transaction,
+/// each bound to the batch's rows as a JSON array; the replies', postings'
+/// and jobs' statements only when the batch has some.
+const MY_ITEMS: &str = concat!(
+    "INSERT INTO tw_items (id, author, live, reply_to, record, body) SELECT id, author, 1, reply_to, record, body FROM ",
+    my_rows!(
+        "id BIGINT PATH '$.id', author BIGINT PATH '$.author', reply_to BIGINT PATH '$.reply_to', \
+         record LONGTEXT CHARACTER SET utf8mb4 PATH '$.record', body LONGTEXT CHARACTER SET utf8mb4 PATH '$.body'"
+    )
+);
+const MY_AUTHORS: &str = concat!(
+    "INSERT INTO tw_users (id, items) SELECT a, COUNT(*) FROM ",
+    my_rows!("a BIGINT PATH '$.author'"),
+    " GROUP BY a ORDER BY a ON DUPLICATE KEY UPDATE items = items + VALUES(items)"
+);
+const MY_REPLIES: &str = concat!(
+    "INSERT INTO tw_item_counts (item, what, n) SELECT r, 'r', COUNT(*) FROM ",
+    my_rows!("r BIGINT PATH '$.reply_to'"),
+    " WHERE r IS NOT NULL GROUP BY r ORDER BY r ON DUPLICATE KEY UPDATE n = n + VALUES(n)"
+);
+const MY_POSTINGS: &str = concat!(
+    "INSERT IGNORE INTO tw_postings (feed, item) SELECT f, id FROM ",
+    my_rows!("id BIGINT PATH '$.id', NESTED PATH '$.feeds[*]' COLUMNS (f BIGINT PATH '$')"),
+    " WHERE f IS NOT NULL"
+);
+const MY_JOBS: &str = concat!(
+    "INSERT INTO tw_jobs (k, author, created) SELECT id, author, created FROM ",
+    my_rows!(
+        "id BIGINT PATH '$.id', author BIGINT PATH '$.author', job INT PATH '$.job', created BIGINT PATH '$.created'"
+    ),
+    " WHERE job = 1"
+);
+
+#[cfg(test)]
+mod tests {
+    //! Posts at once go in few batches, on each engine.
+
+    use crate::SqlStore;
+    use crate::testing::FreshDatabase;
+    use std::sync::atomic::Ordering;
+    use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
+    use tideway_store::{CreateOutcome, Graph, Items};
+
+    async fn batched(var: &str) {
+        let Ok(base) = std::env::var(var) else {
+            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
+        };
+        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+        let store = SqlStore::connect(&db.url).await.expect("connect");
+        let creates = (1..=32u64).map(|n| {
+            store.create_item(Item::new(ItemId(n), UserId(1 + n % 2), ItemKind::Post), true, Millis(n as i64))
+        });
+        for o in futures_util::future::join_all(creates).await {
+            assert!(matches!(o.expect("create"), CreateOutcome::Created(_)));
+        }
+        let batches = store.posts.batches.load(Ordering::Relaxed);
+        assert!((1..32).contains(&batches), "32 posts at once went in {batches} batches");
+        assert_eq!(store.counts(UserId(1)).await.expect("counts").items, 16);
+        assert_eq!(store.counts(UserId(2)).await.expect("counts").items, 16);
+        assert_eq!(tideway_store::Jobs::pending_jobs(&store, 100).await.expect("jobs").len(), 32);
+        store.close().await;
+        db.drop().await.expect("drop the database");
+    }
+
+    #[tokio::test]
+    async fn postgres_posts_at_once_go_in_batches() {
+        batched("TIDEWAY_TEST_POSTGRES_URL").await;
+    }
+
+    #[tokio::test]
+    async fn mysql_posts_at_once_go_in_batches() {
+        batched("TIDEWAY_TEST_MYSQL_URL").await;
+    }
+}
