@@ -142,6 +142,54 @@ on_both_engines!(
     one_live_repost: postgres_keeps_one_live_repost, mysql_keeps_one_live_repost
 );
 
+/// A viewer with more blocks, blockers and mutes than a page's statement
+/// reads whole (MySQL reads up to 1,000 of each) still gets every
+/// relation a page asks for, the reposters found included.
+async fn many_blocks(base: &str) {
+    use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
+    use tideway_store::{Graph, Items, PageQuery, Pages};
+    let db = FreshDatabase::create(base).await.expect("a fresh database");
+    let store = SqlStore::connect(&db.url).await.expect("connect");
+    let viewer = UserId(1);
+    // 1,500 blocks of the viewer and as many blockers, written as rows.
+    let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");
+    let blocks: Vec<String> = (10_000..11_500).map(|t| format!("(1, {t}, 1)")).collect();
+    let blockers: Vec<String> = (20_000..21_500).map(|t| format!("({t}, 1, 1)")).collect();
+    let mutes: Vec<String> = (30_000..31_500).map(|t| format!("(1, {t}, 1)")).collect();
+    for (table, rows) in [("tw_blocks", &blocks), ("tw_blocks", &blockers), ("tw_mutes", &mutes)] {
+        sqlx::query(&format!("INSERT INTO {table} (user_id, target, since) VALUES {}", rows.join(", ")))
+            .execute(&mut c)
+            .await
+            .expect("rows");
+    }
+    c.close().await.expect("close");
+    // An original by a blocked author, reposted by a muted followee.
+    store.follow_many(viewer, &[UserId(31_499)], Millis(1), 100).await.expect("follow");
+    let original = Item::new(ItemId(500), UserId(11_499), ItemKind::Post);
+    store.create_item(original, false, Millis(500)).await.expect("original");
+    let mut repost = Item::new(ItemId(501), UserId(31_499), ItemKind::Repost);
+    repost.repost_of = Some(ItemId(500));
+    store.create_item(repost, false, Millis(501)).await.expect("repost");
+    let related = [UserId(11_499), UserId(21_499), UserId(5)];
+    let q = PageQuery {
+        originals: &[ItemId(500)],
+        reposters: &[UserId(31_499)],
+        viewer: Some(viewer),
+        related: &related,
+        follows_known: true,
+        ..PageQuery::default()
+    };
+    let f = store.page_facts(&q).await.expect("page_facts");
+    let who: Vec<UserId> = f.relations.iter().map(|(u, _)| *u).collect();
+    assert_eq!(who, vec![UserId(11_499), UserId(21_499), UserId(5), UserId(31_499)]);
+    let r: Vec<(bool, bool, bool)> = f.relations.iter().map(|(_, r)| (r.blocking, r.blocked_by, r.muting)).collect();
+    assert_eq!(r, vec![(true, false, false), (false, true, false), (false, false, false), (false, false, true)]);
+    store.close().await;
+    db.drop().await.expect("drop the database");
+}
+
+on_both_engines!(many_blocks: postgres_pages_tell_relations_past_many_blocks, mysql_pages_tell_relations_past_many_blocks);
+
 /// A fresh database with the schema at `version`, and a connection to it.
 async fn at_version(base: &str, version: i64) -> (FreshDatabase, sqlx::AnyConnection) {
     use tideway_store_sql::{Dialect, schema};
