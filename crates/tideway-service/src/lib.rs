@@ -15,6 +15,7 @@ pub mod feed;
 pub mod health;
 pub mod item_cache;
 pub mod service;
+mod signals;
 pub mod snapshot;
 pub mod view;
 pub mod wakes;

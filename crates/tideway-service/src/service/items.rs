@@ -253,7 +253,8 @@ impl FeedService {
     /// Tells every node (the hub is shared): the fan-out workers (`Work`),
     /// home streams (`Author`, `Home`). With `background_signals` the
     /// signals go out on their own task (on a remote hub it is a round trip
-    /// the answer need not wait for). A lost signal only waits for a poll.
+    /// the answer need not wait for), merged with others sent meanwhile
+    /// (`signals.rs`). A lost signal only waits for a poll.
     pub(crate) async fn signal(&self, signals: Vec<Signal>) {
         async fn publish(backend: &dyn tideway_store::Backend, signals: &[Signal]) {
             if let Err(e) = backend.publish(signals).await {
@@ -261,8 +262,7 @@ impl FeedService {
             }
         }
         if self.opts.background_signals {
-            let backend = self.backend.clone();
-            tokio::spawn(async move { publish(backend.as_ref(), &signals).await });
+            self.signals.send(&self.backend, signals);
         } else {
             publish(self.backend.as_ref(), &signals).await;
         }

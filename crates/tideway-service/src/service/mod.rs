@@ -154,6 +154,8 @@ pub struct FeedService {
     /// Authors' hot decisions and when this node made them
     /// (`hot_decision_ms` > 0).
     pub(crate) hot_decisions: Option<quick_cache::sync::Cache<tideway_core::UserId, (bool, i64)>>,
+    /// Signals waiting to be sent in the background, merged.
+    pub(crate) signals: Arc<crate::signals::SignalOutbox>,
 }
 
 /// The parsed direction and bound of a page request.
@@ -204,6 +206,7 @@ impl FeedService {
                 .then(|| crate::item_cache::FolloweeCopies::new(opts.item_cache_bytes / 4)),
             touches: (opts.touch_every_ms > 0).then(|| crate::item_cache::RecentTouches::new(opts.touch_every_ms)),
             hot_decisions: (opts.hot_decision_ms > 0).then(|| quick_cache::sync::Cache::new(1 << 16)),
+            signals: Arc::default(),
             opts,
         };
         if let Some(cache) = &svc.item_cache {
