@@ -70,13 +70,16 @@ impl SignalOutbox {
     }
 }
 
-/// Lets the next call start a sender if this one ends without emptying the
-/// queue (a panic): its signals wait for the next send.
+/// Lets the next call start a sender if this one panicked (its signals
+/// wait for the next send). A sender that ends normally has already let go
+/// (under the lock), and a new one may run: it is left be.
 struct Sending(Arc<SignalOutbox>);
 
 impl Drop for Sending {
     fn drop(&mut self) {
-        self.0.state.lock().sending = false;
+        if std::thread::panicking() {
+            self.0.state.lock().sending = false;
+        }
     }
 }
 

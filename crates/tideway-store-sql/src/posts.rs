@@ -100,13 +100,14 @@ impl PostQueue {
                 tokio::spawn(Arc::clone(self).run());
             }
         }
-        // A writer gone without an answer (a panic) wrote nothing of it.
+        // A writer gone without an answer (a panic, not expected) is taken
+        // as a failed batch.
         Ok(answer.await.unwrap_or(false))
     }
 
     /// The writer: batch after batch until the queue is empty.
     async fn run(self: Arc<Self>) {
-        let guard = WriterGuard(Arc::clone(&self));
+        let _guard = WriterGuard(Arc::clone(&self));
         loop {
             let batch: Vec<Pending> = {
                 let mut q = self.state.lock();
@@ -132,7 +133,6 @@ impl PostQueue {
                 let _ = p.done.send(written);
             }
         }
-        std::mem::forget(guard);
     }
 
     /// Writes one batch, again while the engine rolls it back as retryable.
@@ -194,11 +194,15 @@ impl Row {
 }
 
 /// Answers the waiters of a writer that panicked (they write alone) and
-/// lets the next post start a writer.
+/// lets the next post start a writer. A writer that ends normally has
+/// already let go (under the lock), and a new one may run: it is left be.
 struct WriterGuard(Arc<PostQueue>);
 
 impl Drop for WriterGuard {
     fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
         let mut q = self.0.state.lock();
         q.writing = false;
         for p in q.pending.drain(..) {
