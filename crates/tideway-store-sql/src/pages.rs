@@ -80,7 +80,9 @@ UNION ALL SELECT 'b', follower, follower, follower, '' FROM tw_followers \
 static PG_TEXTS: std::sync::LazyLock<[String; 2]> =
     std::sync::LazyLock::new(|| [PG_PAGE.to_owned(), format!("{PG_PAGE} {PG_FOLLOWS}")]);
 
-/// A list of ids as the statement's text value.
+/// A list of ids, comma-separated: PostgreSQL's statement binds it as a
+/// text value, MySQL's writes it in as literals (integers only: nothing
+/// to escape).
 fn list(ids: impl Iterator<Item = i64>) -> String {
     let mut out = String::new();
     for id in ids {
@@ -96,18 +98,6 @@ fn list(ids: impl Iterator<Item = i64>) -> String {
 /// mutes that MySQL's page statement reads (each a range of the viewer's
 /// own rows); a viewer with more gets its relations by lists after.
 const MY_RELATION_ROWS: usize = 1000;
-
-/// Ids as an SQL list of literals (integers only: nothing to escape).
-fn literals(ids: impl Iterator<Item = i64>) -> String {
-    let mut out = String::new();
-    for id in ids {
-        if !out.is_empty() {
-            out.push(',');
-        }
-        out.push_str(&id.to_string());
-    }
-    out
-}
 
 impl SqlStore {
     /// The page's rows on PostgreSQL: [`PG_PAGE`], one fixed text.
@@ -148,13 +138,13 @@ impl SqlStore {
     /// cover the reposters found too.
     async fn my_page_rows(&self, q: &PageQuery<'_>) -> Result<Vec<AnyRow>> {
         let mut parts: Vec<String> = Vec::new();
-        let originals = literals(q.originals.iter().map(|i| k(i.0)));
+        let originals = list(q.originals.iter().map(|i| k(i.0)));
         if !q.originals.is_empty() && !q.reposters.is_empty() {
             // The reposters are a filter, not ranges (see `reposts_by`).
             parts.push(format!(
                 "SELECT 'r', repost_of, author, id, '' FROM tw_items WHERE repost_of IN ({originals}) \
                  AND (author + 0) IN ({}) AND live = 1",
-                literals(q.reposters.iter().map(|u| k(u.0)))
+                list(q.reposters.iter().map(|u| k(u.0)))
             ));
         }
         if let Some(u) = q.inserts_of.filter(|_| !q.originals.is_empty()) {
@@ -177,7 +167,7 @@ impl SqlStore {
                 who.sort_unstable();
                 who.dedup();
                 if !who.is_empty() {
-                    let who = literals(who.into_iter());
+                    let who = list(who.into_iter());
                     parts.push(format!(
                         "SELECT 'f', followee, followee, followee, '' FROM tw_follows WHERE follower = {v} AND followee IN ({who})"
                     ));
@@ -189,7 +179,7 @@ impl SqlStore {
             }
         }
         if !q.hydrate.is_empty() {
-            let h = literals(q.hydrate.iter().map(|i| k(i.0)));
+            let h = list(q.hydrate.iter().map(|i| k(i.0)));
             parts.push(format!("SELECT 'c', item, n, n, what FROM tw_item_counts WHERE item IN ({h}) AND n > 0"));
             if let Some(v) = q.viewer.map(|v| k(v.0)) {
                 parts.push(format!(
@@ -204,7 +194,7 @@ impl SqlStore {
         }
         if !q.held.is_empty() {
             // The held copies by their `rev` alone (not the records whole).
-            let x = literals(q.held.iter().map(|(i, _)| k(i.0)));
+            let x = list(q.held.iter().map(|(i, _)| k(i.0)));
             parts.push(format!("SELECT 'x', id, rev, rev, '' FROM tw_items WHERE id IN ({x})"));
         }
         if let Some(u) = q.followees_of {
