@@ -194,18 +194,12 @@ where
 }
 
 fn opts(node_id: u16, backend: &dyn Backend, args: &Args) -> ServiceOptions {
-    let profile = backend.profile();
-    let served = ServiceOptions::new(&node_config(), profile);
-    // Every reader's inbox is pushed to (no hot authors at this size); the
-    // settings of `tideway serve` for the backend.
-    ServiceOptions {
-        node_id,
-        chunks_in_flight: profile.chunks_in_flight(),
-        read_ahead: profile.reads_ahead(),
-        background_signals: profile.background_signals(),
-        item_cache_bytes: if args.no_item_cache { 0 } else { served.item_cache_bytes },
-        ..ServiceOptions::default()
-    }
+    // The settings of `tideway serve` for the backend (on SQL + Redis: the
+    // copies of records and lists, the hot-author decisions kept 10 s, the
+    // reader's activity marked once a window); every reader's inbox is
+    // pushed to (no hot authors at this size).
+    let served = ServiceOptions::new(&node_config(), backend.profile());
+    ServiceOptions { node_id, item_cache_bytes: if args.no_item_cache { 0 } else { served.item_cache_bytes }, ..served }
 }
 
 /// The settings of a benchmark node (inboxes of 800 keys), as `tideway
