@@ -62,9 +62,9 @@ const SETTING: &str = "storage.url (TIDEWAY_STORAGE__URL)";
 /// Items, graph and jobs on a SQL database.
 pub struct SqlStore {
     pool: AnyPool,
-    /// The connections of a page's one statement (`pages.rs`): on
-    /// PostgreSQL a pool of its own whose sessions plan it once,
-    /// generically; on MySQL the same pool.
+    /// The connections of a page's one statement (`pages.rs`), whose
+    /// sessions plan it once, generically (PostgreSQL), or estimate its
+    /// `IN` lists from index statistics (MySQL).
     pages: AnyPool,
     dialect: Dialect,
     /// Plain posts waiting to be written together (`posts.rs`).
@@ -102,31 +102,41 @@ impl SqlStore {
                 message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
                 source: Some(Box::new(e)),
             })?;
-        // The page's statement (pages.rs) is one text of many branches:
-        // PostgreSQL planned it anew at every execution (a custom plan,
-        // ~0.6-1 ms, against ~0.1-0.3 ms of running it). Its sessions plan
-        // generically, once per connection; the statement is written so
-        // that one plan suits every list length. Every other statement
-        // keeps the default (the graph's range reads run faster on custom
-        // plans).
-        let pages = match dialect {
-            Dialect::MySql => pool.clone(),
-            Dialect::Postgres => AnyPoolOptions::new()
-                .after_connect(|conn, _| {
-                    Box::pin(async move {
+        // The page's statement (pages.rs) has connections of its own.
+        // PostgreSQL planned its many branches anew at every execution (a
+        // custom plan, ~0.6-1 ms, against ~0.1-0.3 ms of running it): its
+        // sessions plan generically, once per connection, and the statement
+        // is written so that one plan suits every list length. MariaDB
+        // optimizes every execution and, below `eq_range_index_dive_limit`
+        // (200) values, dives into the index once per value of every `IN`
+        // list to estimate it: the statement's cost grew with its lists.
+        // Its sessions estimate from the index statistics instead (limit
+        // 1), and the statement forces the one index whose statistics
+        // mislead (`tw_items_reposts`: most items are no repost). Every
+        // other statement keeps the defaults (the graph's range reads run
+        // faster on custom plans).
+        let pages = AnyPoolOptions::new()
+            .after_connect(move |conn, _| {
+                Box::pin(async move {
+                    if mysql {
+                        sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
+                            .execute(&mut *conn)
+                            .await?;
+                        sqlx::query("SET SESSION eq_range_index_dive_limit = 1").execute(conn).await?;
+                    } else {
                         sqlx::query("SET plan_cache_mode = force_generic_plan").execute(conn).await?;
-                        Ok(())
-                    })
+                    }
+                    Ok(())
                 })
-                .max_connections(8)
-                .acquire_timeout(Duration::from_secs(3))
-                .connect_lazy(url)
-                .map_err(|e| StoreError::Config {
-                    setting: SETTING,
-                    message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
-                    source: Some(Box::new(e)),
-                })?,
-        };
+            })
+            .max_connections(8)
+            .acquire_timeout(Duration::from_secs(3))
+            .connect_lazy(url)
+            .map_err(|e| StoreError::Config {
+                setting: SETTING,
+                message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
+                source: Some(Box::new(e)),
+            })?;
         let posts = posts::PostQueue::new(pool.clone(), dialect);
         let store = Self { pool, pages, dialect, posts, stats: tokio::sync::Mutex::new(None) };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;

@@ -7,9 +7,14 @@
 //! PostgreSQL it is one fixed text ([`PG_PAGE`]), planned once per
 //! connection.
 //!
+//! The viewer's blocks, blockers and mutes are read whole (a range each of
+//! the viewer's own rows, usually none, up to [`RELATION_ROWS`]) rather
+//! than probed once per user of the page, so they cover the reposters found
+//! too; a viewer with more gets its relations by lists after.
+//!
 //! On MySQL and MariaDB the same branches go as one `UNION ALL` text with
-//! its lists written in, and the viewer's blocks and mutes are read whole
-//! (a range each) instead of probed per user.
+//! its lists written in. Its sessions estimate the lists from index
+//! statistics rather than one index dive per value.
 //!
 //! Every branch yields `(what, a, b, c, name)`: a tag, three integers and a
 //! text (only counts and reactions use it). The tags: `r` a repost, `i` an
@@ -49,12 +54,9 @@ who AS MATERIALIZED (\
 SELECT 'r', repost_of, author, id, '' FROM rp \
 UNION ALL SELECT 'i', item, MIN(k), MIN(k), '' FROM tw_inserts \
   WHERE user_id = $3 AND item = ANY(string_to_array($1, ',')::bigint[]) GROUP BY item \
-UNION ALL SELECT 'k', target, target, target, '' FROM tw_blocks \
-  WHERE user_id = $4 AND target IN (SELECT u FROM who) \
-UNION ALL SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks \
-  WHERE target = $4 AND user_id IN (SELECT u FROM who) \
-UNION ALL SELECT 'u', target, target, target, '' FROM tw_mutes \
-  WHERE user_id = $4 AND target IN (SELECT u FROM who) \
+UNION ALL (SELECT 'k', target, target, target, '' FROM tw_blocks WHERE user_id = $4 LIMIT {cap}) \
+UNION ALL (SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks WHERE target = $4 LIMIT {cap}) \
+UNION ALL (SELECT 'u', target, target, target, '' FROM tw_mutes WHERE user_id = $4 LIMIT {cap}) \
 UNION ALL SELECT 'c', item, n, n, what FROM tw_item_counts \
   WHERE item = ANY(string_to_array($6, ',')::bigint[]) AND n > 0 \
 UNION ALL SELECT 'v', repost_of, COUNT(*), COUNT(*), '' FROM tw_items \
@@ -67,8 +69,9 @@ UNION ALL SELECT 'p', id, item, every, starts_at::text || ',' || ends_at::text F
   WHERE starts_at <= $9 AND ends_at > $9";
 
 /// The follows of the viewer ([`PG_PAGE`]'s branches beside the blocks and
-/// mutes, on the partitioned graph tables), asked unless the query says the
-/// caller knows them (`follows_known`: a home page, which walks `F(u)`).
+/// mutes, on the partitioned graph tables) probed for the related users
+/// and the reposters found (`who`), asked unless the query says the caller
+/// knows them (`follows_known`: a home page, which walks `F(u)`).
 const PG_FOLLOWS: &str = "\
 UNION ALL SELECT 'f', followee, followee, followee, '' FROM tw_follows \
   WHERE follower = $4 AND followee IN (SELECT u FROM who) \
@@ -77,8 +80,10 @@ UNION ALL SELECT 'b', follower, follower, follower, '' FROM tw_followers \
 
 /// [`PG_PAGE`], and [`PG_PAGE`] with [`PG_FOLLOWS`]: the two texts a page
 /// runs (each prepared and planned once per connection).
-static PG_TEXTS: std::sync::LazyLock<[String; 2]> =
-    std::sync::LazyLock::new(|| [PG_PAGE.to_owned(), format!("{PG_PAGE} {PG_FOLLOWS}")]);
+static PG_TEXTS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| {
+    let page = PG_PAGE.replace("{cap}", &(RELATION_ROWS + 1).to_string());
+    [page.clone(), format!("{page} {PG_FOLLOWS}")]
+});
 
 /// A list of ids, comma-separated: PostgreSQL's statement binds it as a
 /// text value, MySQL's writes it in as literals (integers only: nothing
@@ -95,9 +100,10 @@ fn list(ids: impl Iterator<Item = i64>) -> String {
 }
 
 /// The most rows of a viewer's blocks, of those blocking it, or of its
-/// mutes that MySQL's page statement reads (each a range of the viewer's
-/// own rows); a viewer with more gets its relations by lists after.
-const MY_RELATION_ROWS: usize = 1000;
+/// mutes that the page's statement reads (each a range of the viewer's own
+/// rows, `{cap}` in [`PG_PAGE`] is one more); a viewer with more gets its
+/// relations by lists after.
+const RELATION_ROWS: usize = 1000;
 
 impl SqlStore {
     /// The page's rows on PostgreSQL: [`PG_PAGE`], one fixed text.
@@ -132,87 +138,93 @@ impl SqlStore {
     /// `UNION ALL` sent as text (its lists written in as literals: every
     /// page's text differs, and MariaDB optimizes every execution of a
     /// prepared statement anyway), one round trip and one statement where
-    /// the parts side by side were seven. The viewer's blocks, blockers and
-    /// mutes are read whole (a range each, usually a few rows, up to
-    /// [`MY_RELATION_ROWS`]) rather than probed per related user, so they
-    /// cover the reposters found too.
+    /// the parts side by side were seven.
     async fn my_page_rows(&self, q: &PageQuery<'_>) -> Result<Vec<AnyRow>> {
-        let mut parts: Vec<String> = Vec::new();
-        let originals = list(q.originals.iter().map(|i| k(i.0)));
-        if !q.originals.is_empty() && !q.reposters.is_empty() {
-            // The reposters are a filter, not ranges (see `reposts_by`).
-            parts.push(format!(
-                "SELECT 'r', repost_of, author, id, '' FROM tw_items WHERE repost_of IN ({originals}) \
-                 AND (author + 0) IN ({}) AND live = 1",
-                list(q.reposters.iter().map(|u| k(u.0)))
-            ));
+        match my_page_text(q) {
+            Some(sql) => sqlx::raw_sql(&sql).fetch_all(&self.pages).await.map_err(self.err()),
+            None => Ok(vec![]),
         }
-        if let Some(u) = q.inserts_of.filter(|_| !q.originals.is_empty()) {
-            parts.push(format!(
-                "SELECT 'i', item, MIN(k), MIN(k), '' FROM tw_inserts WHERE user_id = {} AND item IN ({originals}) \
-                 GROUP BY item",
-                k(u.0)
-            ));
-        }
-        if let Some(v) = q.viewer.map(|v| k(v.0)) {
-            let cap = MY_RELATION_ROWS + 1;
-            parts
-                .push(format!("SELECT 'k', target, target, target, '' FROM tw_blocks WHERE user_id = {v} LIMIT {cap}"));
-            parts.push(format!(
-                "SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks WHERE target = {v} LIMIT {cap}"
-            ));
-            parts.push(format!("SELECT 'u', target, target, target, '' FROM tw_mutes WHERE user_id = {v} LIMIT {cap}"));
-            if !q.follows_known {
-                let mut who: Vec<i64> = q.related.iter().chain(q.reposters).map(|u| k(u.0)).collect();
-                who.sort_unstable();
-                who.dedup();
-                if !who.is_empty() {
-                    let who = list(who.into_iter());
-                    parts.push(format!(
-                        "SELECT 'f', followee, followee, followee, '' FROM tw_follows WHERE follower = {v} AND followee IN ({who})"
-                    ));
-                    parts.push(format!(
-                        "SELECT 'b', follower, follower, follower, '' FROM tw_followers \
-                         WHERE followee = {v} AND follower IN ({who})"
-                    ));
-                }
-            }
-        }
-        if !q.hydrate.is_empty() {
-            let h = list(q.hydrate.iter().map(|i| k(i.0)));
-            parts.push(format!("SELECT 'c', item, n, n, what FROM tw_item_counts WHERE item IN ({h}) AND n > 0"));
-            if let Some(v) = q.viewer.map(|v| k(v.0)) {
-                parts.push(format!(
-                    "SELECT 'v', repost_of, COUNT(*), COUNT(*), '' FROM tw_items \
-                     WHERE author = {v} AND repost_of IN ({h}) AND live = 1 GROUP BY repost_of"
-                ));
-                parts.push(format!(
-                    "SELECT 'm', item, COUNT(*), COUNT(*), kind FROM tw_reactions \
-                     WHERE user_id = {v} AND item IN ({h}) GROUP BY item, kind"
-                ));
-            }
-        }
-        if !q.held.is_empty() {
-            // The held copies by their `rev` alone (not the records whole).
-            let x = list(q.held.iter().map(|(i, _)| k(i.0)));
-            parts.push(format!("SELECT 'x', id, rev, rev, '' FROM tw_items WHERE id IN ({x})"));
-        }
-        if let Some(u) = q.followees_of {
-            parts.push(format!("SELECT 'g', grev, grev, grev, '' FROM tw_users WHERE id = {}", k(u.0)));
-        }
-        if let Some(t) = q.promotions_at {
-            parts.push(format!(
-                "SELECT 'p', id, item, every, CONCAT(starts_at, ',', ends_at) FROM tw_promotions \
-                 WHERE starts_at <= {t} AND ends_at > {t}",
-                t = t.0
-            ));
-        }
-        if parts.is_empty() {
-            return Ok(vec![]);
-        }
-        let sql = format!("({})", parts.join(") UNION ALL ("));
-        sqlx::raw_sql(&sql).fetch_all(&self.pool).await.map_err(self.err())
     }
+}
+
+/// The text of MySQL's page statement ([`SqlStore::my_page_rows`]); `None`
+/// when the query asks nothing. Its connections estimate the `IN` lists
+/// from index statistics (`SqlStore::connect`), so the two branches on
+/// `tw_items_reposts` force that index: its statistics count the items that
+/// are no repost, and seen through them it looks worse than a scan.
+fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
+    let mut parts: Vec<String> = Vec::new();
+    let originals = list(q.originals.iter().map(|i| k(i.0)));
+    if !q.originals.is_empty() && !q.reposters.is_empty() {
+        // The reposters are a filter, not ranges (see `reposts_by`).
+        parts.push(format!(
+            "SELECT 'r', repost_of, author, id, '' FROM tw_items FORCE INDEX (tw_items_reposts) \
+             WHERE repost_of IN ({originals}) \
+             AND (author + 0) IN ({}) AND live = 1",
+            list(q.reposters.iter().map(|u| k(u.0)))
+        ));
+    }
+    if let Some(u) = q.inserts_of.filter(|_| !q.originals.is_empty()) {
+        parts.push(format!(
+            "SELECT 'i', item, MIN(k), MIN(k), '' FROM tw_inserts WHERE user_id = {} AND item IN ({originals}) \
+             GROUP BY item",
+            k(u.0)
+        ));
+    }
+    if let Some(v) = q.viewer.map(|v| k(v.0)) {
+        let cap = RELATION_ROWS + 1;
+        parts.push(format!("SELECT 'k', target, target, target, '' FROM tw_blocks WHERE user_id = {v} LIMIT {cap}"));
+        parts.push(format!("SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks WHERE target = {v} LIMIT {cap}"));
+        parts.push(format!("SELECT 'u', target, target, target, '' FROM tw_mutes WHERE user_id = {v} LIMIT {cap}"));
+        if !q.follows_known {
+            let mut who: Vec<i64> = q.related.iter().chain(q.reposters).map(|u| k(u.0)).collect();
+            who.sort_unstable();
+            who.dedup();
+            if !who.is_empty() {
+                let who = list(who.into_iter());
+                parts.push(format!(
+                    "SELECT 'f', followee, followee, followee, '' FROM tw_follows WHERE follower = {v} AND followee IN ({who})"
+                ));
+                parts.push(format!(
+                    "SELECT 'b', follower, follower, follower, '' FROM tw_followers \
+                     WHERE followee = {v} AND follower IN ({who})"
+                ));
+            }
+        }
+    }
+    if !q.hydrate.is_empty() {
+        let h = list(q.hydrate.iter().map(|i| k(i.0)));
+        parts.push(format!("SELECT 'c', item, n, n, what FROM tw_item_counts WHERE item IN ({h}) AND n > 0"));
+        if let Some(v) = q.viewer.map(|v| k(v.0)) {
+            parts.push(format!(
+                "SELECT 'v', repost_of, COUNT(*), COUNT(*), '' FROM tw_items FORCE INDEX (tw_items_reposts) \
+                 WHERE author = {v} AND repost_of IN ({h}) AND live = 1 GROUP BY repost_of"
+            ));
+            parts.push(format!(
+                "SELECT 'm', item, COUNT(*), COUNT(*), kind FROM tw_reactions \
+                 WHERE user_id = {v} AND item IN ({h}) GROUP BY item, kind"
+            ));
+        }
+    }
+    if !q.held.is_empty() {
+        // The held copies by their `rev` alone (not the records whole).
+        let x = list(q.held.iter().map(|(i, _)| k(i.0)));
+        parts.push(format!("SELECT 'x', id, rev, rev, '' FROM tw_items WHERE id IN ({x})"));
+    }
+    if let Some(u) = q.followees_of {
+        parts.push(format!("SELECT 'g', grev, grev, grev, '' FROM tw_users WHERE id = {}", k(u.0)));
+    }
+    if let Some(t) = q.promotions_at {
+        parts.push(format!(
+            "SELECT 'p', id, item, every, CONCAT(starts_at, ',', ends_at) FROM tw_promotions \
+             WHERE starts_at <= {t} AND ends_at > {t}",
+            t = t.0
+        ));
+    }
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!("({})", parts.join(") UNION ALL (")))
 }
 
 #[async_trait]
@@ -224,7 +236,7 @@ impl Pages for SqlStore {
         let mut by_original: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
         let mut inserted: HashMap<u64, u64> = HashMap::new();
         let mut rel: HashMap<u64, Relation> = HashMap::new();
-        // Rows of the viewer's blocks, blockers and mutes (MySQL caps each).
+        // Rows of the viewer's blocks, blockers and mutes (each capped).
         let mut relation_rows = [0usize; 3];
         let mut hydration = HydrationRows::default();
         let mut current: HashMap<u64, i64> = HashMap::new();
@@ -280,7 +292,7 @@ impl Pages for SqlStore {
             Some(v) => {
                 let extra = tideway_store::reposters_beyond(&reposts, q.related, v);
                 let who: Vec<UserId> = q.related.iter().chain(&extra).copied().collect();
-                if mysql && relation_rows.iter().any(|n| *n > MY_RELATION_ROWS) {
+                if relation_rows.iter().any(|n| *n > RELATION_ROWS) {
                     // More blocks or mutes than the statement reads: by lists.
                     let rels = if q.follows_known {
                         tideway_store::Graph::relations_unfollowed(self, v, &who).await?
@@ -320,4 +332,89 @@ fn stale(held: &[(ItemId, u32)], current: &HashMap<u64, i64>) -> Vec<ItemId> {
         .filter(|(id, rev)| current.get(&id.0).is_none_or(|&r| r != i64::from(*rev)))
         .map(|(id, _)| *id)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    //! MySQL's page statement keeps its plan when its sessions estimate
+    //! from statistics: no branch scans the items.
+
+    use super::my_page_text;
+    use crate::SqlStore;
+    use crate::testing::FreshDatabase;
+    use sqlx::{Connection, Row};
+    use tideway_core::{ItemId, Millis, UserId};
+    use tideway_store::{PageQuery, Pages};
+
+    #[tokio::test]
+    async fn mysql_page_statement_scans_no_items() {
+        let var = "TIDEWAY_TEST_MYSQL_URL";
+        let Ok(base) = std::env::var(var) else {
+            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
+        };
+        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+        let store = SqlStore::connect(&db.url).await.expect("connect");
+        // 4,000 posts by 200 authors, and a viewer's repost of one of them:
+        // most rows of `tw_items_reposts` are no repost.
+        let rows: Vec<String> =
+            (1..=4000u64).map(|i| format!("({i}, {}, 1, NULL, NULL, NULL, '{{}}', '{{}}')", 1 + i % 200)).collect();
+        db.execute(&[
+            format!(
+                "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) VALUES {}",
+                rows.join(", ")
+            ),
+            "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
+             VALUES (5000, 7, 1, 3999, NULL, NULL, '{}', '{}')"
+                .to_owned(),
+            "ANALYZE TABLE tw_items".to_owned(),
+        ])
+        .await
+        .expect("rows");
+        let originals: Vec<ItemId> = (3951..=4000).rev().map(ItemId).collect();
+        let reposters: Vec<UserId> = (1..=100).map(UserId).collect();
+        let related: Vec<UserId> = (101..=150).map(UserId).collect();
+        let held: Vec<(ItemId, u32)> = originals.iter().map(|i| (*i, 0)).collect();
+        let q = PageQuery {
+            originals: &originals,
+            reposters: &reposters,
+            inserts_of: Some(UserId(7)),
+            viewer: Some(UserId(7)),
+            related: &related,
+            follows_known: false,
+            hydrate: &originals,
+            held: &held,
+            followees_of: Some(UserId(7)),
+            promotions_at: Some(Millis(1)),
+        };
+        // The plan, as the page's sessions make it.
+        let text = my_page_text(&q).expect("a statement");
+        let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");
+        sqlx::query("SET SESSION eq_range_index_dive_limit = 1").execute(&mut c).await.expect("set");
+        let plan = sqlx::raw_sql(&format!("EXPLAIN {text}")).fetch_all(&mut c).await.expect("explain");
+        // (The other tables are empty here, where a scan is the cheapest.)
+        let mut on_reposts = 0;
+        let mut items = 0;
+        for row in &plan {
+            let table: Option<String> = row.try_get("table").expect("table");
+            if table.as_deref() != Some("tw_items") {
+                continue;
+            }
+            let access: Option<String> = row.try_get("type").expect("type");
+            let key: Option<String> = row.try_get("key").expect("key");
+            assert_ne!(access.as_deref(), Some("ALL"), "a branch scans tw_items: {text}");
+            items += 1;
+            on_reposts += usize::from(key.as_deref() == Some("tw_items_reposts"));
+        }
+        assert_eq!(items, 3, "the reposts, the viewer's reposts and the held copies");
+        assert_eq!(on_reposts, 2, "the reposts and the viewer's reposts go by tw_items_reposts");
+        c.close().await.expect("close");
+        // And the statement tells what it finds: the viewer's repost, as a
+        // reposter's and as the viewer's own.
+        let f = store.page_facts(&q).await.expect("page_facts");
+        assert_eq!(f.reposts[1], vec![(UserId(7), ItemId(5000))]);
+        assert_eq!(f.hydrated[1].1.as_ref().map(|m| m.reposted), Some(true));
+        assert_eq!(f.stale, Vec::<ItemId>::new());
+        store.close().await;
+        db.drop().await.expect("drop the database");
+    }
 }

@@ -143,7 +143,7 @@ on_both_engines!(
 );
 
 /// A viewer with more blocks, blockers and mutes than a page's statement
-/// reads whole (MySQL reads up to 1,000 of each) still gets every
+/// reads whole (up to 1,000 of each) still gets every
 /// relation a page asks for, the reposters found included.
 async fn many_blocks(base: &str) {
     use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
