@@ -59,6 +59,21 @@ use tideway_store::{Result, StoreError, StoreStats};
 /// The setting that names the database, as messages spell it.
 const SETTING: &str = "storage.url (TIDEWAY_STORAGE__URL)";
 
+/// Every MySQL session's isolation: InnoDB's default (repeatable read)
+/// takes gap locks that make concurrent job claims and checkpoints
+/// deadlock; read committed is PostgreSQL's default and what the queries
+/// are written for.
+const MY_READ_COMMITTED: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+/// The error of a pool that cannot reach the database at `url`.
+fn cannot_connect(url: &str) -> impl Fn(sqlx::Error) -> StoreError + '_ {
+    move |e| StoreError::Config {
+        setting: SETTING,
+        message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
+        source: Some(Box::new(e)),
+    }
+}
+
 /// Items, graph and jobs on a SQL database.
 pub struct SqlStore {
     pool: AnyPool,
@@ -82,13 +97,10 @@ impl SqlStore {
         sqlx::any::install_default_drivers();
         let mysql = dialect == Dialect::MySql;
         let pool = AnyPoolOptions::new()
-            // InnoDB's default (repeatable read) takes gap locks that make
-            // concurrent job claims and checkpoints deadlock; read committed
-            // is PostgreSQL's default and what the queries are written for.
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if mysql {
-                        sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED").execute(conn).await?;
+                        sqlx::query(MY_READ_COMMITTED).execute(conn).await?;
                     }
                     Ok(())
                 })
@@ -97,11 +109,7 @@ impl SqlStore {
             .acquire_timeout(Duration::from_secs(3))
             .connect(url)
             .await
-            .map_err(|e| StoreError::Config {
-                setting: SETTING,
-                message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
-                source: Some(Box::new(e)),
-            })?;
+            .map_err(cannot_connect(url))?;
         // The page's statement (pages.rs) has connections of its own.
         // PostgreSQL planned its many branches anew at every execution (a
         // custom plan, ~0.6-1 ms, against ~0.1-0.3 ms of running it): its
@@ -119,9 +127,7 @@ impl SqlStore {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if mysql {
-                        sqlx::query("SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED")
-                            .execute(&mut *conn)
-                            .await?;
+                        sqlx::query(MY_READ_COMMITTED).execute(&mut *conn).await?;
                         sqlx::query("SET SESSION eq_range_index_dive_limit = 1").execute(conn).await?;
                     } else {
                         sqlx::query("SET plan_cache_mode = force_generic_plan").execute(conn).await?;
@@ -132,11 +138,7 @@ impl SqlStore {
             .max_connections(8)
             .acquire_timeout(Duration::from_secs(3))
             .connect_lazy(url)
-            .map_err(|e| StoreError::Config {
-                setting: SETTING,
-                message: format!("cannot connect to {}: {e}", tideway_store::redact_url(url)),
-                source: Some(Box::new(e)),
-            })?;
+            .map_err(cannot_connect(url))?;
         let posts = posts::PostQueue::new(pool.clone(), dialect);
         let store = Self { pool, pages, dialect, posts, stats: tokio::sync::Mutex::new(None) };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;
