@@ -215,3 +215,47 @@ async fn pages_read_ahead_are_the_same_pages() {
     }
     assert!(calls.iter().all(|&c| c == calls[0]), "home calls vary with page size: {calls:?}");
 }
+
+/// A like, or a read of one item, by a user the embedded store has never
+/// seen reads no unit of theirs: whether a block separates them from the
+/// author is read from the author's side, loaded once for every liker
+/// (before, each new liker's follows and blockers were read from disk). A
+/// followers-only item still reads the user's follows, and a block from
+/// either side still refuses the like.
+#[tokio::test]
+async fn likers_never_seen_load_nothing_of_their_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store =
+        Arc::new(tideway_store_fjall::open(dir.path(), tideway_store_fjall::SyncMode::Buffer, 800).expect("embedded"));
+    let backend: Arc<dyn Backend> = store.clone();
+    let opts = ServiceOptions::new(&tideway_service::Config::default(), backend.profile());
+    let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
+    let svc = FeedService::new(backend, opts, clock.clone()).await.expect("service");
+    let author = UserId(1);
+    let (post, _) = svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
+    let id = post.item.id;
+    svc.react(id, UserId(2), "like", true).await.expect("the first like loads the author's side");
+    let loads = store.load_counts().0;
+    for liker in 100..150 {
+        let counts = svc.react(id, UserId(liker), "like", true).await.expect("like");
+        assert_eq!(counts.of_kind("like"), liker - 98);
+        svc.get_item(id, Some(UserId(liker + 1000))).await.expect("read by a new viewer");
+    }
+    assert_eq!(store.load_counts().0, loads, "a new liker's or viewer's units were read");
+
+    svc.set_block(UserId(3), author, true).await.expect("block");
+    let refused = svc.react(id, UserId(3), "like", true).await.expect_err("the liker blocks the author");
+    assert!(matches!(refused, tideway_service::ServiceError::Forbidden(_)), "{refused:?}");
+    svc.set_block(author, UserId(4), true).await.expect("block");
+    let refused = svc.react(id, UserId(4), "like", true).await.expect_err("the author blocks the liker");
+    assert!(matches!(refused, tideway_service::ServiceError::Forbidden(_)), "{refused:?}");
+    assert!(svc.get_item(id, Some(UserId(4))).await.is_err(), "a blocked viewer finds no item");
+
+    let mut only_followers = NewItem::new(author, ItemKind::Post);
+    only_followers.visibility = tideway_core::Visibility::Followers;
+    let (hidden, _) = svc.create_item(only_followers).await.expect("post");
+    svc.follow(UserId(5), author).await.expect("follow");
+    svc.react(hidden.item.id, UserId(5), "like", true).await.expect("a follower likes");
+    let refused = svc.react(hidden.item.id, UserId(6), "like", true).await.expect_err("not a follower");
+    assert!(matches!(refused, tideway_service::ServiceError::NotFound(_)), "{refused:?}");
+}

@@ -357,7 +357,7 @@ impl FeedService {
         let scope = FeedScope::Profile(author.0);
         let spec = page_spec(req, &scope)?;
         if let Some(v) = viewer
-            && self.relation(v, author).await?.blocked_either_way()
+            && self.blocked_between(v, author).await?
         {
             return self.finish_page(&spec, (vec![], false), &scope, viewer, &[]).await;
         }
@@ -384,8 +384,8 @@ impl FeedService {
     /// from the home while the mute lasts, like the author's other items.
     pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<EntryView> {
         let it = self.live_item(item).await?;
-        let rel = self.relation(user, it.author).await?;
-        if !it.visible_to(Some(user), rel.following) || rel.blocked_either_way() {
+        let access = self.access(user, &it).await?;
+        if !access.visible || access.blocked {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
         let now = self.write_now()?;

@@ -9,6 +9,14 @@ use tideway_core::notify::Cause;
 use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
 use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Removal, Signal, StoreError, ViewerMarks};
 
+/// What [`FeedService::access`] finds between a user and an item.
+pub(super) struct Access {
+    /// The item's visibility lets the user see it.
+    pub visible: bool,
+    /// A block stands between the user and the item's author.
+    pub blocked: bool,
+}
+
 impl FeedService {
     /// This node's recent decision whether `author` is hot (within
     /// `hot_decision_ms`), which spares a post the read of the author's
@@ -64,6 +72,36 @@ impl FeedService {
         Ok(self.backend.relations(user, &[other]).await?.pop().unwrap_or_default())
     }
 
+    /// Whether a block stands between `user` and `other` (either way), read
+    /// from `other`'s side: their own blocks and blockers. Many users acting
+    /// on one author's items then read the same rows, which a lazy store
+    /// loads once, where each user's own side would load every user's.
+    pub(super) async fn blocked_between(&self, user: UserId, other: UserId) -> Result<bool> {
+        if user == other {
+            return Ok(false);
+        }
+        let rel = self.backend.relations_unfollowed(other, &[user]).await?.pop().unwrap_or_default();
+        Ok(rel.blocked_either_way())
+    }
+
+    /// Whether `user` may see `item`, and whether a block separates them
+    /// from its author. Only a followers-only item that does not name
+    /// `user` needs their follow, read from their side; everything else is
+    /// read from the author's ([`Self::blocked_between`]).
+    pub(super) async fn access(&self, user: UserId, item: &Item) -> Result<Access> {
+        if item.visibility == Visibility::Followers && user != item.author && !item.mentions_user(user) {
+            let rel = self.relation(user, item.author).await?;
+            return Ok(Access {
+                visible: item.visible_to(Some(user), rel.following),
+                blocked: rel.blocked_either_way(),
+            });
+        }
+        Ok(Access {
+            visible: item.visible_to(Some(user), false),
+            blocked: self.blocked_between(user, item.author).await?,
+        })
+    }
+
     /// Creates an item. Returns the item and whether it was new (false: an
     /// idempotent repeat, or a repeated repost).
     pub async fn create_item(&self, new: NewItem) -> Result<(ItemView, bool)> {
@@ -82,7 +120,7 @@ impl FeedService {
                     original.id
                 )));
             }
-            if self.relation(author, original.author).await?.blocked_either_way() {
+            if self.blocked_between(author, original.author).await? {
                 return Err(ServiceError::Forbidden(format!(
                     "a block separates user {author} from the author of item {}",
                     original.id
@@ -93,13 +131,13 @@ impl FeedService {
         }
         if let Some(parent_id) = new.reply_to {
             let parent = self.live_item(parent_id).await?;
-            let rel = self.relation(author, parent.author).await?;
-            if rel.blocked_either_way() {
+            let access = self.access(author, &parent).await?;
+            if access.blocked {
                 return Err(ServiceError::Forbidden(format!(
                     "a block separates user {author} from the author of item {parent_id}"
                 )));
             }
-            if !parent.visible_to(Some(author), rel.following) {
+            if !access.visible {
                 return Err(ServiceError::NotFound(format!("item {parent_id} does not exist or was deleted")));
             }
             reply_to_author = Some(parent.author);
@@ -294,8 +332,8 @@ impl FeedService {
     pub async fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
         let item = self.live_item(id).await?;
         if let Some(v) = viewer {
-            let rel = self.relation(v, item.author).await?;
-            if !item.visible_to(Some(v), rel.following) || rel.blocked_either_way() {
+            let access = self.access(v, &item).await?;
+            if !access.visible || access.blocked {
                 return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
             }
         }
@@ -478,11 +516,11 @@ impl FeedService {
             ));
         }
         let it = self.live_item(item).await?;
-        let rel = self.relation(user, it.author).await?;
-        if !it.visible_to(Some(user), rel.following) {
+        let access = self.access(user, &it).await?;
+        if !access.visible {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
-        if on && rel.blocked_either_way() {
+        if on && access.blocked {
             return Err(ServiceError::Forbidden(format!(
                 "a block separates user {user} from the author of item {item}"
             )));

@@ -41,6 +41,17 @@ async fn reaction_bad_input_deleted_items_and_blocks() {
     assert_error(&s.put("/v1/items/424242/reactions/like/2").await, 404, "not_found");
     s.put("/v1/users/1/blocks/3").await;
     assert_error(&s.put(&format!("/v1/items/{id}/reactions/like/3")).await, 403, "forbidden");
+    // The liker's own block of the author separates them as well.
+    s.put("/v1/users/4/blocks/1").await;
+    assert_error(&s.put(&format!("/v1/items/{id}/reactions/like/4")).await, 403, "forbidden");
+    // A block does not keep anyone from taking a reaction back.
+    assert_eq!(s.delete(&format!("/v1/items/{id}/reactions/like/4")).await.0, StatusCode::NO_CONTENT);
+    // A followers-only item: a follower reacts, anyone else finds no item.
+    let followers = s.post_item(1, json!({"visibility": "followers"})).await;
+    assert_eq!(s.put("/v1/users/5/following/1").await.0, StatusCode::OK);
+    let (status, counts) = s.put(&format!("/v1/items/{followers}/reactions/like/5")).await;
+    assert_eq!(status, StatusCode::OK, "body: {counts}");
+    assert_error(&s.put(&format!("/v1/items/{followers}/reactions/like/2")).await, 404, "not_found");
     let hidden = s.post_item(1, json!({"visibility": "mentioned"})).await;
     assert_error(&s.put(&format!("/v1/items/{hidden}/reactions/like/2")).await, 404, "not_found");
     s.delete(&format!("/v1/items/{id}")).await;
