@@ -28,6 +28,11 @@ use tokio::sync::oneshot;
 /// The most posts one batch writes.
 pub(crate) const MAX_BATCH: usize = 64;
 
+/// The most bytes of records and bodies one batch takes (but always one
+/// post): a batch's text on MySQL is about twice its rows' bytes (hex), and
+/// `max_allowed_packet` may be as small as 4 MiB (MySQL 5.7's default).
+const MAX_BATCH_BYTES: usize = 1 << 20;
+
 /// Whether `item` can go in a batch: nothing to read before it is written.
 pub(crate) fn batchable(item: &Item) -> bool {
     item.idempotency_key.is_none() && item.repost_of.is_none() && !item.deleted
@@ -116,7 +121,17 @@ impl PostQueue {
                     q.writing = false;
                     break;
                 }
-                let n = q.pending.len().min(MAX_BATCH);
+                let mut bytes = 0;
+                let n = q
+                    .pending
+                    .iter()
+                    .take(MAX_BATCH)
+                    .take_while(|p| {
+                        bytes += p.row.bytes();
+                        bytes <= MAX_BATCH_BYTES
+                    })
+                    .count()
+                    .max(1);
                 q.pending.drain(..n).collect()
             };
             let written = match self.write_batch(&batch).await {
@@ -220,6 +235,11 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
 }
 
 impl Row {
+    /// The bytes of its record and body.
+    fn bytes(&self) -> usize {
+        self.record.as_ref().map_or(0, String::len) + self.body.as_ref().map_or(0, String::len)
+    }
+
     /// The row without its record and body.
     fn bare(&self) -> Row {
         Row {
@@ -385,6 +405,40 @@ mod tests {
         }
         store.close().await;
         db.drop().await.expect("drop the database");
+    }
+
+    /// Large posts go in batches of at most [`super::MAX_BATCH_BYTES`].
+    async fn large(var: &str) {
+        let Ok(base) = std::env::var(var) else {
+            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
+        };
+        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+        let store = SqlStore::connect(&db.url).await.expect("connect");
+        let text = "x".repeat(40 << 10);
+        let creates = (1..=32u64).map(|n| {
+            let mut item = Item::new(ItemId(n), UserId(1), ItemKind::Post);
+            std::sync::Arc::make_mut(&mut item.body).insert("text".into(), serde_json::Value::String(text.clone()));
+            store.create_item(item, true, Millis(n as i64))
+        });
+        for o in futures_util::future::join_all(creates).await {
+            assert!(matches!(o.expect("create"), CreateOutcome::Created(_)));
+        }
+        // 32 posts of 40 KiB: 1.3 MiB, two batches at least (one by count).
+        let batches = store.posts.batches.load(Ordering::Relaxed);
+        assert!((2..32).contains(&batches), "32 posts of 40 KiB went in {batches} batches");
+        assert_eq!(store.counts(UserId(1)).await.expect("counts").items, 32);
+        store.close().await;
+        db.drop().await.expect("drop the database");
+    }
+
+    #[tokio::test]
+    async fn postgres_large_posts_go_in_smaller_batches() {
+        large("TIDEWAY_TEST_POSTGRES_URL").await;
+    }
+
+    #[tokio::test]
+    async fn mysql_large_posts_go_in_smaller_batches() {
+        large("TIDEWAY_TEST_MYSQL_URL").await;
     }
 
     #[tokio::test]
