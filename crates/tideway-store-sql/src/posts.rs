@@ -30,7 +30,9 @@ pub(crate) const MAX_BATCH: usize = 64;
 
 /// The most bytes of records and bodies one batch takes (but always one
 /// post): a batch's text on MySQL is about twice its rows' bytes (hex), and
-/// `max_allowed_packet` may be as small as 4 MiB (MySQL 5.7's default).
+/// has to fit `max_allowed_packet` (16 MiB by default on MariaDB, 64 on
+/// MySQL 8.0, and set lower on some servers). A text that does not fit
+/// fails its batch, and each post is then written alone.
 const MAX_BATCH_BYTES: usize = 1 << 20;
 
 /// Whether `item` can go in a batch: nothing to read before it is written.
@@ -292,7 +294,7 @@ p AS (INSERT INTO tw_postings (feed, item) SELECT f, x.id FROM x, unnest(x.feeds
 INSERT INTO tw_jobs (k, author, created) SELECT id, author, created FROM x WHERE job = 1";
 
 /// The batch's rows on MySQL (`JSON_TABLE`, MariaDB 10.6 and MySQL 8.0 on),
-/// from the session variable `$rows` ([`my_batch_text`] sets it).
+/// read from a session variable that [`my_batch_text`] sets.
 macro_rules! my_rows {
     ($rows:literal, $cols:literal) => {
         concat!("JSON_TABLE(", $rows, ", '$[*]' COLUMNS (", $cols, ")) AS x")
