@@ -349,10 +349,7 @@ mod tests {
     #[tokio::test]
     async fn mysql_page_statement_scans_no_items() {
         let var = "TIDEWAY_TEST_MYSQL_URL";
-        let Ok(base) = std::env::var(var) else {
-            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
-        };
-        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+        let db = FreshDatabase::from_env(var).await;
         let store = SqlStore::connect(&db.url).await.expect("connect");
         // 4,000 posts by 200 authors, and a viewer's repost of one of them:
         // most rows of `tw_items_reposts` are no repost.

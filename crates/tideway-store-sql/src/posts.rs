@@ -347,12 +347,22 @@ mod tests {
     use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
     use tideway_store::{CreateOutcome, Graph, Items};
 
-    async fn batched(var: &str) {
-        let Ok(base) = std::env::var(var) else {
-            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
-        };
-        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+    /// A store on a fresh database of the engine named by `var`.
+    async fn fresh(var: &str) -> (FreshDatabase, SqlStore) {
+        let db = FreshDatabase::from_env(var).await;
         let store = SqlStore::connect(&db.url).await.expect("connect");
+        (db, store)
+    }
+
+    /// A post by `author` whose body's `text` is `text`.
+    fn post(id: u64, author: u64, text: &str) -> Item {
+        let mut item = Item::new(ItemId(id), UserId(author), ItemKind::Post);
+        std::sync::Arc::make_mut(&mut item.body).insert("text".into(), serde_json::Value::String(text.to_owned()));
+        item
+    }
+
+    async fn batched(var: &str) {
+        let (db, store) = fresh(var).await;
         let creates = (1..=32u64).map(|n| {
             store.create_item(Item::new(ItemId(n), UserId(1 + n % 2), ItemKind::Post), true, Millis(n as i64))
         });
@@ -373,21 +383,14 @@ mod tests {
     /// taken one is refused, and the connections go on serving. Bodies with
     /// quotes, backslashes and text beyond ASCII come back as written.
     async fn failed_batch(var: &str) {
-        let Ok(base) = std::env::var(var) else {
-            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
-        };
-        let db = FreshDatabase::create(&base).await.expect("a fresh database");
-        let store = SqlStore::connect(&db.url).await.expect("connect");
+        let (db, store) = fresh(var).await;
         let taken = Item::new(ItemId(7), UserId(9), ItemKind::Post);
         assert!(matches!(store.create_item(taken, true, Millis(1)).await, Ok(CreateOutcome::Created(_))));
         let body = "it's a \"quote\", a back\\slash \\' and 雨 ☂ \u{1F327}";
         for round in 0..3u64 {
             let creates = (1..=16u64).map(|n| {
                 let id = if n == 8 && round == 0 { 7 } else { 100 * (round + 1) + n };
-                let mut item = Item::new(ItemId(id), UserId(1), ItemKind::Post);
-                std::sync::Arc::make_mut(&mut item.body)
-                    .insert("text".into(), serde_json::Value::String(body.to_owned()));
-                store.create_item(item, true, Millis(10 + n as i64))
+                store.create_item(post(id, 1, body), true, Millis(10 + n as i64))
             });
             let outcomes = futures_util::future::join_all(creates).await;
             let created = outcomes.iter().filter(|o| matches!(o, Ok(CreateOutcome::Created(_)))).count();
@@ -411,17 +414,9 @@ mod tests {
 
     /// Large posts go in batches of at most [`super::MAX_BATCH_BYTES`].
     async fn large(var: &str) {
-        let Ok(base) = std::env::var(var) else {
-            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
-        };
-        let db = FreshDatabase::create(&base).await.expect("a fresh database");
-        let store = SqlStore::connect(&db.url).await.expect("connect");
+        let (db, store) = fresh(var).await;
         let text = "x".repeat(40 << 10);
-        let creates = (1..=32u64).map(|n| {
-            let mut item = Item::new(ItemId(n), UserId(1), ItemKind::Post);
-            std::sync::Arc::make_mut(&mut item.body).insert("text".into(), serde_json::Value::String(text.clone()));
-            store.create_item(item, true, Millis(n as i64))
-        });
+        let creates = (1..=32u64).map(|n| store.create_item(post(n, 1, &text), true, Millis(n as i64)));
         for o in futures_util::future::join_all(creates).await {
             assert!(matches!(o.expect("create"), CreateOutcome::Created(_)));
         }

@@ -30,6 +30,16 @@ impl FreshDatabase {
         Ok(Self { base: base.to_owned(), url: format!("{server}/{name}"), name })
     }
 
+    /// A new database on the server named by the environment variable
+    /// `var` (a test's engine, from `scripts/services.sh up`). Panics when
+    /// it is not set or the database cannot be made: for tests only.
+    pub async fn from_env(var: &str) -> Self {
+        let Ok(base) = std::env::var(var) else {
+            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
+        };
+        Self::create(&base).await.expect("a fresh database")
+    }
+
     /// Runs statements on the new database, in order, on one connection (bulk
     /// loads of tests and benchmarks: rows written as a migration would).
     pub async fn execute(&self, statements: &[String]) -> Result<()> {

@@ -129,11 +129,8 @@ mod tests {
     }
 
     async fn classified_from_codes(var: &str) {
-        let Ok(base) = std::env::var(var) else {
-            panic!("{var} is not set: start the engines with `eval \"$(scripts/services.sh up)\"`")
-        };
-        let dialect = Dialect::of_url(&base).expect("a SQL URL");
-        let db = FreshDatabase::create(&base).await.expect("a fresh database");
+        let db = FreshDatabase::from_env(var).await;
+        let dialect = Dialect::of_url(&db.url).expect("a SQL URL");
         sqlx::any::install_default_drivers();
         let mut a = AnyConnection::connect(&db.url).await.expect("connect");
         let mut b = AnyConnection::connect(&db.url).await.expect("connect");
