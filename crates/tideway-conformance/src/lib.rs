@@ -1224,6 +1224,27 @@ pub async fn pages(b: &dyn Backend) {
     let stale = b.page_facts(&q).await.expect("page_facts").stale;
     assert_eq!(stale, vec![ItemId(8999)], "copies of the stored rev (a tombstone's too) are current");
 
+    // The item epoch, where the engine keeps one: moved by every patch and
+    // delete, so copies current at it are current while it stands (and not
+    // checked one by one); once it moved, each is checked again. Engines
+    // without one check every copy.
+    let q = PageQuery { held: &[(y, 0)], ..Default::default() };
+    let before = b.page_facts(&q).await.expect("page_facts").items_epoch;
+    let at = PageQuery { held_at: before, ..q };
+    assert!(b.page_facts(&at).await.expect("page_facts").stale.is_empty(), "unchanged: current");
+    b.update_item(y, &ItemChange::Patch { body: None, visibility: None }).await.expect("patch").expect("exists");
+    let f = b.page_facts(&at).await.expect("page_facts");
+    assert_eq!(f.stale, vec![y], "a copy from before a patch is stale, whatever epoch it is sent with");
+    match (before, f.items_epoch) {
+        (Some(e0), Some(e1)) => assert!(e1 > e0 && e0 > 0, "a patch moves the epoch: {e0} -> {e1}"),
+        (None, None) => {}
+        other => panic!("an engine keeps an item epoch or not: {other:?}"),
+    }
+    let held_now = [(y, 1)];
+    let now = PageQuery { held: &held_now, held_at: f.items_epoch, ..Default::default() };
+    assert!(b.page_facts(&now).await.expect("page_facts").stale.is_empty(), "the new copy is current");
+    assert_eq!(b.page_facts(&now).await.expect("page_facts").items_epoch, f.items_epoch, "reads do not move it");
+
     // Without a viewer: no relations, counts without marks.
     let q = PageQuery { originals: &[x], reposters: &[a3], hydrate: &[x], related: &related, ..Default::default() };
     let f = b.page_facts(&q).await.expect("page_facts");

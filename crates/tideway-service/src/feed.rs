@@ -346,9 +346,9 @@ struct Batch {
     originals_of: Vec<Option<ItemId>>,
     originals: Vec<ItemId>,
     items: HashMap<ItemId, Arc<Item>>,
-    /// The item records taken from the node's cache, with their `rev`: the
-    /// page's facts check them.
-    held: Vec<(ItemId, u32)>,
+    /// The item records taken from the node's cache, with their `rev` and
+    /// the item epoch they were current at: the page's facts check them.
+    held: Vec<(ItemId, u32, u64)>,
 }
 
 /// The records of `keys`: copies from `cache` where it holds them (noted
@@ -357,23 +357,28 @@ async fn read_records(
     backend: &dyn Backend,
     cache: Option<&ItemCache>,
     keys: &[Key],
-    held: &mut Vec<(ItemId, u32)>,
+    held: &mut Vec<(ItemId, u32, u64)>,
 ) -> Result<Vec<Option<Record>>> {
     let Some(cache) = cache else { return Ok(backend.records(keys).await?) };
-    let mut out: Vec<Option<Record>> = keys.iter().map(|k| cache.get(*k)).collect();
-    let missing: Vec<Key> = keys.iter().zip(&out).filter(|(_, r)| r.is_none()).map(|(k, _)| *k).collect();
-    for r in out.iter().flatten() {
-        if let Record::Item(i) = r {
-            held.push((i.id, i.rev));
-        }
+    // (taken before the read: what is read is current at it or later)
+    let epoch = cache.epoch();
+    let mut out: Vec<Option<Record>> = Vec::with_capacity(keys.len());
+    for k in keys {
+        out.push(cache.get(*k).map(|(r, at)| {
+            if let Record::Item(i) = &r {
+                held.push((i.id, i.rev, at));
+            }
+            r
+        }));
     }
+    let missing: Vec<Key> = keys.iter().zip(&out).filter(|(_, r)| r.is_none()).map(|(k, _)| *k).collect();
     if !missing.is_empty() {
         let mut read = backend.records(&missing).await?.into_iter();
         for (k, slot) in keys.iter().zip(out.iter_mut()) {
             if slot.is_none() {
                 *slot = read.next().flatten();
                 if let Some(r) = slot {
-                    cache.put(*k, r);
+                    cache.put(*k, r, epoch);
                 }
             }
         }
@@ -503,15 +508,24 @@ impl Told {
     /// copies that were stale.
     async fn ask(
         backend: &dyn Backend,
-        q: &PageQuery<'_>,
+        cache: Option<&ItemCache>,
+        b: &Batch,
+        q: PageQuery<'_>,
         asks: Option<&PageAsks>,
     ) -> Result<std::result::Result<Told, Vec<ItemId>>> {
-        let f = backend.page_facts(q).await?;
+        let held: Vec<(ItemId, u32)> = b.held.iter().map(|(id, rev, _)| (*id, *rev)).collect();
+        // (0: kept before this node saw any epoch, so checked)
+        let held_at = b.held.iter().map(|(_, _, at)| *at).min().filter(|at| *at > 0);
+        let q = PageQuery { held: &held, held_at, ..q };
+        let f = backend.page_facts(&q).await?;
         if let Some(a) = asks {
-            a.keep(q, &f);
+            a.keep(&q, &f);
         }
         if !f.stale.is_empty() {
             return Ok(Err(f.stale));
+        }
+        if let (Some(c), Some(now)) = (cache, f.items_epoch) {
+            c.checked(now, &b.held);
         }
         Ok(Ok(Told {
             reposts: f.reposts,
@@ -635,14 +649,13 @@ pub async fn evaluate_home(
         // (following is `F(user)`: the page walks it)
         follows_known: true,
         hydrate: &early,
-        held: &b.held,
         ..PageQuery::default()
     };
     let q = match asks {
         Some(a) => a.onto(q),
         None => q,
     };
-    let told = match Told::ask(backend, &q, asks).await? {
+    let told = match Told::ask(backend, cache, &b, q, asks).await? {
         Ok(t) => t,
         Err(stale) => return Ok(Err(stale)),
     };
@@ -681,10 +694,9 @@ pub async fn evaluate_profile(
         viewer,
         related: &related,
         hydrate: &early,
-        held: &b.held,
         ..PageQuery::default()
     };
-    let told = match Told::ask(backend, &q, None).await? {
+    let told = match Told::ask(backend, cache, &b, q, None).await? {
         Ok(t) => t,
         Err(stale) => return Ok(Err(stale)),
     };

@@ -6,14 +6,22 @@
 //!
 //! What is guaranteed: a page never shows an item as it was before a
 //! change (patch, delete) acknowledged before the page began, on any node.
-//! Every change moves the item's `rev`; the page's statement names every
-//! copy whose `rev` is not the stored one, and the page reads those again
-//! before it shows anything. The hub's `Item` signal (sent by the node that
+//! Every change moves the item's `rev`, and the store's item epoch in the
+//! same transaction (`PageFacts::items_epoch`). Each copy is kept with an
+//! epoch it was current at: the epoch its statement answered when a page
+//! checked it, or, for a record read anew, the newest epoch this node had
+//! seen before the read (epochs only grow, so the record read is current
+//! at that one or later). A page sends the oldest epoch of the copies it
+//! takes (`PageQuery::held_at`); while the store's epoch is still that one,
+//! no change was made since and the statement checks nothing; once it
+//! moved, the statement names every copy whose `rev` is not the stored
+//! one, and the page reads those again before it shows anything. The hub's `Item` signal (sent by the node that
 //! made the change; every node forgets its copy when it arrives, and every
 //! copy when signals may have been lost) only makes that rare; nothing
 //! depends on it arriving. Insertion records never change and need no check.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::{ItemId, Key, UserId};
 use tideway_store::{Backend, Received, Record, Signal};
 
@@ -21,8 +29,8 @@ use tideway_store::{Backend, Received, Record, Signal};
 #[derive(Clone)]
 struct Weight;
 
-impl quick_cache::Weighter<Key, Record> for Weight {
-    fn weight(&self, _: &Key, r: &Record) -> u64 {
+impl quick_cache::Weighter<Key, (Record, u64)> for Weight {
+    fn weight(&self, _: &Key, (r, _): &(Record, u64)) -> u64 {
         match r {
             Record::Item(i) => {
                 let listed = i.tags.iter().map(|t| t.len() + 24).sum::<usize>() + i.mentions.len() * 8;
@@ -49,9 +57,13 @@ fn json_bytes(m: &serde_json::Map<String, serde_json::Value>) -> usize {
     m.iter().map(|(k, v)| 48 + k.len() + value(v)).sum()
 }
 
-/// Item and insertion records by key, weighed, bounded.
+/// Item and insertion records by key, each with an item epoch it was
+/// current at, weighed, bounded.
 pub struct ItemCache {
-    records: quick_cache::sync::Cache<Key, Record, Weight>,
+    records: quick_cache::sync::Cache<Key, (Record, u64), Weight>,
+    /// The newest item epoch a page's statement answered on this node (0:
+    /// none yet).
+    epoch: AtomicU64,
 }
 
 impl ItemCache {
@@ -59,17 +71,39 @@ impl ItemCache {
     pub fn new(bytes: u64) -> Self {
         let bytes = bytes.max(1 << 16);
         let items = usize::try_from(bytes / 512).unwrap_or(usize::MAX).max(16);
-        ItemCache { records: quick_cache::sync::Cache::with_weighter(items, bytes, Weight) }
+        ItemCache { records: quick_cache::sync::Cache::with_weighter(items, bytes, Weight), epoch: AtomicU64::new(0) }
     }
 
-    /// The copy of `key`'s record, if this node holds one.
-    pub fn get(&self, key: Key) -> Option<Record> {
+    /// The copy of `key`'s record, if this node holds one, with the epoch
+    /// it was current at.
+    pub fn get(&self, key: Key) -> Option<(Record, u64)> {
         self.records.get(&key)
     }
 
-    /// Keeps a copy of a record read from the store.
-    pub fn put(&self, key: Key, record: &Record) {
-        self.records.insert(key, record.clone());
+    /// The epoch to keep records read from now on with: the newest seen.
+    pub fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Keeps a copy of a record read from the store after this node had
+    /// seen item epoch `at` ([`Self::epoch`], taken before the read).
+    pub fn put(&self, key: Key, record: &Record, at: u64) {
+        self.records.insert(key, (record.clone(), at));
+    }
+
+    /// A page's statement answered item epoch `now`, having checked
+    /// `copies` (each with the epoch it was kept with) and found them
+    /// current: they are kept as current at `now`.
+    pub fn checked(&self, now: u64, copies: &[(ItemId, u32, u64)]) {
+        self.epoch.fetch_max(now, Ordering::AcqRel);
+        for (id, rev, at) in copies {
+            if *at < now
+                && let Some((record, _)) = self.records.get(&id.0)
+                && matches!(&record, Record::Item(i) if i.rev == *rev)
+            {
+                self.records.insert(id.0, (record, now));
+            }
+        }
     }
 
     /// Forgets the copy of an item (it changed, or may have).

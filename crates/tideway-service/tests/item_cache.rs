@@ -26,9 +26,14 @@ fn ids(page: &tideway_service::Page) -> Vec<ItemId> {
 
 fn held_rev(svc: &FeedService, id: ItemId) -> Option<u32> {
     match svc.item_cache().expect("a cache").get(id.0) {
-        Some(Record::Item(i)) => Some(i.rev),
+        Some((Record::Item(i), _)) => Some(i.rev),
         _ => None,
     }
+}
+
+/// The item epoch node `svc` keeps its copy of `id` with (0: none).
+fn held_at(svc: &FeedService, id: ItemId) -> Option<u64> {
+    svc.item_cache().expect("a cache").get(id.0).map(|(_, at)| at)
 }
 
 async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
@@ -48,6 +53,15 @@ async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
     for id in &posted {
         assert_eq!(held_rev(&b, *id), Some(0), "node 2 holds a copy of {id}");
     }
+    // Where the store keeps an item epoch (SQL), the copies a page checked
+    // are kept as current at it, and the next pages check none of them one
+    // by one while it stands: the changes below move it.
+    b.home(reader, &PageRequest::default()).await.expect("home");
+    let epoch = b.item_cache().expect("a cache").epoch();
+    for id in &posted {
+        assert_eq!(held_at(&b, *id), Some(epoch), "the copy of {id} is current at the epoch seen");
+    }
+    assert_eq!(epoch > 0, backend.profile().round_trips, "an epoch where the store keeps one (SQL)");
 
     // Changes written where no node hears of them (a lost hub signal):
     // node 2's copies stay, and its pages must not show them.

@@ -257,6 +257,10 @@ impl Items for SqlStore {
                 self.bump(&mut tx, "items", -1, &[new.author]).await?;
                 self.bump_parents(&mut tx, &new, -1).await?;
             }
+            // And the item epoch: copies found current before it moved are
+            // checked one by one again (`pages.rs`). Last, so its row lock,
+            // which every change waits for, is held the shortest.
+            sqlx::query("UPDATE tw_epoch SET n = n + 1 WHERE id = 1").execute(&mut *tx).await.map_err(self.err())?;
             self.commit(tx).await?;
             Ok(Some(new))
         })

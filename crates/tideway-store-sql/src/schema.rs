@@ -310,6 +310,21 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "ALTER TABLE tw_users ADD COLUMN grev BIGINT NOT NULL DEFAULT 0",
         ],
     ),
+    (
+        13,
+        &[
+            // The item epoch: one count of every patch and delete, moved in
+            // the change's own transaction (`items.rs`). A node's copies of
+            // item records found current at an epoch are current while it
+            // stands, so a page checks them one row, not one row each
+            // (`pages.rs`). It starts at 1: 0 is no epoch seen.
+            "CREATE TABLE tw_epoch (
+            id INT NOT NULL PRIMARY KEY,
+            n BIGINT NOT NULL
+        ){table}",
+            "INSERT INTO tw_epoch (id, n) VALUES (1, 1)",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

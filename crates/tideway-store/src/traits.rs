@@ -685,6 +685,12 @@ pub struct PageQuery<'a> {
     /// since the copy was taken) or that is unknown is named in
     /// [`PageFacts::stale`].
     pub held: &'a [(ItemId, u32)],
+    /// Every held copy was current at this item epoch of the store
+    /// ([`PageFacts::items_epoch`], or later): an engine that keeps the
+    /// epoch checks them only if it moved since (a patch or delete moves
+    /// it in its own transaction, so a copy current then is current still).
+    /// `None`: check them.
+    pub held_at: Option<u64>,
     /// With a user: [`PageFacts::followees_version`] is the version of that
     /// user's followee set ([`Graph::followees_version`]), so a node's copy
     /// of the list is checked by the page's one call.
@@ -714,6 +720,11 @@ pub struct PageFacts {
     pub followees_version: Option<u64>,
     /// With `promotions_at`, the promotions running then (`None` without).
     pub promotions: Option<Vec<Promotion>>,
+    /// The store's item epoch as of this answer, where the engine keeps one
+    /// (SQL; in-process engines hold no copies and keep none): a count of
+    /// every patch and delete, moved in the change's own transaction. The
+    /// held copies not named stale are current at it.
+    pub items_epoch: Option<u64>,
 }
 
 /// A page's reads in one call. The provided method asks the other traits,
@@ -785,7 +796,7 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
             relations.extend(extra.iter().copied().zip(relations_of(v, &extra).await?));
         }
     }
-    Ok(PageFacts { reposts, inserted, relations, hydrated, stale, followees_version, promotions })
+    Ok(PageFacts { reposts, inserted, relations, hydrated, stale, followees_version, promotions, items_epoch: None })
 }
 
 /// Of `authors`, those whose key of [`HotAuthors::unpushed_keys`] is above
