@@ -15,10 +15,11 @@
 //! takes (`PageQuery::held_at`); while the store's epoch is still that one,
 //! no change was made since and the statement checks nothing; once it
 //! moved, the statement names every copy whose `rev` is not the stored
-//! one, and the page reads those again before it shows anything. The hub's `Item` signal (sent by the node that
-//! made the change; every node forgets its copy when it arrives, and every
-//! copy when signals may have been lost) only makes that rare; nothing
-//! depends on it arriving. Insertion records never change and need no check.
+//! one, and the page reads those again before it shows anything. The hub's
+//! `Item` signal (sent by the node that made the change; every node forgets
+//! its copy when it arrives, and every copy when signals may have been
+//! lost) only makes that rare; nothing depends on it arriving. Insertion
+//! records never change and need no check.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
