@@ -15,7 +15,8 @@ use tideway_store::{ItemCounts, Promotion, Result, ViewerMarks};
 /// A page's counts and the viewer's marks, gathered from rows `(what, item,
 /// …)`: `c` a kept count (its name in a text column), `v` the viewer
 /// reposted the item, `m` a reaction of the viewer (its kind in a text
-/// column).
+/// column); or a count with the viewer's share of it
+/// ([`HydrationRows::take_with_own`]).
 #[derive(Default)]
 pub(crate) struct HydrationRows {
     counts: HashMap<u64, ItemCounts>,
@@ -27,20 +28,35 @@ impl HydrationRows {
     pub(crate) fn take(&mut self, what: &str, item: u64, n: i64, row: &AnyRow, name_at: usize) -> Result<()> {
         let n = n.max(0) as u64;
         match what {
-            "c" => {
-                let name = text(row, name_at)?;
-                let c = self.counts.entry(item).or_default();
-                match (name.as_str(), name.strip_prefix("k:")) {
-                    ("r", _) => c.replies = n,
-                    ("p", _) => c.reposts = n,
-                    (_, Some(kind)) => c.reactions.push((kind.to_owned(), n)),
-                    _ => {}
-                }
-            }
+            "c" => self.count(item, &text(row, name_at)?, n),
             "v" => self.own.entry(item).or_default().reposted = true,
             _ => self.own.entry(item).or_default().reactions.push(text(row, name_at)?),
         }
         Ok(())
+    }
+
+    /// One count of `item` (`what` as the `c` rows name it, `n` of them)
+    /// with the viewer's share of it: `own` > 0 marks the viewer's repost
+    /// (of `p`) or reaction (of `k:<kind>`).
+    pub(crate) fn take_with_own(&mut self, item: u64, n: i64, own: i64, what: &str) {
+        self.count(item, what, n.max(0) as u64);
+        if own > 0 {
+            match (what, what.strip_prefix("k:")) {
+                ("p", _) => self.own.entry(item).or_default().reposted = true,
+                (_, Some(kind)) => self.own.entry(item).or_default().reactions.push(kind.to_owned()),
+                _ => {}
+            }
+        }
+    }
+
+    fn count(&mut self, item: u64, what: &str, n: u64) {
+        let c = self.counts.entry(item).or_default();
+        match (what, what.strip_prefix("k:")) {
+            ("r", _) => c.replies = n,
+            ("p", _) => c.reposts = n,
+            (_, Some(kind)) => c.reactions.push((kind.to_owned(), n)),
+            _ => {}
+        }
     }
 
     /// The counts and marks of `ids`, in order (marks only with a viewer).
