@@ -128,7 +128,13 @@ impl SqlStore {
                 Box::pin(async move {
                     if mysql {
                         sqlx::query(MY_READ_COMMITTED).execute(&mut *conn).await?;
-                        sqlx::query("SET SESSION eq_range_index_dive_limit = 1").execute(conn).await?;
+                        // (and gather an original's reposts in one text up
+                        // to a length of their own: `pages::REPOSTS_TEXT_MAX`)
+                        let set = format!(
+                            "SET SESSION eq_range_index_dive_limit = 1, group_concat_max_len = {}",
+                            pages::REPOSTS_TEXT_MAX
+                        );
+                        sqlx::query(&set).execute(conn).await?;
                     } else {
                         sqlx::query("SET plan_cache_mode = force_generic_plan").execute(conn).await?;
                     }

@@ -179,6 +179,94 @@ fn my_held_text(held: &[(ItemId, u32)]) -> String {
     format!("SELECT 'x', id, rev, rev, '' FROM tw_items WHERE id IN ({})", list(held.iter().map(|(i, _)| k(i.0))))
 }
 
+/// Longest text a page's statement gathers the reposts of one original
+/// into (the sessions' `group_concat_max_len`; a longer list is cut there,
+/// and then read by [`my_reposts_text`] after the statement). Small in this
+/// crate's tests, so that they take that way.
+#[cfg(not(test))]
+pub(crate) const REPOSTS_TEXT_MAX: usize = 1 << 20;
+#[cfg(test)]
+pub(crate) const REPOSTS_TEXT_MAX: usize = 24;
+
+/// MySQL's statement of the reposts of `originals` by `reposters`: the
+/// reposters are a filter, not ranges (see `reposts_by`).
+fn my_reposts_text(originals: &[ItemId], reposters: &[UserId]) -> String {
+    format!(
+        "SELECT 'r', repost_of, author, id, '' FROM tw_items FORCE INDEX (tw_items_reposts) \
+         WHERE repost_of IN ({}) AND (author + 0) IN ({}) AND live = 1",
+        list(originals.iter().map(|i| k(i.0))),
+        list(reposters.iter().map(|u| k(u.0)))
+    )
+}
+
+/// MySQL's branch of the counts of the items read ahead, and beside each
+/// count the lookups it makes worth it: beside a count of reposts, the
+/// reposts by the reposters (`R` rows: `count;author:id.,…` gathered in the
+/// text column) and whether the viewer reposted; beside a count of a
+/// reaction kind, whether the viewer reacted so (`C` rows; the viewer's
+/// share in the fourth column). MariaDB parses and plans every listed
+/// value once per branch, and most items have no count: one list where
+/// there were four, and a probe only where a count says there is
+/// something. Without a viewer or reposts to find, the plain counts (`c`).
+fn my_counts_branch(q: &PageQuery<'_>) -> Option<String> {
+    let reposts = !q.originals.is_empty() && !q.reposters.is_empty();
+    let mut ids: Vec<i64> = q.hydrate.iter().map(|i| k(i.0)).collect();
+    if reposts {
+        ids.extend(q.originals.iter().map(|i| k(i.0)));
+        ids.sort_unstable();
+        ids.dedup();
+    }
+    if ids.is_empty() {
+        return None;
+    }
+    let ids = list(ids.into_iter());
+    if q.viewer.is_none() && !reposts {
+        return Some(format!("SELECT 'c', item, n, n, what FROM tw_item_counts WHERE item IN ({ids}) AND n > 0"));
+    }
+    let own = match q.viewer.map(|v| k(v.0)) {
+        Some(v) => format!(
+            "CASE WHEN c.what = 'p' THEN (SELECT COUNT(*) FROM tw_items FORCE INDEX (tw_items_reposts) \
+             WHERE tw_items.repost_of = c.item AND tw_items.author = {v} AND tw_items.live = 1) \
+             WHEN c.what LIKE 'k:%' THEN (SELECT COUNT(*) FROM tw_reactions \
+             WHERE tw_reactions.user_id = {v} AND tw_reactions.item = c.item \
+             AND tw_reactions.kind = SUBSTR(c.what, 3)) ELSE 0 END"
+        ),
+        None => "0".to_owned(),
+    };
+    let found = if reposts {
+        format!(
+            "(SELECT CONCAT(COUNT(*), ';', IFNULL(GROUP_CONCAT(author, ':', id, '.'), '')) \
+             FROM tw_items FORCE INDEX (tw_items_reposts) \
+             WHERE repost_of = c.item AND (author + 0) IN ({}) AND live = 1)",
+            list(q.reposters.iter().map(|u| k(u.0)))
+        )
+    } else {
+        "''".to_owned()
+    };
+    Some(format!(
+        "SELECT IF(c.what = 'p', 'R', 'C'), c.item, c.n, {own}, IF(c.what = 'p', {found}, c.what) \
+         FROM tw_item_counts c WHERE c.item IN ({ids}) AND c.n > 0"
+    ))
+}
+
+/// The reposts in an `R` row's text (`count;author:id.,…`); `None` when the
+/// list was cut short (fewer whole pairs than counted).
+fn gathered_reposts(text: &str) -> Result<Option<Vec<(UserId, ItemId)>>> {
+    let bad = |e: std::num::ParseIntError| StoreError::corrupt_by("a page's gathered reposts", e);
+    let Some((count, pairs)) = text.split_once(';') else {
+        return Ok(if text.is_empty() { Some(vec![]) } else { None });
+    };
+    let count: usize = count.parse().map_err(bad)?;
+    let mut out = Vec::with_capacity(count);
+    for pair in pairs.split(',').filter(|p| !p.is_empty()) {
+        // (each pair ends in `.`: one cut inside a number is seen)
+        let Some((author, id)) = pair.strip_suffix('.').and_then(|p| p.split_once(':')) else { return Ok(None) };
+        let (Ok(author), Ok(id)) = (author.parse(), id.parse()) else { return Ok(None) };
+        out.push((UserId(author), ItemId(id)));
+    }
+    Ok((out.len() == count).then_some(out))
+}
+
 /// The text of MySQL's page statement ([`SqlStore::my_page_rows`]); `None`
 /// when the query asks nothing. Its connections estimate the `IN` lists
 /// from index statistics (`SqlStore::connect`), so the two branches on
@@ -187,17 +275,8 @@ fn my_held_text(held: &[(ItemId, u32)]) -> String {
 fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
     let mut parts: Vec<String> = Vec::new();
     let originals = list(q.originals.iter().map(|i| k(i.0)));
-    if !q.originals.is_empty() && !q.reposters.is_empty() {
-        // The reposters are a filter, not ranges (see `reposts_by`). (On
-        // MariaDB a page's statement costs most in parsing and planning, not
-        // in its probes: the lookups stay plain here rather than driven by
-        // the counts as on PostgreSQL, which measured slower.)
-        parts.push(format!(
-            "SELECT 'r', repost_of, author, id, '' FROM tw_items FORCE INDEX (tw_items_reposts) \
-             WHERE repost_of IN ({originals}) \
-             AND (author + 0) IN ({}) AND live = 1",
-            list(q.reposters.iter().map(|u| k(u.0)))
-        ));
+    if let Some(counted) = my_counts_branch(q) {
+        parts.push(counted);
     }
     if let Some(u) = q.inserts_of.filter(|_| !q.originals.is_empty()) {
         parts.push(format!(
@@ -224,29 +303,6 @@ fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
                     "SELECT 'b', follower, follower, follower, '' FROM tw_followers \
                      WHERE followee = {v} AND follower IN ({who})"
                 ));
-            }
-        }
-    }
-    if !q.hydrate.is_empty() {
-        let h = list(q.hydrate.iter().map(|i| k(i.0)));
-        match q.viewer.map(|v| k(v.0)) {
-            // The counts, each with the viewer's own share of it (`C`): its
-            // reposts of the item beside the count of reposts, its reaction
-            // beside the count of that kind, each probed only for a count
-            // there is. One branch and one list where `c`, `v` and `m` were
-            // three: MariaDB parses and plans each listed value once per
-            // branch (~1,130 against ~870 µs of engine CPU a statement).
-            Some(v) => parts.push(format!(
-                "SELECT 'C', c.item, c.n, CASE \
-                 WHEN c.what = 'p' THEN (SELECT COUNT(*) FROM tw_items FORCE INDEX (tw_items_reposts) \
-                 WHERE tw_items.repost_of = c.item AND tw_items.author = {v} AND tw_items.live = 1) \
-                 WHEN c.what LIKE 'k:%' THEN (SELECT COUNT(*) FROM tw_reactions \
-                 WHERE tw_reactions.user_id = {v} AND tw_reactions.item = c.item \
-                 AND tw_reactions.kind = SUBSTR(c.what, 3)) \
-                 ELSE 0 END, c.what FROM tw_item_counts c WHERE c.item IN ({h}) AND c.n > 0"
-            )),
-            None => {
-                parts.push(format!("SELECT 'c', item, n, n, what FROM tw_item_counts WHERE item IN ({h}) AND n > 0"))
             }
         }
     }
@@ -282,6 +338,8 @@ impl Pages for SqlStore {
         let rows = if mysql { self.my_page_rows(q).await? } else { self.pg_page_rows(q).await? };
         let inserts = q.inserts_of.filter(|_| !q.originals.is_empty());
         let mut by_original: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
+        // Originals whose gathered reposts were cut short (MySQL).
+        let mut cut: Vec<ItemId> = Vec::new();
         let mut inserted: HashMap<u64, u64> = HashMap::new();
         let mut rel: HashMap<u64, Relation> = HashMap::new();
         // Rows of the viewer's blocks, blockers and mutes (each capped).
@@ -322,12 +380,31 @@ impl Pages for SqlStore {
                 }
                 "c" | "v" | "m" => hydration.take(&what, a, int(row, 2)?, row, 4)?,
                 "C" => hydration.take_with_own(a, int(row, 2)?, int(row, 3)?, &text(row, 4)?),
+                "R" => {
+                    hydration.take_with_own(a, int(row, 2)?, int(row, 3)?, "p");
+                    match gathered_reposts(&text(row, 4)?)? {
+                        Some(found) => {
+                            if !found.is_empty() {
+                                by_original.entry(a).or_default().extend(found)
+                            }
+                        }
+                        None => cut.push(ItemId(a)),
+                    }
+                }
                 tag => {
                     if let Some(i) = ["k", "K", "u"].iter().position(|t| *t == tag) {
                         relation_rows[i] += 1;
                     }
                     mark_relation(rel.entry(a).or_default(), tag)
                 }
+            }
+        }
+        if !cut.is_empty() {
+            // Reposts too many to gather in a row's text: read as rows.
+            let sql = my_reposts_text(&cut, q.reposters);
+            for row in sqlx::raw_sql(&sql).fetch_all(&self.pages).await.map_err(self.err())? {
+                let found = (UserId(int(&row, 2)? as u64), ItemId(int(&row, 3)? as u64));
+                by_original.entry(int(&row, 1)? as u64).or_default().push(found);
             }
         }
         // The held copies are checked unless the epoch they were current
@@ -413,6 +490,23 @@ mod tests {
     use tideway_core::{ItemId, Millis, UserId};
     use tideway_store::{PageQuery, Pages};
 
+    #[test]
+    fn gathered_reposts_are_whole_or_none() {
+        use super::gathered_reposts;
+        let r = |u: u64, i: u64| (UserId(u), ItemId(i));
+        let read = |t: &str| gathered_reposts(t).expect("a well-formed text");
+        assert_eq!(read("0;"), Some(vec![]));
+        assert_eq!(read(""), Some(vec![]));
+        assert_eq!(read("2;7:5000.,8:5001."), Some(vec![r(7, 5000), r(8, 5001)]));
+        // Cut short by the server's length: a pair missing, or cut inside
+        // one (inside a number too).
+        assert_eq!(read("3;7:5000.,8:5001."), None);
+        assert_eq!(read("2;7:5000.,8:50"), None);
+        assert_eq!(read("2;7:5000.,8:"), None);
+        assert_eq!(read("2;7:5000.,8"), None);
+        assert!(gathered_reposts("x;7:5000.").is_err());
+    }
+
     #[tokio::test]
     async fn mysql_page_statement_scans_no_items() {
         let var = "TIDEWAY_TEST_MYSQL_URL";
@@ -427,10 +521,16 @@ mod tests {
                 "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) VALUES {}",
                 rows.join(", ")
             ),
+            // Reposts of 3999 by the viewer (7) and five more: more than
+            // a row's text gathers in this crate's tests (read after the
+            // statement then); one of 3998, which fits.
             "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
-             VALUES (5000, 7, 1, 3999, NULL, NULL, '{}', '{}')"
+             VALUES (5000, 7, 1, 3999, NULL, NULL, '{}', '{}'), (5001, 8, 1, 3999, NULL, NULL, '{}', '{}'), \
+             (5002, 9, 1, 3999, NULL, NULL, '{}', '{}'), (5003, 10, 1, 3999, NULL, NULL, '{}', '{}'), \
+             (5004, 11, 1, 3999, NULL, NULL, '{}', '{}'), (5005, 12, 1, 3999, NULL, NULL, '{}', '{}'), \
+             (5006, 20, 1, 3998, NULL, NULL, '{}', '{}')"
                 .to_owned(),
-            "INSERT INTO tw_item_counts (item, what, n) VALUES (3999, 'p', 1)".to_owned(),
+            "INSERT INTO tw_item_counts (item, what, n) VALUES (3999, 'p', 6), (3998, 'p', 1)".to_owned(),
             "ANALYZE TABLE tw_items".to_owned(),
         ])
         .await
@@ -477,10 +577,16 @@ mod tests {
         );
         c.close().await.expect("close");
         // And the statement tells what it finds: the viewer's repost, as a
-        // reposter's and as the viewer's own.
+        // reposter's and as the viewer's own, and the reposts gathered in
+        // a row's text or, cut short there, read after.
         let f = store.page_facts(&q).await.expect("page_facts");
-        assert_eq!(f.reposts[1], vec![(UserId(7), ItemId(5000))]);
+        let by = |u: u64, i: u64| (UserId(u), ItemId(i));
+        assert_eq!(f.reposts[1], vec![by(7, 5000), by(8, 5001), by(9, 5002), by(10, 5003), by(11, 5004), by(12, 5005)]);
+        assert_eq!(f.reposts[2], vec![by(20, 5006)]);
+        assert!(f.reposts.iter().enumerate().all(|(i, r)| r.is_empty() || i == 1 || i == 2));
+        assert_eq!(f.hydrated[1].0.reposts, 6);
         assert_eq!(f.hydrated[1].1.as_ref().map(|m| m.reposted), Some(true));
+        assert_eq!(f.hydrated[2].1.as_ref().map(|m| m.reposted), Some(false));
         assert_eq!(f.stale, Vec::<ItemId>::new());
         store.close().await;
         db.drop().await.expect("drop the database");
