@@ -144,7 +144,10 @@ on_both_engines!(
 
 /// A viewer with more blocks, blockers and mutes than a page's statement
 /// reads whole (up to 1,000 of each) still gets every
-/// relation a page asks for, the reposters found included.
+/// relation a page asks for, the reposters found included; and a viewer
+/// with 1,500 insertions, those of the batch's originals (a statement that
+/// read a viewer's insertions whole, capped as the relations are, would
+/// need its list after).
 async fn many_blocks(base: &str) {
     use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
     use tideway_store::{Graph, Items, PageQuery, Pages};
@@ -156,6 +159,14 @@ async fn many_blocks(base: &str) {
     let blocks: Vec<String> = (10_000..11_500).map(|t| format!("(1, {t}, 1)")).collect();
     let blockers: Vec<String> = (20_000..21_500).map(|t| format!("({t}, 1, 1)")).collect();
     let mutes: Vec<String> = (30_000..31_500).map(|t| format!("(1, {t}, 1)")).collect();
+    // 1,500 items inserted into the viewer's home, and one of the page's
+    // originals (after them in item order).
+    let mut inserts: Vec<String> = (0..1500u64).map(|i| format!("({}, 1, {})", 1000 + i, 100_000 + i)).collect();
+    inserts.push("(7, 1, 200000)".to_owned());
+    sqlx::query(&format!("INSERT INTO tw_inserts (k, user_id, item) VALUES {}", inserts.join(", ")))
+        .execute(&mut c)
+        .await
+        .expect("insertions");
     for (table, rows) in [("tw_blocks", &blocks), ("tw_blocks", &blockers), ("tw_mutes", &mutes)] {
         sqlx::query(&format!("INSERT INTO {table} (user_id, target, since) VALUES {}", rows.join(", ")))
             .execute(&mut c)
@@ -172,8 +183,9 @@ async fn many_blocks(base: &str) {
     store.create_item(repost, false, Millis(501)).await.expect("repost");
     let related = [UserId(11_499), UserId(21_499), UserId(5)];
     let q = PageQuery {
-        originals: &[ItemId(500)],
+        originals: &[ItemId(500), ItemId(200_000)],
         reposters: &[UserId(31_499)],
+        inserts_of: Some(viewer),
         viewer: Some(viewer),
         related: &related,
         follows_known: true,
@@ -184,6 +196,8 @@ async fn many_blocks(base: &str) {
     assert_eq!(who, vec![UserId(11_499), UserId(21_499), UserId(5), UserId(31_499)]);
     let r: Vec<(bool, bool, bool)> = f.relations.iter().map(|(_, r)| (r.blocking, r.blocked_by, r.muting)).collect();
     assert_eq!(r, vec![(true, false, false), (false, true, false), (false, false, false), (false, false, true)]);
+    assert_eq!(f.inserted, vec![None, Some(7)]);
+    assert_eq!(f.reposts, vec![vec![(UserId(31_499), ItemId(501))], vec![]]);
     store.close().await;
     db.drop().await.expect("drop the database");
 }
