@@ -18,10 +18,10 @@
 //! transaction). On PostgreSQL a warm 50-key batch's statement so touches
 //! ~110 buffers where it touched ~640 (EXPLAIN ANALYZE: 0.44 ms, was 1.09). MariaDB spends a page's
 //! statement mostly parsing and planning it (its lists are literals), so
-//! there the held copies' check is left out, and the viewer's marks are
-//! probed beside each count found (one branch and one list for the counts
-//! and marks); the reposts and insertions, as joins driven by the counts,
-//! planned slower than the probes they save.
+//! there the held copies' check is left out, and the reposts found and the
+//! viewer's marks are looked up beside each count there is, as subqueries
+//! of the counts' branch (one branch and one list for all three: joins
+//! driven by the counts planned slower than the probes they save).
 //!
 //! The viewer's blocks, blockers and mutes are read whole (a range each of
 //! the viewer's own rows, usually none, up to [`RELATION_ROWS`]) rather
@@ -269,7 +269,7 @@ fn gathered_reposts(text: &str) -> Result<Option<Vec<(UserId, ItemId)>>> {
 
 /// The text of MySQL's page statement ([`SqlStore::my_page_rows`]); `None`
 /// when the query asks nothing. Its connections estimate the `IN` lists
-/// from index statistics (`SqlStore::connect`), so the two branches on
+/// from index statistics (`SqlStore::connect`), so the lookups on
 /// `tw_items_reposts` force that index: its statistics count the items that
 /// are no repost, and seen through them it looks worse than a scan.
 fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
