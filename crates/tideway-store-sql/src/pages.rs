@@ -181,23 +181,12 @@ fn my_held_text(held: &[(ItemId, u32)]) -> String {
 
 /// Longest text a page's statement gathers the reposts of one original
 /// into (the sessions' `group_concat_max_len`; a longer list is cut there,
-/// and then read by [`my_reposts_text`] after the statement). Small in this
+/// and then read by `Items::reposts_by` after the statement). Small in this
 /// crate's tests, so that they take that way.
 #[cfg(not(test))]
 pub(crate) const REPOSTS_TEXT_MAX: usize = 1 << 20;
 #[cfg(test)]
 pub(crate) const REPOSTS_TEXT_MAX: usize = 24;
-
-/// MySQL's statement of the reposts of `originals` by `reposters`: the
-/// reposters are a filter, not ranges (see `reposts_by`).
-fn my_reposts_text(originals: &[ItemId], reposters: &[UserId]) -> String {
-    format!(
-        "SELECT 'r', repost_of, author, id, '' FROM tw_items FORCE INDEX (tw_items_reposts) \
-         WHERE repost_of IN ({}) AND (author + 0) IN ({}) AND live = 1",
-        list(originals.iter().map(|i| k(i.0))),
-        list(reposters.iter().map(|u| k(u.0)))
-    )
-}
 
 /// MySQL's branch of the counts of the items read ahead, and beside each
 /// count the lookups it makes worth it: beside a count of reposts, the
@@ -401,10 +390,9 @@ impl Pages for SqlStore {
         }
         if !cut.is_empty() {
             // Reposts too many to gather in a row's text: read as rows.
-            let sql = my_reposts_text(&cut, q.reposters);
-            for row in sqlx::raw_sql(&sql).fetch_all(&self.pages).await.map_err(self.err())? {
-                let found = (UserId(int(&row, 2)? as u64), ItemId(int(&row, 3)? as u64));
-                by_original.entry(int(&row, 1)? as u64).or_default().push(found);
+            let found = tideway_store::Items::reposts_by(self, &cut, q.reposters).await?;
+            for (original, reposts) in cut.iter().zip(found) {
+                by_original.insert(original.0, reposts);
             }
         }
         // The held copies are checked unless the epoch they were current
