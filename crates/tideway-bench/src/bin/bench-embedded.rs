@@ -97,16 +97,54 @@ fn pct(h: &Histogram<u64>) -> (f64, f64) {
 /// One first page (20 entries) for each reader; the latencies and the
 /// entries seen.
 async fn first_pages(svc: &FeedService, readers: &[UserId]) -> Result<(Histogram<u64>, usize), String> {
+    let (h, entries, _) = first_pages_each(svc, readers).await?;
+    Ok((h, entries))
+}
+
+/// [`first_pages`], with each reader's latency in ns, in the readers' order.
+async fn first_pages_each(svc: &FeedService, readers: &[UserId]) -> Result<(Histogram<u64>, usize, Vec<u64>), String> {
     let mut h = hist()?;
     let mut entries = 0;
+    let mut each = Vec::with_capacity(readers.len());
     for &u in readers {
         let t = Instant::now();
         let page =
             svc.home(u, &PageRequest { limit: Some(20), ..Default::default() }).await.map_err(|e| e.to_string())?;
-        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+        let ns = t.elapsed().as_nanos() as u64;
+        h.record(ns).map_err(|e| e.to_string())?;
+        each.push(ns);
         entries += page.entries.len();
     }
-    Ok((h, entries))
+    Ok((h, entries, each))
+}
+
+/// Cold latencies by the reader's followee count: one row per band
+/// (readers, p50, p99, and the band's share of all the cold time).
+fn by_followees(readers: &[UserId], each: &[u64], following: &HashMap<u64, u64>) -> Result<String, String> {
+    let bands: [(u64, u64); 5] = [(0, 10), (11, 100), (101, 500), (501, 2000), (2001, u64::MAX)];
+    let total: u64 = each.iter().sum();
+    let mut out = Vec::new();
+    for (lo, hi) in bands {
+        let mut h = hist()?;
+        let mut time = 0;
+        for (u, ns) in readers.iter().zip(each) {
+            let f = following.get(&u.0).copied().unwrap_or(0);
+            if f >= lo && f <= hi {
+                h.record(*ns).map_err(|e| e.to_string())?;
+                time += ns;
+            }
+        }
+        if !h.is_empty() {
+            let (p50, p99) = pct(&h);
+            let hi = if hi == u64::MAX { "…".to_owned() } else { hi.to_string() };
+            out.push(format!(
+                "{lo}–{hi} followees: {} readers, p50 {p50:.0} µs, p99 {p99:.0} µs, {:.0}% of the time",
+                h.len(),
+                100.0 * time as f64 / total.max(1) as f64
+            ));
+        }
+    }
+    Ok(out.join("; "))
 }
 
 fn row(what: &str, ours: String, base: String) {
@@ -127,8 +165,10 @@ async fn main() -> Result<(), String> {
     edges.sort_unstable();
     edges.dedup();
     let mut followers: HashMap<u64, u64> = HashMap::new();
-    for &(_, b) in &edges {
+    let mut following: HashMap<u64, u64> = HashMap::new();
+    for &(a, b) in &edges {
         *followers.entry(b).or_default() += 1;
+        *following.entry(a).or_default() += 1;
     }
     let mut users: Vec<u64> = edges.iter().flat_map(|&(a, b)| [a, b]).collect();
     users.sort_unstable();
@@ -255,7 +295,7 @@ async fn main() -> Result<(), String> {
     );
 
     // ------------------------------------------------------------ pages
-    let (cold, entries) = first_pages(&svc, &readers).await?;
+    let (cold, entries, cold_each) = first_pages_each(&svc, &readers).await?;
     let (warm, _) = first_pages(&svc, &readers).await?;
     let rss_read = rss_bytes();
     let (c50, c99) = pct(&cold);
@@ -281,6 +321,11 @@ async fn main() -> Result<(), String> {
             entries as f64 / readers.len().max(1) as f64
         ),
         format!("first read, inbox rebuilt: {}", vs(mem_first, (c50, c99))),
+    );
+    row(
+        "home first page (20), cold, by the reader's followee count",
+        by_followees(&readers, &cold_each, &following)?,
+        String::new(),
     );
     row(
         "home first page (20), warm: the same readers again",
