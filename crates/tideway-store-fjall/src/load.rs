@@ -154,12 +154,16 @@ impl Disk for FjallJournal {
                 let user = match *unit {
                     // A user never named may have notifications (a mention).
                     Unit::Item(_) | Unit::Notify(_) | Unit::Live(_) => None,
-                    Unit::Head(u)
-                    | Unit::Out(u)
-                    | Unit::Followers(u)
-                    | Unit::BlockedBy(u)
-                    | Unit::Outbox(u)
-                    | Unit::Inserts(u) => Some(u),
+                    // One read tells the counters and whether the user is
+                    // known (units sort with the heads first).
+                    Unit::Head(u) => {
+                        let head = self.users.get(u.0.to_be_bytes()).map_err(io)?;
+                        unknown.insert(u, head.is_none());
+                        return Ok(UnitData::Head(head.map(|v| head_of(&v)).transpose()?));
+                    }
+                    Unit::Out(u) | Unit::Followers(u) | Unit::BlockedBy(u) | Unit::Outbox(u) | Unit::Inserts(u) => {
+                        Some(u)
+                    }
                 };
                 if let Some(u) = user {
                     let absent = match unknown.get(&u) {

@@ -184,8 +184,12 @@ impl FeedService {
         }
         self.backend.begin_rebuild(user).await?;
         let n = self.opts.max_len;
-        let mut outbox = self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n).await?;
-        let mut inserts = self.backend.inserts(user, KeyRange::ALL, Direction::Older, n).await?;
+        // Side by side: on the embedded store each may read the disk.
+        let (outbox, inserts) = tokio::join!(
+            self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n),
+            self.backend.inserts(user, KeyRange::ALL, Direction::Older, n)
+        );
+        let (mut outbox, mut inserts) = (outbox?, inserts?);
         outbox.reverse();
         inserts.reverse();
         let keys = merge_sorted(&[&outbox, &inserts], KeyRange::ALL, Direction::Older, n);

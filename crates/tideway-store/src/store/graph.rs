@@ -118,7 +118,7 @@ impl<J: Journal> Graph for Store<J> {
         };
         let page = match page {
             Some(p) => p,
-            None => self.read_off_runtime(move |j| disk(j)?.followers_range(user, after, false, limit)).await?,
+            None => self.read_off_runtime(limit, move |j| disk(j)?.followers_range(user, after, false, limit)).await?,
         };
         Ok(page.into_iter().map(|(since, id)| (id, since)).collect())
     }
@@ -131,7 +131,7 @@ impl<J: Journal> Graph for Store<J> {
     ) -> Result<Vec<FollowerPos>> {
         match self.followers_in_memory(user, |f| f.iter_after(after.as_ref()).take(limit).copied().collect()).await? {
             Some(chunk) => Ok(chunk),
-            None => self.read_off_runtime(move |j| disk(j)?.followers_range(user, after, true, limit)).await,
+            None => self.read_off_runtime(limit, move |j| disk(j)?.followers_range(user, after, true, limit)).await,
         }
     }
 

@@ -97,6 +97,7 @@ impl<J: Journal> Items for Store<J> {
         let want: Vec<Key> = missing.iter().map(|(_, k)| *k).collect();
         let read = self
             .read_to_cache(
+                want.len(),
                 move |j| disk(j)?.read_records(&want),
                 |c, read| {
                     for ((_, key), got) in missing.iter().zip(read) {
@@ -141,6 +142,7 @@ impl<J: Journal> Items for Store<J> {
         let want: Vec<ItemId> = missing.iter().map(|(_, id)| *id).collect();
         let read = self
             .read_to_cache(
+                want.len(),
                 move |j| disk(j)?.read_bodies(&want),
                 |c, read| {
                     for ((_, id), got) in missing.iter().zip(read) {

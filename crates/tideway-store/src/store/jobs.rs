@@ -28,7 +28,7 @@ impl<J: Journal> Store<J> {
         };
         // Every job done before the held keys were noted is gone from disk.
         self.sync(ticket).await?;
-        let read = self.read_off_runtime(move |j| disk(j)?.pending_jobs(&held, want)).await?;
+        let read = self.read_off_runtime(usize::MAX, move |j| disk(j)?.pending_jobs(&held, want)).await?;
         self.state.write().jobs.refill(read);
         Ok(())
     }

@@ -29,7 +29,7 @@ impl<J: Journal> Store<J> {
                 return Ok(None);
             }
         }
-        let read = self.read_off_runtime(move |j| disk(j)?.read_sessions(&[id])).await?;
+        let read = self.read_off_runtime(1, move |j| disk(j)?.read_sessions(&[id])).await?;
         Ok(read.into_iter().flatten().next().map(|s| s.anchor))
     }
 }
@@ -87,7 +87,7 @@ impl<J: Journal> Live for Store<J> {
         if missing.is_empty() {
             return Ok(out);
         }
-        let read = self.read_off_runtime(move |j| disk(j)?.read_sessions(&missing)).await?;
+        let read = self.read_off_runtime(missing.len(), move |j| disk(j)?.read_sessions(&missing)).await?;
         let mut anchors: Vec<UserId> = read.iter().flatten().map(|s| s.anchor).collect();
         anchors.sort_unstable();
         anchors.dedup();

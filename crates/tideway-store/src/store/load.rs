@@ -15,6 +15,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tideway_core::{Body, Item, ItemId, UserId};
 
+/// The most keys or units a journal read may touch to run on the caller's
+/// thread (see [`Store::read_off_runtime`]).
+pub(super) const INLINE_READ_MAX: usize = 64;
+
 impl<J: Journal> Store<J> {
     /// An item as stored now: the index, the cache, else the journal (a
     /// blocking read: for write paths, which hold the write lock anyway;
@@ -38,11 +42,21 @@ impl<J: Journal> Store<J> {
         })
     }
 
-    /// Runs a journal read (cache misses read the disk) on the blocking pool.
+    /// Runs a journal read (cache misses read the disk) that touches at most
+    /// `reach` keys or units: up to [`INLINE_READ_MAX`] on the caller's
+    /// thread, a larger one on the blocking pool. A hand-off to the pool and
+    /// back costs more than a small read whose blocks are in the OS page
+    /// cache (~80 µs a trip on 2 cores, `docs/benchmarks.md`, "Cold first
+    /// pages without hand-offs"); a small read of a disk that must seek
+    /// holds the runtime thread meanwhile.
     pub(super) async fn read_off_runtime<T: Send + 'static>(
         &self,
+        reach: usize,
         read: impl FnOnce(&J) -> Result<T> + Send + 'static,
     ) -> Result<T> {
+        if reach <= INLINE_READ_MAX {
+            return read(&self.journal);
+        }
         let journal = self.journal.clone();
         tokio::task::spawn_blocking(move || read(&journal))
             .await
@@ -55,11 +69,12 @@ impl<J: Journal> Store<J> {
     /// meanwhile).
     pub(super) async fn read_to_cache<T: Send + 'static>(
         &self,
+        reach: usize,
         read: impl FnOnce(&J) -> Result<T> + Send + 'static,
         cache: impl FnOnce(&Caches, &T),
     ) -> Result<T> {
         let epoch = self.caches.as_ref().map(Caches::epoch);
-        let out = self.read_off_runtime(read).await?;
+        let out = self.read_off_runtime(reach, read).await?;
         let _st = self.state.read();
         if let (Some(c), Some(e)) = (&self.caches, epoch)
             && c.fresh(e)
@@ -92,7 +107,10 @@ impl<J: Journal> Store<J> {
         loop {
             let watermark = self.journal.durable();
             let want = units.clone();
-            let data = self.read_off_runtime(move |j| disk(j)?.load_units(&want)).await?;
+            // Followers, books and sessions may be long: read on the pool.
+            let long = units.iter().any(|u| matches!(u, Unit::Followers(_) | Unit::Notify(_) | Unit::Live(_)));
+            let reach = if long { usize::MAX } else { units.len() };
+            let data = self.read_off_runtime(reach, move |j| disk(j)?.load_units(&want)).await?;
             let wait = {
                 let mut st = self.state.write();
                 let mark = st.residency_mark();

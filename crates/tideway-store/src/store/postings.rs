@@ -23,6 +23,6 @@ impl<J: Journal> Postings for Store<J> {
                     .unwrap_or_default());
             }
         }
-        self.read_off_runtime(move |j| disk(j)?.postings_range(feed, range, dir, limit)).await
+        self.read_off_runtime(limit, move |j| disk(j)?.postings_range(feed, range, dir, limit)).await
     }
 }
