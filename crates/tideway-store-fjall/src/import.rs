@@ -164,11 +164,11 @@ impl Importer {
         let mut ops = Vec::with_capacity(items.len() * 3);
         for item in items {
             item_ops(item, true, &mut ops)?;
+            let head = self.head(item.author)?;
+            head.newest = head.newest.max(item.id.0);
             if !item.deleted {
-                self.head(item.author)?.items += 1;
+                head.items += 1;
                 self.counters.items_live += 1;
-            } else {
-                self.head(item.author)?;
             }
             self.counters.max_key = self.counters.max_key.max(item.id.0);
         }

@@ -16,7 +16,7 @@
 //! | `user_inserts` | user (8) + insertion key (8) | item (8)          |
 //! | `edges`   | kind (1) + from (8) + to (8) | since, ms (8)          |
 //! | `edges_in` | `f` + to (8) + since (8) + from (8); `b` + to (8) + from (8) | empty |
-//! | `users`   | user (8)                     | following, followers, live items (3 × 8) |
+//! | `users`   | user (8)                     | following, followers, live items, newest outbox key (4 × 8; 3 × 8 before it was kept) |
 //! | `jobs`    | job key (8)                  | job, JSON              |
 //! | `reactions` | item (8) + user (8) + kind | empty                  |
 //! | `promotions` | promotion id (8)          | promotion, JSON        |
@@ -100,11 +100,14 @@ pub(crate) fn millis_u64(m: Millis) -> u64 {
 }
 
 pub(crate) fn head_value(h: &Head) -> Vec<u8> {
-    key_of(&[h.following, h.followers, h.items])
+    key_of(&[h.following, h.followers, h.items, h.newest])
 }
 
+/// A user's counters: 32 bytes, or 24 as written before the newest key of
+/// the outbox was kept (it is then unknown, and read from the outbox).
 pub(crate) fn head_of(v: &[u8]) -> Result<Head, StoreError> {
-    Ok(Head { following: u64_at(v, 0)?, followers: u64_at(v, 8)?, items: u64_at(v, 16)? })
+    let newest = if v.len() >= 32 { u64_at(v, 24)? } else { Head::NEWEST_UNKNOWN };
+    Ok(Head { following: u64_at(v, 0)?, followers: u64_at(v, 8)?, items: u64_at(v, 16)?, newest })
 }
 
 pub(crate) fn counters_value(c: &Counters) -> Vec<u8> {

@@ -583,3 +583,72 @@ async fn jobs_beyond_the_window_wait_on_disk_and_each_runs_once() {
     done.dedup();
     assert_eq!(done.len(), 40);
 }
+
+/// Outboxes judged by the newest key in their authors' counters (loaded only
+/// if they may place) merge to what the whole outboxes do, in every range,
+/// direction and limit, from a cold index and a partly loaded one, and for
+/// counters stored before the newest key was kept (24 bytes).
+#[tokio::test]
+async fn outbox_merges_judged_by_the_newest_key_equal_the_whole_merge() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let authors: Vec<UserId> = (1..=40).map(UserId).collect();
+    let mut all: Vec<Key> = Vec::new();
+    {
+        let s = open(tmp.path(), SyncMode::Buffer, 10).expect("open");
+        let mut id = 1_000;
+        for round in 0..30u64 {
+            for a in 1..=40u64 {
+                // Authors post at rates from every round to once in 30.
+                if (round * 7 + a) % (a % 30 + 1) == 0 {
+                    id += 1 + (a * 13 + round) % 5;
+                    let item = Item::new(ItemId(id), UserId(a), ItemKind::Post);
+                    s.create_item(item, false, Millis(1)).await.expect("create");
+                    all.push(id);
+                    // Deleted items keep their place in the outbox.
+                    if id % 9 == 0 {
+                        s.update_item(ItemId(id), &tideway_store::ItemChange::Delete).await.expect("delete");
+                    }
+                }
+            }
+        }
+    }
+    {
+        // Author 7's counters as stored before the newest key was kept.
+        let j = FjallJournal::open(tmp.path(), SyncMode::Buffer, 1 << 20).expect("journal").0;
+        let key = 7u64.to_be_bytes();
+        let v = j.users.get(key).expect("read").expect("author 7 is known");
+        j.users.insert(key, v[..24].to_vec()).expect("write");
+        j.db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    all.sort_unstable();
+    let whole = |range: KeyRange, dir: Direction, limit: usize| -> Vec<Key> {
+        let mut v: Vec<Key> = all.iter().copied().filter(|k| range.contains(*k)).collect();
+        if dir == Direction::Older {
+            v.reverse();
+        }
+        v.truncate(limit);
+        v
+    };
+    let mid = all[all.len() / 2];
+    let ranges = [
+        KeyRange::ALL,
+        KeyRange { above: None, below: Some(mid) },
+        KeyRange { above: Some(mid), below: None },
+        KeyRange { above: Some(all[10]), below: Some(mid) },
+    ];
+    for range in ranges {
+        for dir in [Direction::Older, Direction::Newer] {
+            for limit in [1, 5, 20, 200, 10_000] {
+                let want = whole(range, dir, limit);
+                let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen");
+                let got = s.outbox_merge(&authors, range, dir, limit).await.expect("merge");
+                assert_eq!(got, want, "cold: {range:?} {dir:?} {limit}");
+                // Partly loaded: a few outboxes read whole first.
+                s.outbox_merge(&authors[..5], KeyRange::ALL, Direction::Older, 10_000).await.expect("merge");
+                let again = s.outbox_merge(&authors, range, dir, limit).await.expect("merge");
+                assert_eq!(again, want, "partly loaded: {range:?} {dir:?} {limit}");
+                drop(s);
+            }
+        }
+    }
+}

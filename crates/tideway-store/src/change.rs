@@ -56,6 +56,21 @@ pub struct Head {
     pub followers: u64,
     /// Non-deleted items authored.
     pub items: u64,
+    /// The newest key in the user's outbox (deleted items keep their
+    /// place there): 0 when it is empty, [`Head::NEWEST_UNKNOWN`] when the
+    /// counters were stored before this was kept. An outbox merge skips a
+    /// followee whose newest key cannot place (`Store::outbox_merge`).
+    #[serde(default = "newest_unknown")]
+    pub newest: Key,
+}
+
+fn newest_unknown() -> Key {
+    Head::NEWEST_UNKNOWN
+}
+
+impl Head {
+    /// `newest` of counters stored without it (it is then not known).
+    pub const NEWEST_UNKNOWN: Key = Key::MAX;
 }
 
 /// Store-wide counters.

@@ -624,6 +624,9 @@ impl State {
             UnitData::Head(Some(head)) => {
                 s.known = true;
                 s.head = head;
+                if s.head.newest == Head::NEWEST_UNKNOWN && s.loaded & OUTBOX != 0 {
+                    s.head.newest = s.outbox.last().copied().unwrap_or(0);
+                }
             }
             // A user never named has nothing stored, and nothing written
             // since: every change touching a user's units loads their head
@@ -648,7 +651,14 @@ impl State {
                 }
             }
             UnitData::BlockedBy(list) => s.blocked_by = list.into_iter().collect(),
-            UnitData::Outbox(keys) => s.outbox = keys,
+            UnitData::Outbox(keys) => {
+                // Counters stored before the newest key was kept learn it
+                // here (written with them at their next change).
+                if s.loaded & HEAD != 0 && s.head.newest == Head::NEWEST_UNKNOWN {
+                    s.head.newest = keys.last().copied().unwrap_or(0);
+                }
+                s.outbox = keys;
+            }
             UnitData::Inserts(list) => {
                 s.inserts = list.iter().map(|(k, _)| *k).collect();
                 for (key, item) in list {
@@ -1015,7 +1025,8 @@ impl State {
         let was_live = prev_live.unwrap_or(false);
         let is_live = !item.deleted;
         if prev_live.is_none() {
-            self.head_mut(item.author, ap);
+            let head = &mut self.head_mut(item.author, ap).head;
+            head.newest = head.newest.max(item.id.0);
             if let Some(s) = self.unit_mut(Unit::Outbox(item.author), ap) {
                 insert_sorted(&mut s.outbox, item.id.0);
             }
@@ -1232,7 +1243,7 @@ mod tests {
         assert_eq!(once.counters, twice.counters);
         assert_eq!(twice.counters.items_live, 2);
         assert_eq!(twice.counters.users, 3);
-        assert_eq!(twice.users[&UserId(1)].head, Head { following: 0, followers: 1, items: 1 });
+        assert_eq!(twice.users[&UserId(1)].head, Head { following: 0, followers: 1, items: 1, newest: 1 });
         assert_eq!(twice.reposts.get(&ItemId(1)).map(Vec::len), Some(1));
         assert_eq!(twice.users[&UserId(1)].outbox, vec![1]);
     }
@@ -1267,7 +1278,9 @@ mod tests {
         assert_eq!(s.users[&UserId(1)].head.followers, 1, "its counters are");
         assert_eq!(s.counters.users, 2, "both were known");
         let derived = s.derived(&ap);
-        assert!(derived.contains(&Change::PutHead(UserId(1), Head { following: 0, followers: 1, items: 0 })));
+        assert!(
+            derived.contains(&Change::PutHead(UserId(1), Head { following: 0, followers: 1, items: 0, newest: 0 }))
+        );
         assert!(derived.contains(&Change::PutCounters(s.counters)));
 
         s.note_skips(&ap.skipped, 7, 6);

@@ -176,14 +176,14 @@ impl FeedService {
     }
 
     /// Makes sure `user` has an inbox, rebuilding it from the outboxes of
-    /// `F(user)` (at most `max_len` keys of work) when it is absent.
+    /// `F(user)` (at most [`REBUILD_KEYS`] keys of work) when it is absent.
     /// Returns the inbox's floor.
     pub(super) async fn ensure_inbox(&self, user: UserId, f_list: &[UserId]) -> Result<Key> {
         if let Some(floor) = self.backend.inbox_floor(user).await? {
             return Ok(floor);
         }
         self.backend.begin_rebuild(user).await?;
-        let n = self.opts.max_len;
+        let n = self.opts.max_len.min(REBUILD_KEYS);
         // Side by side: on the embedded store each may read the disk.
         let (outbox, inserts) = tokio::join!(
             self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n),
@@ -405,6 +405,14 @@ impl FeedService {
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
 }
+
+/// The most keys a rebuild puts in an inbox (at most `timeline.max_len`):
+/// a first page needs a few dozen, and the fewer, the fewer followees'
+/// outboxes a lazy store reads (`Store::outbox_merge` leaves out those
+/// that cannot place). The inbox is complete above the floor this sets; a
+/// page below it is pulled from the outboxes, and fan-out fills it from
+/// the top up to the cap.
+pub(crate) const REBUILD_KEYS: usize = 200;
 
 /// `F(u)` from the users `u` follows: with `u`, by id (a page asks whether
 /// someone is in it by a binary search; engines list followees in any order).

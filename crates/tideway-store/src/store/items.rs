@@ -171,12 +171,34 @@ impl<J: Journal> Items for Store<J> {
         dir: Direction,
         limit: usize,
     ) -> Result<Vec<Key>> {
+        // A lazy index judges an author whose outbox is not loaded by the
+        // newest key of it (in their counters, a point read): the outbox is
+        // loaded only if it may hold one of the keys taken. A rebuild after
+        // a start reads the outboxes of the followees who posted lately, not
+        // of all of them. Up to `JUDGED_FROM` authors, every missing outbox
+        // is loaded at once (a round fewer). A third pass (the index let go
+        // of counters read by the first) loads what it misses, as before.
+        let passes = std::sync::atomic::AtomicU32::new(0);
         self.read(|st, need| {
-            let lists: Vec<&[Key]> = authors
-                .iter()
-                .filter_map(|a| st.user_or_need(Unit::Outbox(*a), need))
-                .map(|u| u.outbox.as_slice())
-                .collect();
+            let pass = passes.fetch_add(1, Ordering::Relaxed);
+            let mut lists: Vec<&[Key]> = Vec::with_capacity(authors.len());
+            let mut judged: Vec<(Key, UserId)> = Vec::new();
+            for &a in authors {
+                match st.user_for(Unit::Outbox(a)) {
+                    Ok(Some(u)) => lists.push(u.outbox.as_slice()),
+                    Ok(None) => {}
+                    Err(unit) if authors.len() <= JUDGED_FROM => need.push(unit),
+                    Err(unit) => match st.user_for(Unit::Head(a)) {
+                        Ok(Some(u)) => judged.push((u.head.newest, a)),
+                        Ok(None) => {}
+                        Err(_) if pass >= 2 => need.push(unit),
+                        Err(head) => need.push(head),
+                    },
+                }
+            }
+            if need.is_empty() && !judged.is_empty() {
+                need.extend(outboxes_that_may_place(&lists, &judged, range, dir, limit).map(Unit::Outbox));
+            }
             if need.is_empty() { merge_sorted(&lists, range, dir, limit) } else { Vec::new() }
         })
         .await
@@ -308,3 +330,90 @@ impl<J: Journal> Items for Store<J> {
 
 /// In process every read is at hand: the provided method asks the parts.
 impl<J: Journal> Pages for Store<J> {}
+
+/// Outbox merges of more authors than this judge them by their newest key
+/// before loading their outboxes.
+const JUDGED_FROM: usize = 16;
+
+/// Of the authors whose outboxes are not here (`judged`: each with the
+/// newest key of their outbox), those whose outbox may hold one of the
+/// `limit` keys in `range` that a merge of `lists` and of theirs takes in
+/// the order of `dir`.
+///
+/// Older-ward: the keys known to be in the range (the loaded lists', and
+/// the newest key of each judged author when it lies in the range: a key of
+/// that outbox) are at least `limit` from some key `t` up; an outbox whose
+/// newest key is below `t` holds nothing above `t`, so the `limit` keys
+/// taken are all from outboxes with a newest key at or above `t`, which
+/// are loaded. Newer-ward, only an outbox with nothing above the range's
+/// floor can be left out. A newest key of 0 (an empty outbox, or an item
+/// of key 0) is not counted as a known key; an unknown one is loaded.
+fn outboxes_that_may_place<'a>(
+    lists: &[&[Key]],
+    judged: &'a [(Key, UserId)],
+    range: KeyRange,
+    dir: Direction,
+    limit: usize,
+) -> impl Iterator<Item = UserId> + 'a {
+    let threshold = match dir {
+        Direction::Newer => None,
+        Direction::Older => {
+            let mut known = merge_sorted(lists, range, Direction::Older, limit);
+            known.extend(
+                judged
+                    .iter()
+                    .map(|(n, _)| *n)
+                    .filter(|&n| n != 0 && n != crate::Head::NEWEST_UNKNOWN && range.contains(n)),
+            );
+            if known.len() >= limit && limit > 0 {
+                known.sort_unstable_by(|a, b| b.cmp(a));
+                known.dedup();
+                known.get(limit - 1).copied()
+            } else {
+                None
+            }
+        }
+    };
+    judged.iter().filter_map(move |&(newest, a)| {
+        let may = newest == crate::Head::NEWEST_UNKNOWN
+            || (range.above.is_none_or(|above| newest > above) && threshold.is_none_or(|t| newest >= t));
+        may.then_some(a)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placed(lists: &[&[Key]], judged: &[(Key, UserId)], range: KeyRange, dir: Direction, limit: usize) -> Vec<u64> {
+        outboxes_that_may_place(lists, judged, range, dir, limit).map(|u| u.0).collect()
+    }
+
+    #[test]
+    fn only_outboxes_that_may_place_are_loaded() {
+        let older = Direction::Older;
+        // Loaded: 100, 90, 80. Judged: 1 (newest 95), 2 (85), 3 (50), 4 (0: empty), 5 (unknown).
+        let lists: [&[Key]; 1] = [&[80, 90, 100]];
+        let judged = [
+            (95, UserId(1)),
+            (85, UserId(2)),
+            (50, UserId(3)),
+            (0, UserId(4)),
+            (crate::Head::NEWEST_UNKNOWN, UserId(5)),
+        ];
+        // The 3 newest known are 100, 95, 90: 85 and below cannot place.
+        assert_eq!(placed(&lists, &judged, KeyRange::ALL, older, 3), vec![1, 5]);
+        // The 4th is 85, a key of outbox 2 itself: it is loaded.
+        assert_eq!(placed(&lists, &judged, KeyRange::ALL, older, 4), vec![1, 2, 5]);
+        // Fewer known keys than the limit: every outbox with a key may place.
+        assert_eq!(placed(&lists, &judged, KeyRange::ALL, older, 7), vec![1, 2, 3, 4, 5]);
+        // Below 92: known 90, 85, 80 (95 and 100 are out of the range); an
+        // outbox whose newest key is above the range may hold keys in it.
+        let below = KeyRange { above: None, below: Some(92) };
+        assert_eq!(placed(&lists, &judged, below, older, 3), vec![1, 2, 5]);
+        // Above 86: an outbox with nothing above the floor holds nothing in range.
+        let above = KeyRange { above: Some(86), below: None };
+        assert_eq!(placed(&lists, &judged, above, Direction::Newer, 1), vec![1, 5]);
+        assert_eq!(placed(&lists, &judged, above, older, 10), vec![1, 5]);
+    }
+}
