@@ -624,9 +624,6 @@ impl State {
             UnitData::Head(Some(head)) => {
                 s.known = true;
                 s.head = head;
-                if s.head.newest == Head::NEWEST_UNKNOWN && s.loaded & OUTBOX != 0 {
-                    s.head.newest = s.outbox.last().copied().unwrap_or(0);
-                }
             }
             // A user never named has nothing stored, and nothing written
             // since: every change touching a user's units loads their head
@@ -651,14 +648,7 @@ impl State {
                 }
             }
             UnitData::BlockedBy(list) => s.blocked_by = list.into_iter().collect(),
-            UnitData::Outbox(keys) => {
-                // Counters stored before the newest key was kept learn it
-                // here (written with them at their next change).
-                if s.loaded & HEAD != 0 && s.head.newest == Head::NEWEST_UNKNOWN {
-                    s.head.newest = keys.last().copied().unwrap_or(0);
-                }
-                s.outbox = keys;
-            }
+            UnitData::Outbox(keys) => s.outbox = keys,
             UnitData::Inserts(list) => {
                 s.inserts = list.iter().map(|(k, _)| *k).collect();
                 for (key, item) in list {
@@ -670,6 +660,11 @@ impl State {
             UnitData::Item { .. } | UnitData::Notify { .. } | UnitData::Live(_) => {}
         }
         let s = self.users.get_mut(&u).expect("the user was just loaded");
+        // Counters stored before the newest key was kept learn it once both
+        // they and the outbox are here (written with them at their next change).
+        if s.loaded & (HEAD | OUTBOX) == HEAD | OUTBOX && s.head.newest == Head::NEWEST_UNKNOWN {
+            s.head.newest = s.outbox.last().copied().unwrap_or(0);
+        }
         let (was, now) = (s.held.counted, s.bytes());
         s.held = Held::new(true, now);
         if is_new {

@@ -301,7 +301,7 @@ async fn main() -> Result<(), String> {
 
     // ------------------------------------------------------------ pages
     if args.settle_secs > 0 {
-        eprintln!("waiting {} s for the engine's compactions", args.settle_secs);
+        eprintln!("waiting {} s after the open before the cold pages", args.settle_secs);
         tokio::time::sleep(std::time::Duration::from_secs(args.settle_secs)).await;
     }
     let (cold, entries, cold_each) = first_pages_each(&svc, &readers).await?;

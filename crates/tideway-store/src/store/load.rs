@@ -47,7 +47,7 @@ impl<J: Journal> Store<J> {
     /// thread, a larger one on the blocking pool. A hand-off to the pool and
     /// back costs more than a small read whose blocks are in the OS page
     /// cache (~80 µs a trip on 2 cores, `docs/benchmarks.md`, "Cold first
-    /// pages without hand-offs"); a small read of a disk that must seek
+    /// pages: no hand-offs, fewer outboxes"); a small read of a disk that must seek
     /// holds the runtime thread meanwhile.
     pub(super) async fn read_off_runtime<T: Send + 'static>(
         &self,
