@@ -1219,6 +1219,11 @@ pub async fn pages(b: &dyn Backend) {
     let unfollowed = b.relations_unfollowed(viewer, &listed).await.expect("relations_unfollowed");
     assert_eq!(listed.iter().copied().zip(unfollowed).collect::<Vec<_>>(), cleared, "the same, asked alone");
     assert_eq!((f2.reposts, f2.hydrated), (f.reposts.clone(), f.hydrated.clone()));
+    // With the viewer's own relations held by the caller: none read, the
+    // rest the same.
+    let f3 = b.page_facts(&PageQuery { follows_known: true, relations_known: true, ..q }).await.expect("page_facts");
+    assert!(f3.relations.is_empty(), "relations known: none told");
+    assert_eq!((f3.reposts, f3.inserted, f3.hydrated), (f.reposts.clone(), f.inserted.clone(), f.hydrated.clone()));
 
     let q = PageQuery { held: &[(x, 1), (z, 1), (y, 0), (ItemId(8999), 1)], ..Default::default() };
     let stale = b.page_facts(&q).await.expect("page_facts").stale;
@@ -1253,36 +1258,67 @@ pub async fn pages(b: &dyn Backend) {
     assert_eq!(f.hydrated[0].1, None, "no viewer, no marks");
     assert_eq!(b.page_facts(&PageQuery::default()).await.expect("empty"), tideway_store::PageFacts::default());
 
-    // The version of a followee set, where the engine keeps one: read with
-    // the list, told by the page's call, moved by every change of the set
-    // (a block removes follows both ways) and by nothing else.
+    // The version of a followee set and own relations, where the engine
+    // keeps one: read with them, told by the page's call, moved by every
+    // change of them (a block removes follows both ways and changes both
+    // users' blocks; a mute the muter's; an insertion its owner's) and by
+    // nothing else.
+    let others = [viewer, a2, a3, a4, a5, u(6), u(77)];
     let version = |user| async move {
         let q = PageQuery { followees_of: Some(user), ..Default::default() };
         let told = b.page_facts(&q).await.expect("page_facts").followees_version;
         assert_eq!(told, b.followees_version(user).await.expect("followees_version"), "the call tells the version");
-        let (list, read) = b.followees_versioned(user).await.expect("followees_versioned");
-        assert_eq!(list, b.followees(user).await.expect("followees"), "the list of the version");
-        assert_eq!(read, told, "read with the list");
-        read
+        let read = b.followees_versioned(user).await.expect("followees_versioned");
+        assert_eq!(read.list, b.followees(user).await.expect("followees"), "the list of the version");
+        assert_eq!(read.version, told, "read with the list");
+        match &read.own {
+            Some(own) => {
+                let rels = b.relations_unfollowed(user, &others).await.expect("relations_unfollowed");
+                for (o, r) in others.iter().zip(rels) {
+                    if *o != user {
+                        assert_eq!(own.relation(*o), r, "own relations of {user:?} to {o:?}");
+                    }
+                }
+                let inserted = b.inserts(user, KeyRange::ALL, Direction::Older, 1).await.expect("inserts");
+                assert_eq!(own.inserts, !inserted.is_empty(), "whether {user:?} has insertions");
+            }
+            None => assert_eq!(read.version, None, "own relations are read where a version is kept"),
+        }
+        (read.version, read.own)
     };
-    let v0 = version(viewer).await;
+    let (v0, own) = version(viewer).await;
     if v0.is_some() {
+        let own = own.expect("few relations: read");
+        assert!(own.mutes.contains(&a5) && own.blocked_by.contains(&a4) && own.inserts, "{own:?}");
         b.set_mute(viewer, a4, true, Millis(5)).await.expect("mute");
+        let (v1, own) = version(viewer).await;
+        assert_ne!(v1, v0, "a mute moves it");
+        assert!(own.expect("read").mutes.contains(&a4));
         b.follow_many(a4, &[a5], Millis(5), 100).await.expect("someone else follows");
-        assert_eq!(version(viewer).await, v0, "a mute or another's follow leaves it");
+        b.set_mute(a4, viewer, true, Millis(5)).await.expect("someone else mutes");
+        assert_eq!(version(viewer).await.0, v1, "another's follow or mute leaves it");
         b.follow_many(viewer, &[u(6)], Millis(6), 100).await.expect("follow");
-        let v1 = version(viewer).await;
-        assert_ne!(v1, v0, "a follow moves it");
+        let v2 = version(viewer).await.0;
+        assert_ne!(v2, v1, "a follow moves it");
         assert!(b.unfollow(viewer, u(6)).await.expect("unfollow"));
-        let v2 = version(viewer).await;
-        assert!(v2 != v1 && v2 != v0, "an unfollow moves it, never back to an earlier one");
-        let v3 = version(a2).await;
+        let v3 = version(viewer).await.0;
+        assert!(![v0, v1, v2].contains(&v3), "an unfollow moves it, never back to an earlier one");
+        let v4 = version(a2).await.0;
         b.set_block(viewer, a2, true, Millis(7)).await.expect("block");
-        assert_ne!(version(viewer).await, v2, "a block ends the blocker's follow");
-        assert_ne!(version(a2).await, v3, "... and the blocked one's");
-        assert_eq!(version(u(4321)).await, Some(0), "a user never seen is at version 0");
+        assert_ne!(version(viewer).await.0, v3, "a block moves the blocker's");
+        let (v5, own) = version(a2).await;
+        assert_ne!(v5, v4, "... and the blocked one's");
+        assert!(own.expect("read").blocked_by.contains(&viewer));
+        b.set_block(viewer, a2, false, Millis(8)).await.expect("unblock");
+        assert_ne!(version(a2).await.0, v5, "an unblock moves it");
+        let (v6, own) = version(a3).await;
+        assert!(!own.expect("read").inserts);
+        b.insert_home(a3, y, 8011).await.expect("insert");
+        let (v7, own) = version(a3).await;
+        assert!(v7 != v6 && own.expect("read").inserts, "an insertion moves its owner's");
+        assert_eq!(version(u(4321)).await, (Some(0), Some(Default::default())), "a user never seen is at version 0");
     } else {
-        assert_eq!(version(u(4321)).await, None, "an engine keeps a version for everyone or no one");
+        assert_eq!(version(u(4321)).await, (None, None), "an engine keeps a version for everyone or no one");
     }
     assert!(b.page_facts(&PageQuery::default()).await.expect("empty").promotions.is_none(), "not asked");
 

@@ -23,7 +23,9 @@ use tideway_core::entry::AppearanceKind;
 use tideway_core::entry::{home_entry, profile_entry};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Entry, Item, ItemId, Key, Millis, PostingFeed, Relation, UserId};
-use tideway_store::{Backend, InboxRead, ItemCounts, PageFacts, PageQuery, Promotion, Record, ViewerMarks};
+use tideway_store::{
+    Backend, InboxRead, ItemCounts, OwnRelations, PageFacts, PageQuery, Promotion, Record, ViewerMarks,
+};
 
 /// What a page shows of an item beside the item itself: its counts and the
 /// viewer's marks.
@@ -49,6 +51,9 @@ pub enum Evaluator<'a> {
         cache: Option<&'a ItemCache>,
         user: UserId,
         f_list: &'a [UserId],
+        /// `user`'s own relations, read with `f_list` under its version
+        /// (the page's call then reads none).
+        own: Option<&'a OwnRelations>,
         read_ahead: bool,
         /// What the page's first call also asks (its answer kept there).
         asks: Option<&'a PageAsks>,
@@ -75,9 +80,9 @@ impl Evaluator<'_> {
     /// first `want` candidates.
     pub async fn evaluate(&self, keys: &[Key], want: usize) -> Result<Vec<Found>> {
         match *self {
-            Evaluator::Home { backend, cache, user, f_list, read_ahead, asks } => {
+            Evaluator::Home { backend, cache, user, f_list, own, read_ahead, asks } => {
                 let ahead = if read_ahead { keys.len() } else { 0 };
-                checked(cache, |cache| evaluate_home(backend, cache, user, f_list, keys, ahead, asks)).await
+                checked(cache, |cache| evaluate_home(backend, cache, user, (f_list, own), keys, ahead, asks)).await
             }
             Evaluator::Profile { backend, cache, author, viewer, read_ahead } => {
                 let ahead = if read_ahead { keys.len() } else { 0 };
@@ -615,14 +620,14 @@ impl PageAsks {
     }
 }
 
-/// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`;
-/// `Err` names the copies taken from `cache` that were stale.
-#[allow(clippy::too_many_arguments)]
+/// Evaluates a batch of home keys of `user`, whose `F(user)` is `f_list`
+/// (and whose own relations `own`, when the caller holds them); `Err`
+/// names the copies taken from `cache` that were stale.
 pub async fn evaluate_home(
     backend: &dyn Backend,
     cache: Option<&ItemCache>,
     user: UserId,
-    f_list: &[UserId],
+    (f_list, own): (&[UserId], Option<&OwnRelations>),
     keys: &[Key],
     ahead: usize,
     asks: Option<&PageAsks>,
@@ -643,11 +648,13 @@ pub async fn evaluate_home(
     let q = PageQuery {
         originals: &b.originals,
         reposters: f_list,
-        inserts_of: Some(user),
+        // (with the own relations known: only where there are any)
+        inserts_of: Some(user).filter(|_| own.is_none_or(|o| o.inserts)),
         viewer: Some(user),
         related: &related,
         // (following is `F(user)`: the page walks it)
         follows_known: true,
+        relations_known: own.is_some(),
         hydrate: &early,
         ..PageQuery::default()
     };
@@ -661,10 +668,16 @@ pub async fn evaluate_home(
     };
     debug_assert!(f_list.is_sorted(), "F(u) is by id");
     let in_f = |x: UserId| f_list.binary_search(&x).is_ok();
-    let rel = |x: UserId| Relation { following: in_f(x), ..told.rel(x) };
-    Ok(Ok(
-        b.entries(keys, &told, |item, idx| home_entry(item, user, &in_f, &rel, &told.reposts[idx], told.inserted[idx]))
-    ))
+    let rel = |x: UserId| Relation {
+        following: in_f(x),
+        ..match own {
+            Some(o) => o.relation(x),
+            None => told.rel(x),
+        }
+    };
+    // (none asked: no insertions)
+    let inserted = |idx: usize| told.inserted.get(idx).copied().flatten();
+    Ok(Ok(b.entries(keys, &told, |item, idx| home_entry(item, user, &in_f, &rel, &told.reposts[idx], inserted(idx)))))
 }
 
 /// Evaluates a batch of profile keys of `author` seen by `viewer`; `Err`

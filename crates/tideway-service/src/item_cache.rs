@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::{ItemId, Key, UserId};
-use tideway_store::{Backend, Received, Record, Signal};
+use tideway_store::{Backend, OwnRelations, Received, Record, Signal};
 
 /// Weighs a cached record by an estimate of its memory.
 #[derive(Clone)]
@@ -154,21 +154,36 @@ impl ItemCache {
     }
 }
 
-/// Weighs a followee list by its ids and the slot.
+/// A node's copy of a user's followee list and own relations, at the
+/// version they were read at.
+#[derive(Clone)]
+pub struct FolloweeCopy {
+    pub version: u64,
+    /// `F(u)`: whom the user follows, and the user, by id.
+    pub list: Arc<[UserId]>,
+    /// `None` when the engine reads none with the list (too many).
+    pub own: Option<Arc<OwnRelations>>,
+}
+
+/// Weighs a copy by its ids and the slot.
 #[derive(Clone)]
 struct ListWeight;
 
-impl quick_cache::Weighter<UserId, (u64, Arc<[UserId]>)> for ListWeight {
-    fn weight(&self, _: &UserId, (_, list): &(u64, Arc<[UserId]>)) -> u64 {
-        (96 + list.len() * 8) as u64
+impl quick_cache::Weighter<UserId, FolloweeCopy> for ListWeight {
+    fn weight(&self, _: &UserId, c: &FolloweeCopy) -> u64 {
+        let own = c.own.as_ref().map_or(0, |o| 64 + (o.blocks.len() + o.blocked_by.len() + o.mutes.len()) * 8);
+        (96 + c.list.len() * 8 + own) as u64
     }
 }
 
-/// A node's copies of followee lists, each with the version of the set it
-/// was read at (`Graph::followees_versioned`), for engines that keep one.
+/// A node's copies of followee lists and own relations (blocks both ways,
+/// mutes, whether the user has insertions), each with the version of the
+/// set it was read at (`Graph::followees_versioned`), for engines that keep
+/// one.
 ///
-/// What is guaranteed: a home page never walks a followee list older than
-/// a change of it acknowledged before the page began, on any node. The page
+/// What is guaranteed: a home page never walks a followee list, nor
+/// filters by own relations, older than a change of them acknowledged
+/// before the page began, on any node. The page
 /// takes its viewer's list here and has its version checked by the page's
 /// one call (`PageQuery::followees_of`); when the version moved, the page
 /// forgets the copy and begins again with the list read anew. A page that
@@ -177,7 +192,7 @@ impl quick_cache::Weighter<UserId, (u64, Arc<[UserId]>)> for ListWeight {
 /// again. A follow change on this node forgets the copy at once (no second
 /// walk then).
 pub struct FolloweeCopies {
-    lists: quick_cache::sync::Cache<UserId, (u64, Arc<[UserId]>), ListWeight>,
+    lists: quick_cache::sync::Cache<UserId, FolloweeCopy, ListWeight>,
 }
 
 impl FolloweeCopies {
@@ -188,13 +203,13 @@ impl FolloweeCopies {
         FolloweeCopies { lists: quick_cache::sync::Cache::with_weighter(lists, bytes, ListWeight) }
     }
 
-    /// The copy of `user`'s list and its version.
-    pub fn get(&self, user: UserId) -> Option<(u64, Arc<[UserId]>)> {
+    /// The copy of `user`'s list and own relations.
+    pub fn get(&self, user: UserId) -> Option<FolloweeCopy> {
         self.lists.get(&user)
     }
 
-    pub fn put(&self, user: UserId, version: u64, list: Arc<[UserId]>) {
-        self.lists.insert(user, (version, list));
+    pub fn put(&self, user: UserId, copy: FolloweeCopy) {
+        self.lists.insert(user, copy);
     }
 
     /// Forgets `user`'s copy (the list changed, or may have).

@@ -123,6 +123,29 @@ async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
     // (written where no node hears of it, as a block of another node's)
     backend.set_block(other, reader, true, Millis(1_700_000_001_000)).await.expect("block");
     assert!(b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(), "a block ends it");
+
+    // Node 2 keeps the reader's own relations with the list (where the
+    // engine reads them with it): an insertion made on node 1, and a mute
+    // written where no node hears of it, are on node 2's next page at once.
+    clock.advance(1);
+    a.insert_home(reader, posted[1]).await.expect("insert on node 1");
+    assert_eq!(
+        ids(&b.home(reader, &PageRequest::default()).await.expect("home")),
+        vec![posted[1]],
+        "an insertion made on node 1 is on node 2's next page"
+    );
+    backend.set_mute(reader, author, true, Millis(1_700_000_002_000)).await.expect("mute");
+    assert!(
+        b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(),
+        "a mute hides the author's insertion on node 2's next page"
+    );
+    backend.set_mute(reader, author, false, Millis(1_700_000_003_000)).await.expect("unmute");
+    assert_eq!(ids(&b.home(reader, &PageRequest::default()).await.expect("home")), vec![posted[1]], "an unmute");
+    backend.set_block(reader, author, true, Millis(1_700_000_004_000)).await.expect("block");
+    assert!(
+        b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(),
+        "the reader's own block hides the insertion on node 2's next page"
+    );
 }
 
 #[tokio::test]

@@ -11,7 +11,9 @@ use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
 use tideway_core::{Millis, Relation, UserId};
 use tideway_store::rules::{self, FollowFact};
-use tideway_store::{FollowStatus, FollowerPos, Graph, ListKind, Result, StoreStats, UserCounts};
+use tideway_store::{
+    FollowStatus, Followees, FollowerPos, Graph, ListKind, OwnRelations, Result, StoreStats, UserCounts,
+};
 
 impl SqlStore {
     /// Deletes the follow `from → to` in both tables, within `tx`; whether
@@ -54,6 +56,20 @@ impl SqlStore {
         let sql = self
             .q(&format!("UPDATE tw_users SET {counter} = {counter} + ?{version} WHERE id IN ({})", marks(users.len())));
         let mut q = sqlx::query(&sql).bind(by);
+        for u in users {
+            q = q.bind(k(u.0));
+        }
+        q.execute(&mut **tx).await.map_err(self.err())?;
+        Ok(())
+    }
+
+    /// Moves the version of `users`' followee sets and own relations
+    /// (`followees_versioned`), within `tx`, making their rows: a node's
+    /// copy read before is then found moved by the next page's call.
+    pub(crate) async fn move_versions(&self, tx: &mut Tx, users: &[UserId]) -> Result<()> {
+        self.add_users(tx, users).await?;
+        let sql = self.q(&format!("UPDATE tw_users SET grev = grev + 1 WHERE id IN ({})", marks(users.len())));
+        let mut q = sqlx::query(&sql);
         for u in users {
             q = q.bind(k(u.0));
         }
@@ -185,7 +201,6 @@ impl Graph for SqlStore {
                     .map_err(self.err())?;
                 self.delete_follow(&mut tx, user, target).await?;
                 self.delete_follow(&mut tx, target, user).await?;
-                self.add_users(&mut tx, &[user, target]).await?;
             } else {
                 sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
                     .bind(k(user.0))
@@ -194,6 +209,8 @@ impl Graph for SqlStore {
                     .await
                     .map_err(self.err())?;
             }
+            // (the blocker's blocks and the target's blockers both changed)
+            self.move_versions(&mut tx, &[user, target]).await?;
             self.commit(tx).await?;
             Ok(())
         })
@@ -205,13 +222,19 @@ impl Graph for SqlStore {
             self.q(&self.insert_ignore("tw_mutes (user_id, target, since)", "(?, ?, ?)")),
             self.q("DELETE FROM tw_mutes WHERE user_id = ? AND target = ?"),
         );
-        let q = if on {
-            sqlx::query(&put).bind(k(user.0)).bind(k(target.0)).bind(at.0)
-        } else {
-            sqlx::query(&del).bind(k(user.0)).bind(k(target.0))
-        };
-        q.execute(&self.pool).await.map_err(self.err())?;
-        Ok(())
+        self.retrying(|| async {
+            let mut tx = self.begin().await?;
+            let q = if on {
+                sqlx::query(&put).bind(k(user.0)).bind(k(target.0)).bind(at.0)
+            } else {
+                sqlx::query(&del).bind(k(user.0)).bind(k(target.0))
+            };
+            q.execute(&mut *tx).await.map_err(self.err())?;
+            self.move_versions(&mut tx, &[user]).await?;
+            self.commit(tx).await?;
+            Ok(())
+        })
+        .await
     }
 
     async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
@@ -220,25 +243,45 @@ impl Graph for SqlStore {
         rows.iter().map(|r| Ok(UserId(int(r, 0)? as u64))).collect()
     }
 
-    async fn followees_versioned(&self, user: UserId) -> Result<(Vec<UserId>, Option<u64>)> {
-        // One statement, one snapshot: the list is the set of that version
-        // (no row: an unknown user, who follows no one, at version 0).
+    async fn followees_versioned(&self, user: UserId) -> Result<Followees> {
+        // One statement, one snapshot: the list and the own relations are
+        // those of that version (no user row: an unknown user, who follows
+        // no one, at version 0; every change of them makes the row).
+        let cap = OwnRelations::MAX_EACH + 1;
         let rows = self
             .fetch(
-                "SELECT f.followee, u.grev FROM tw_users u LEFT JOIN tw_follows f ON f.follower = u.id \
-                 WHERE u.id = ? ORDER BY f.followee",
-                &[k(user.0)],
+                &format!(
+                    "SELECT 'f', f.followee, u.grev FROM tw_users u LEFT JOIN tw_follows f ON f.follower = u.id \
+                     WHERE u.id = ? \
+                     UNION ALL (SELECT 'k', target, 0 FROM tw_blocks WHERE user_id = ? LIMIT {cap}) \
+                     UNION ALL (SELECT 'K', user_id, 0 FROM tw_blocks WHERE target = ? LIMIT {cap}) \
+                     UNION ALL (SELECT 'u', target, 0 FROM tw_mutes WHERE user_id = ? LIMIT {cap}) \
+                     UNION ALL (SELECT 'i', user_id, 0 FROM tw_inserts WHERE user_id = ? LIMIT 1)"
+                ),
+                &[k(user.0); 5],
             )
             .await?;
         let mut version = 0;
         let mut list = Vec::with_capacity(rows.len());
+        let mut own = OwnRelations::default();
         for r in &rows {
-            version = int(r, 1)? as u64;
-            if let Some(f) = crate::rows::oint(r, 0)? {
-                list.push(UserId(f as u64));
+            let what = text(r, 0)?;
+            let id = crate::rows::oint(r, 1)?.map(|u| UserId(u as u64));
+            match (what.as_str(), id) {
+                ("f", id) => {
+                    version = int(r, 2)? as u64;
+                    list.extend(id);
+                }
+                ("k", Some(u)) => own.blocks.push(u),
+                ("K", Some(u)) => own.blocked_by.push(u),
+                ("u", Some(u)) => own.mutes.push(u),
+                ("i", _) => own.inserts = true,
+                _ => {}
             }
         }
-        Ok((list, Some(version)))
+        list.sort_unstable();
+        let kept = [&own.blocks, &own.blocked_by, &own.mutes].iter().all(|l| l.len() <= OwnRelations::MAX_EACH);
+        Ok(Followees { list, version: Some(version), own: kept.then(|| own.sorted()) })
     }
 
     async fn followees_version(&self, user: UserId) -> Result<Option<u64>> {

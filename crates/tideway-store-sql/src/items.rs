@@ -389,7 +389,9 @@ impl Items for SqlStore {
                 .execute(&mut *tx)
                 .await
                 .map_err(self.err())?;
-            self.add_users(&mut tx, &[user]).await?;
+            // (a node's copy of the owner's relations says whether it has
+            // insertions to look for)
+            self.move_versions(&mut tx, &[user]).await?;
             self.commit(tx).await?;
             Ok(())
         })

@@ -26,7 +26,13 @@
 //! The viewer's blocks, blockers and mutes are read whole (a range each of
 //! the viewer's own rows, usually none, up to [`RELATION_ROWS`]) rather
 //! than probed once per user of the page, so they cover the reposters found
-//! too; a viewer with more gets its relations by lists after.
+//! too; a viewer with more gets its relations by lists after. A home page
+//! whose node holds the viewer's own relations (read with the followee
+//! list under its version, `Graph::followees_versioned`, and checked by
+//! the version this statement reads) reads none (`relations_known`), and
+//! looks for the viewer's insertions only if the copy says there are any:
+//! on MariaDB three branches and a list of the batch's ids fewer to parse
+//! and plan.
 //!
 //! On MySQL and MariaDB the same branches go as one `UNION ALL` text with
 //! its lists written in. Its sessions estimate the lists from index
@@ -37,7 +43,8 @@
 //! insertion, `f` `b` `k` `K` `u` the relations (`u` a mute, as `m` is the
 //! viewer's reaction), `c` `v` `m` the counts and marks (on MySQL with a
 //! viewer `C`: a count and the viewer's share of it), `x` a held copy's
-//! row, `e` the item epoch.
+//! row, `e` the item epoch (on MySQL with the followee-set version asked in
+//! its third column), `g` that version (PostgreSQL), `p` a promotion.
 
 use crate::graph::mark_relation;
 use crate::reactions::HydrationRows;
@@ -61,8 +68,9 @@ use tideway_store::{PageFacts, PageQuery, Pages, Promotion, Result, StoreError};
 /// users, `$6` the items read ahead, `$7` the held copies, `$8` whose
 /// followee-set version (or NULL), `$9` the time of the running promotions
 /// (or NULL), `$10` the item epoch the held copies were current at (or
-/// NULL: checked whatever the epoch); lists are one text of comma-separated
-/// ids (`''`: none).
+/// NULL: checked whatever the epoch), `$11` the viewer whose blocks and
+/// mutes are read (NULL: the caller holds them, `relations_known`); lists
+/// are one text of comma-separated ids (`''`: none).
 const PG_PAGE: &str = "\
 WITH cnt AS MATERIALIZED (\
   SELECT item, what, n FROM tw_item_counts \
@@ -77,9 +85,9 @@ SELECT 'r', repost_of, author, id, '' FROM rp \
 UNION ALL SELECT 'i', item, MIN(k), MIN(k), '' FROM tw_inserts \
   WHERE user_id = $3 AND item = ANY(string_to_array($1, ',')::bigint[]) \
   AND EXISTS (SELECT 1 FROM tw_inserts WHERE user_id = $3) GROUP BY item \
-UNION ALL (SELECT 'k', target, target, target, '' FROM tw_blocks WHERE user_id = $4 LIMIT {cap}) \
-UNION ALL (SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks WHERE target = $4 LIMIT {cap}) \
-UNION ALL (SELECT 'u', target, target, target, '' FROM tw_mutes WHERE user_id = $4 LIMIT {cap}) \
+UNION ALL (SELECT 'k', target, target, target, '' FROM tw_blocks WHERE user_id = $11 LIMIT {cap}) \
+UNION ALL (SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks WHERE target = $11 LIMIT {cap}) \
+UNION ALL (SELECT 'u', target, target, target, '' FROM tw_mutes WHERE user_id = $11 LIMIT {cap}) \
 UNION ALL SELECT 'c', item, n, n, what FROM cnt WHERE item = ANY(string_to_array($6, ',')::bigint[]) \
 UNION ALL SELECT 'v', c.item, v.n, v.n, '' FROM cnt c, LATERAL (SELECT COUNT(*) AS n FROM tw_items i \
   WHERE i.author = $4 AND i.repost_of = c.item AND i.live = 1) v \
@@ -156,6 +164,7 @@ impl SqlStore {
             .bind(q.followees_of.map(|u| k(u.0)))
             .bind(q.promotions_at.map(|t| t.0))
             .bind(q.held_at.map(|e| e as i64))
+            .bind(q.viewer.filter(|_| !q.relations_known).map(|v| k(v.0)))
             .fetch_all(&self.pages)
             .await
             .map_err(self.err())
@@ -274,7 +283,7 @@ fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
             k(u.0)
         ));
     }
-    if let Some(v) = q.viewer.map(|v| k(v.0)) {
+    if let Some(v) = q.viewer.map(|v| k(v.0)).filter(|_| !q.relations_known) {
         let cap = RELATION_ROWS + 1;
         parts.push(format!("SELECT 'k', target, target, target, '' FROM tw_blocks WHERE user_id = {v} LIMIT {cap}"));
         parts.push(format!("SELECT 'K', user_id, user_id, user_id, '' FROM tw_blocks WHERE target = {v} LIMIT {cap}"));
@@ -303,9 +312,6 @@ fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
         // not need.
         parts.push(my_held_text(q.held));
     }
-    if let Some(u) = q.followees_of {
-        parts.push(format!("SELECT 'g', grev, grev, grev, '' FROM tw_users WHERE id = {}", k(u.0)));
-    }
     if let Some(t) = q.promotions_at {
         parts.push(format!(
             "SELECT 'p', id, item, every, CONCAT(starts_at, ',', ends_at) FROM tw_promotions \
@@ -313,10 +319,16 @@ fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
             t = t.0
         ));
     }
-    if parts.is_empty() && q.held.is_empty() {
+    if parts.is_empty() && q.held.is_empty() && q.followees_of.is_none() {
         return None;
     }
-    parts.push("SELECT 'e', n, n, n, '' FROM tw_epoch WHERE id = 1".to_owned());
+    // The epoch's row carries the followee-set version asked (one branch
+    // fewer to plan; no user row: version 0).
+    let version = match q.followees_of {
+        Some(u) => format!("IFNULL((SELECT grev FROM tw_users WHERE id = {}), 0)", k(u.0)),
+        None => "n".to_owned(),
+    };
+    parts.push(format!("SELECT 'e', n, {version}, n, '' FROM tw_epoch WHERE id = 1"));
     Some(format!("({})", parts.join(") UNION ALL (")))
 }
 
@@ -352,7 +364,12 @@ impl Pages for SqlStore {
                     current.insert(a, int(row, 2)?);
                 }
                 "g" => version = Some(a),
-                "e" => epoch = Some(a),
+                "e" => {
+                    epoch = Some(a);
+                    if mysql && q.followees_of.is_some() {
+                        version = Some(int(row, 2)? as u64);
+                    }
+                }
                 "p" => {
                     let span = text(row, 4)?;
                     let (starts, ends) = span.split_once(',').unwrap_or_default();
@@ -420,7 +437,7 @@ impl Pages for SqlStore {
             })
             .collect();
         let relations = match q.viewer {
-            Some(v) => {
+            Some(v) if !q.relations_known => {
                 let extra = tideway_store::reposters_beyond(&reposts, q.related, v);
                 let who: Vec<UserId> = q.related.iter().chain(&extra).copied().collect();
                 if relation_rows.iter().any(|n| *n > RELATION_ROWS) {
@@ -435,7 +452,7 @@ impl Pages for SqlStore {
                     who.into_iter().map(|u| (u, rel.get(&u.0).copied().unwrap_or_default())).collect()
                 }
             }
-            None => vec![],
+            _ => vec![],
         };
         Ok(PageFacts {
             reposts,
@@ -534,12 +551,19 @@ mod tests {
             viewer: Some(UserId(7)),
             related: &related,
             follows_known: false,
+            relations_known: false,
             hydrate: &originals,
             held: &held,
             held_at: None,
             followees_of: Some(UserId(7)),
             promotions_at: Some(Millis(1)),
         };
+        // With the viewer's own relations held by the node, and no
+        // insertions there, the text reads neither.
+        let known = PageQuery { relations_known: true, inserts_of: None, ..q };
+        let lean = my_page_text(&known).expect("a statement");
+        assert!(!["tw_blocks", "tw_mutes", "tw_inserts"].iter().any(|t| lean.contains(t)), "{lean}");
+        assert!(my_page_text(&q).expect("a statement").contains("tw_mutes"));
         // The plan, as the page's sessions make it.
         let text = my_page_text(&q).expect("a statement");
         let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");

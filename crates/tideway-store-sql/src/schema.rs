@@ -325,6 +325,19 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "INSERT INTO tw_epoch (id, n) VALUES (1, 1)",
         ],
     ),
+    (
+        14,
+        &[
+            // No new column: `grev` now versions a user's own relations too
+            // (blocks both ways, mutes, whether anything was inserted into
+            // their home), which nodes keep beside their followee lists
+            // (`graph.rs`). Mutes and insertions move it from this schema
+            // on; a node of an earlier build, whose mutes and insertions do
+            // not, refuses to start on it. The statement is a no-op that
+            // marks the step.
+            "UPDATE tw_epoch SET n = n WHERE id = 1",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

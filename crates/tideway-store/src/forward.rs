@@ -240,7 +240,7 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(followees));)?
                     $durable.followees(user).await
                 }
-                async fn followees_versioned(&self, user: UserId) -> Result<(Vec<UserId>, Option<u64>)> {
+                async fn followees_versioned(&self, user: UserId) -> Result<Followees> {
                     let $s = self;
                     $(($before)(stringify!(followees_versioned));)?
                     $durable.followees_versioned(user).await

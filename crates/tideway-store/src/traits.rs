@@ -330,12 +330,15 @@ pub trait Graph: Send + Sync {
     /// [`Graph::followees`] and the version of that set, read together,
     /// when the engine keeps one: it moves at every change of the set, so
     /// a node may keep a copy of the list and check it with
-    /// [`PageQuery::followees_of`]. `None` (the provided answer, and the
-    /// in-process engines', which keep no copies): no version, keep no copy.
-    async fn followees_versioned(&self, user: UserId) -> Result<(Vec<UserId>, Option<u64>)> {
-        Ok((self.followees(user).await?, None))
+    /// [`PageQuery::followees_of`]. The version covers the user's own
+    /// relations too ([`OwnRelations`]: blocks both ways, mutes, whether
+    /// anything was inserted into their home), read with the list where
+    /// they are few enough to keep. No version (the provided answer, and
+    /// the in-process engines', which keep no copies): keep no copy.
+    async fn followees_versioned(&self, user: UserId) -> Result<Followees> {
+        Ok(Followees { list: self.followees(user).await?, version: None, own: None })
     }
-    /// The version of `user`'s followee set (see
+    /// The version of `user`'s followee set and own relations (see
     /// [`Graph::followees_versioned`]), when the engine keeps one.
     async fn followees_version(&self, _user: UserId) -> Result<Option<u64>> {
         Ok(None)
@@ -660,6 +663,68 @@ pub trait Hub: Send + Sync {
 /// Everything a backend provides: its durable half and its shared half
 /// ([`Durable`](crate::Durable), [`Shared`](crate::Shared)), and what it is
 /// like ([`Profiled`](crate::Profiled)).
+/// What [`Graph::followees_versioned`] reads of a user at once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Followees {
+    /// Everyone the user follows.
+    pub list: Vec<UserId>,
+    /// The version of the list and of `own` (`None`: the engine keeps
+    /// none, and a node keeps no copy).
+    pub version: Option<u64>,
+    /// The user's own relations, at the same version; `None` when the
+    /// engine keeps no version or the user has more of them than it reads
+    /// at once (a page's call then reads them, as without a copy).
+    pub own: Option<OwnRelations>,
+}
+
+/// A user's own side of the relations a home page asks of every author and
+/// reposter it shows, and whether the page must look for insertions: what
+/// a node keeps beside its copy of the user's followee list, under the
+/// same version ([`Graph::followees_versioned`]), so that a page's call
+/// need not read them ([`PageQuery::relations_known`]). Every change of
+/// them moves the version: a block or unblock both users', a mute or
+/// unmute the muter's, an insertion its owner's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct OwnRelations {
+    /// Whom the user blocks, by id.
+    pub blocks: Vec<UserId>,
+    /// Who blocks the user, by id.
+    pub blocked_by: Vec<UserId>,
+    /// Whom the user mutes, by id.
+    pub mutes: Vec<UserId>,
+    /// Anything was ever inserted into the user's home.
+    pub inserts: bool,
+}
+
+impl OwnRelations {
+    /// The most users of each list an engine reads into a copy (a user with
+    /// more keeps none: their pages read their relations each time).
+    pub const MAX_EACH: usize = 1000;
+
+    /// The user's relation to `other` as [`Graph::relations_unfollowed`]
+    /// answers it (follows false: the page walks the followee list).
+    pub fn relation(&self, other: UserId) -> Relation {
+        let has = |list: &[UserId]| list.binary_search(&other).is_ok();
+        Relation {
+            following: false,
+            followed_by: false,
+            blocking: has(&self.blocks),
+            blocked_by: has(&self.blocked_by),
+            muting: has(&self.mutes),
+        }
+    }
+
+    /// Puts each list in id order (as [`OwnRelations::relation`] reads
+    /// them), without repeats.
+    pub fn sorted(mut self) -> Self {
+        for list in [&mut self.blocks, &mut self.blocked_by, &mut self.mutes] {
+            list.sort_unstable();
+            list.dedup();
+        }
+        self
+    }
+}
+
 /// What a page needs to know of a batch of records beside the records
 /// themselves (the entry rule's reads, the counts and marks read ahead),
 /// asked at once: see [`Pages::page_facts`].
@@ -678,6 +743,10 @@ pub struct PageQuery<'a> {
     /// the relations then need not say `following` or `followed_by`, and
     /// say `false` there (blocks and mutes as always).
     pub follows_known: bool,
+    /// The caller holds the viewer's [`OwnRelations`] (checked by this
+    /// page's `followees_of`): the engine reads no relations, and
+    /// [`PageFacts::relations`] is empty.
+    pub relations_known: bool,
     /// Items whose counts (and the viewer's marks) are read.
     pub hydrate: &'a [ItemId],
     /// Item records a node holds a copy of, with the `rev` of its copy:
@@ -763,7 +832,7 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
         },
         async {
             match q.viewer {
-                Some(v) if !q.related.is_empty() => relations_of(v, q.related).await,
+                Some(v) if !q.related.is_empty() && !q.relations_known => relations_of(v, q.related).await,
                 _ => Ok(vec![]),
             }
         },
@@ -790,7 +859,7 @@ pub async fn facts_by_parts<P: Items + Graph + ?Sized>(p: &P, q: &PageQuery<'_>)
         .map(|((id, _), _)| *id)
         .collect();
     let mut relations: Vec<(UserId, Relation)> = q.related.iter().copied().zip(relations).collect();
-    if let Some(v) = q.viewer {
+    if let Some(v) = q.viewer.filter(|_| !q.relations_known) {
         let extra = reposters_beyond(&reposts, q.related, v);
         if !extra.is_empty() {
             relations.extend(extra.iter().copied().zip(relations_of(v, &extra).await?));

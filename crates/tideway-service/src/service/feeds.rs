@@ -4,6 +4,7 @@
 use super::{FeedService, PageSpec, page_spec};
 use crate::error::{Result, ServiceError};
 use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PageAsks, PullSource, batch_size, walk};
+use crate::item_cache::FolloweeCopy;
 use crate::view::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -135,24 +136,31 @@ impl FeedService {
         Ok(shown.into_iter().zip(hydrated).map(|((p, i), h)| (p, i, h)).collect())
     }
 
-    /// `F(u)` as a home page walks it (the users `u` follows, and `u`), and
-    /// whether it is this node's copy (whose version the page has checked),
-    /// with the version when it was read from an engine that keeps one.
-    /// `held`: this node's copy, as the page looked it up.
+    /// `F(u)` as a home page walks it (the users `u` follows, and `u`) with
+    /// `u`'s own relations where the engine reads them with it, and whether
+    /// it is this node's copy (whose version the page has checked), with
+    /// the version when it was read from an engine that keeps one. `held`:
+    /// this node's copy, as the page looked it up. Own relations read now
+    /// are used as they are (read after the page began; a change
+    /// acknowledged before it is in them).
     async fn home_sources(
         &self,
         user: UserId,
-        held: Option<&(u64, Arc<[UserId]>)>,
-    ) -> tideway_store::Result<(Arc<[UserId]>, Copied)> {
-        if let Some((version, list)) = held {
-            return Ok((list.clone(), Copied::Held(*version)));
+        held: Option<&FolloweeCopy>,
+    ) -> tideway_store::Result<(FolloweeCopy, Copied)> {
+        if let Some(copy) = held {
+            return Ok((copy.clone(), Copied::Held(copy.version)));
         }
-        let (f, version) = self.backend.followees_versioned(user).await?;
-        let list: Arc<[UserId]> = with_self(f, user).into();
-        if let (Some(c), Some(v)) = (&self.followee_copies, version) {
-            c.put(user, v, list.clone());
+        let read = self.backend.followees_versioned(user).await?;
+        let copy = FolloweeCopy {
+            version: read.version.unwrap_or(0),
+            list: with_self(read.list, user).into(),
+            own: read.own.map(Arc::new),
+        };
+        if let (Some(c), Some(_)) = (&self.followee_copies, read.version) {
+            c.put(user, copy.clone());
         }
-        Ok((list, Copied::Read))
+        Ok((copy, Copied::Read))
     }
 
     /// Marks `user` active, unless this node did lately (`touch_every_ms`).
@@ -269,13 +277,13 @@ impl FeedService {
         let held = self.followee_copies.as_ref().and_then(|c| c.get(user));
         let marks = async {
             match &held {
-                Some((_, list)) => Some(self.backend.unpushed_keys(list).await),
+                Some(copy) => Some(self.backend.unpushed_keys(&copy.list).await),
                 None => None,
             }
         };
         let (sources, touched, first, marks) =
             tokio::join!(self.home_sources(user, held.as_ref()), self.touch_reader(user), inbox, marks);
-        let (f_list, copied) = sources?;
+        let (FolloweeCopy { list: f_list, own, .. }, copied) = sources?;
         // An absent inbox is rebuilt from the outboxes of the list: a write,
         // which a copy the page's call later finds moved could not undo.
         // Rebuilds take the list as it is read now.
@@ -318,7 +326,8 @@ impl FeedService {
         let asks = PageAsks::new(held, Some(self.clock.now()));
         let read_ahead = self.opts.read_ahead;
         let cache = self.item_cache.as_deref();
-        let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, read_ahead, asks: Some(&asks) };
+        let own = own.as_deref();
+        let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, own, read_ahead, asks: Some(&asks) };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         let asked = asks.answer(backend).await?;
         if let Copied::Held(version) = copied
@@ -349,6 +358,7 @@ impl FeedService {
             cache: self.item_cache.as_deref(),
             user,
             f_list: &f_list,
+            own: None,
             read_ahead: self.opts.read_ahead,
             asks: None,
         };
@@ -399,6 +409,7 @@ impl FeedService {
         // which pages skip.
         self.backend.deliver(key, &[user]).await?;
         self.backend.insert_home(user, item, key).await?;
+        self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let view = self.hydrate_one(it, Some(user)).await?;
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));

@@ -106,10 +106,10 @@ impl FeedService {
         self.notify(&[Cause::Follow { from: user, to: target, at, stands: false }]).await
     }
 
-    /// Forgets this node's copies of these users' followee lists (they
-    /// changed, or may have): this node's next page reads them anew without
+    /// Forgets this node's copies of these users' followee lists and own
+    /// relations (they changed, or may have): this node's next page reads them anew without
     /// walking first (other nodes find the version moved).
-    fn forget_followees(&self, users: &[UserId]) {
+    pub(super) fn forget_followees(&self, users: &[UserId]) {
         if let Some(c) = &self.followee_copies {
             for u in users {
                 c.forget(*u);
@@ -151,6 +151,7 @@ impl FeedService {
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
         self.backend.set_mute(user, target, on, self.write_now()?).await?;
+        self.forget_followees(&[user]);
         if on {
             self.note_removals(&[Removal::Relation { user, other: target }]).await;
         }
