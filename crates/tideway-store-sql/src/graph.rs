@@ -68,13 +68,7 @@ impl SqlStore {
     /// copy read before is then found moved by the next page's call.
     pub(crate) async fn move_versions(&self, tx: &mut Tx, users: &[UserId]) -> Result<()> {
         self.add_users(tx, users).await?;
-        let sql = self.q(&format!("UPDATE tw_users SET grev = grev + 1 WHERE id IN ({})", marks(users.len())));
-        let mut q = sqlx::query(&sql);
-        for u in users {
-            q = q.bind(k(u.0));
-        }
-        q.execute(&mut **tx).await.map_err(self.err())?;
-        Ok(())
+        self.bump(tx, "grev", 1, users).await
     }
 
     /// Makes the rows of `users` (a follow or an insertion may be a user's
