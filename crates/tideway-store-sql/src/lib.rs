@@ -40,6 +40,7 @@ mod items;
 mod jobs;
 mod live;
 mod notifications;
+mod page_conns;
 mod pages;
 mod posts;
 mod reactions;
@@ -79,8 +80,9 @@ pub struct SqlStore {
     pool: AnyPool,
     /// The connections of a page's one statement (`pages.rs`), whose
     /// sessions plan it once, generically (PostgreSQL), or estimate its
-    /// `IN` lists from index statistics (MySQL).
-    pages: AnyPool,
+    /// `IN` lists from index statistics (MySQL); lent without pings
+    /// (`page_conns.rs`).
+    pages: page_conns::PageConns,
     dialect: Dialect,
     /// Plain posts waiting to be written together (`posts.rs`).
     posts: std::sync::Arc<posts::PostQueue>,
@@ -123,28 +125,20 @@ impl SqlStore {
         // mislead (`tw_items_reposts`: most items are no repost). Every
         // other statement keeps the defaults (the graph's range reads run
         // faster on custom plans).
-        let pages = AnyPoolOptions::new()
-            .after_connect(move |conn, _| {
-                Box::pin(async move {
-                    if mysql {
-                        sqlx::query(MY_READ_COMMITTED).execute(&mut *conn).await?;
-                        // (and gather an original's reposts in one text up
-                        // to a length of their own: `pages::REPOSTS_TEXT_MAX`)
-                        let set = format!(
-                            "SET SESSION eq_range_index_dive_limit = 1, group_concat_max_len = {}",
-                            pages::REPOSTS_TEXT_MAX
-                        );
-                        sqlx::query(&set).execute(conn).await?;
-                    } else {
-                        sqlx::query("SET plan_cache_mode = force_generic_plan").execute(conn).await?;
-                    }
-                    Ok(())
-                })
-            })
-            .max_connections(8)
-            .acquire_timeout(Duration::from_secs(3))
-            .connect_lazy(url)
-            .map_err(cannot_connect(url))?;
+        let setup = if mysql {
+            // (and gather an original's reposts in one text up to a length
+            // of their own: `pages::REPOSTS_TEXT_MAX`)
+            vec![
+                MY_READ_COMMITTED.to_owned(),
+                format!(
+                    "SET SESSION eq_range_index_dive_limit = 1, group_concat_max_len = {}",
+                    pages::REPOSTS_TEXT_MAX
+                ),
+            ]
+        } else {
+            vec!["SET plan_cache_mode = force_generic_plan".to_owned()]
+        };
+        let pages = page_conns::PageConns::new(url, setup, 8, Duration::from_secs(3));
         let posts = posts::PostQueue::new(pool.clone(), dialect);
         let store = Self { pool, pages, dialect, posts, stats: tokio::sync::Mutex::new(None) };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;

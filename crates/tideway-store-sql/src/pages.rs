@@ -123,12 +123,13 @@ static PG_TEXTS: std::sync::LazyLock<[String; 2]> = std::sync::LazyLock::new(|| 
 /// text value, MySQL's writes it in as literals (integers only: nothing
 /// to escape).
 fn list(ids: impl Iterator<Item = i64>) -> String {
-    let mut out = String::new();
+    use std::fmt::Write;
+    let mut out = String::with_capacity(20 * ids.size_hint().0);
     for id in ids {
         if !out.is_empty() {
             out.push(',');
         }
-        out.push_str(&id.to_string());
+        let _ = write!(out, "{id}");
     }
     out
 }
@@ -153,19 +154,26 @@ impl SqlStore {
         }
         let reposts = !q.originals.is_empty() && !q.reposters.is_empty();
         let inserts = q.inserts_of.filter(|_| !q.originals.is_empty());
-        sqlx::query(&PG_TEXTS[usize::from(!q.follows_known)])
-            .bind(list(q.originals.iter().map(|i| k(i.0))))
-            .bind(if reposts { list(q.reposters.iter().map(|u| k(u.0))) } else { String::new() })
-            .bind(inserts.map(|u| k(u.0)))
-            .bind(q.viewer.map(|v| k(v.0)))
-            .bind(list(q.related.iter().map(|u| k(u.0))))
-            .bind(list(q.hydrate.iter().map(|i| k(i.0))))
-            .bind(list(q.held.iter().map(|(i, _)| k(i.0))))
-            .bind(q.followees_of.map(|u| k(u.0)))
-            .bind(q.promotions_at.map(|t| t.0))
-            .bind(q.held_at.map(|e| e as i64))
-            .bind(q.viewer.filter(|_| !q.relations_known).map(|v| k(v.0)))
-            .fetch_all(&self.pages)
+        let (originals, related) = (list(q.originals.iter().map(|i| k(i.0))), list(q.related.iter().map(|u| k(u.0))));
+        let reposters = if reposts { list(q.reposters.iter().map(|u| k(u.0))) } else { String::new() };
+        let hydrate = list(q.hydrate.iter().map(|i| k(i.0)));
+        let held = list(q.held.iter().map(|(i, _)| k(i.0)));
+        let text = &PG_TEXTS[usize::from(!q.follows_known)];
+        self.pages
+            .fetch_all(|| {
+                sqlx::query(text)
+                    .bind(originals.as_str())
+                    .bind(reposters.as_str())
+                    .bind(inserts.map(|u| k(u.0)))
+                    .bind(q.viewer.map(|v| k(v.0)))
+                    .bind(related.as_str())
+                    .bind(hydrate.as_str())
+                    .bind(held.as_str())
+                    .bind(q.followees_of.map(|u| k(u.0)))
+                    .bind(q.promotions_at.map(|t| t.0))
+                    .bind(q.held_at.map(|e| e as i64))
+                    .bind(q.viewer.filter(|_| !q.relations_known).map(|v| k(v.0)))
+            })
             .await
             .map_err(self.err())
     }
@@ -177,7 +185,7 @@ impl SqlStore {
     /// the parts side by side were seven.
     async fn my_page_rows(&self, q: &PageQuery<'_>) -> Result<Vec<AnyRow>> {
         match my_page_text(q) {
-            Some(sql) => sqlx::raw_sql(&sql).fetch_all(&self.pages).await.map_err(self.err()),
+            Some(sql) => self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.map_err(self.err()),
             None => Ok(vec![]),
         }
     }
@@ -420,7 +428,7 @@ impl Pages for SqlStore {
             _ if q.held.is_empty() => vec![],
             (Some(_), _) if mysql => {
                 let sql = my_held_text(q.held);
-                for row in sqlx::raw_sql(&sql).fetch_all(&self.pages).await.map_err(self.err())? {
+                for row in self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.map_err(self.err())? {
                     current.insert(int(&row, 1)? as u64, int(&row, 2)?);
                 }
                 stale(q.held, &current)
