@@ -14,7 +14,8 @@
 //! |--------------------|--------|-------|
 //! | `{p}i{<user>}`     | string | the user's inbox (layout below) |
 //! | `{p}a{a<shard>}`   | zset   | activity: member user id, score last read (ms) |
-//! | `{p}h{h<shard>}`   | hash   | hot authors: field author id, value newest unpushed key (8 bytes) |
+//! | `{p}h{h<shard>}`   | hash   | hot authors: field author id, value newest unpushed key (8 bytes; a ninth, `n`, until the author's first mark was announced) |
+//! | `{p}hg`            | string | the generation of the set of marked authors: a new random token whenever an author is marked for the first time |
 //! | `{p}s{<id>}`       | string | a live feed snapshot (9 bytes a session), with its expiry |
 //! | `{p}r{r<shard>}`, `{p}q{q<shard>}` | zset | when entries last left homes, by author and by user (score: ms), pruned to the replay window |
 //! | `{p}hub`           | channel | the event hub: signals, `w` (work) or `h<user>` (a home), comma-separated |
@@ -115,6 +116,9 @@ pub struct RedisShared {
     /// The configured nodes' addresses: where the cluster's own view is
     /// asked when the slot map's primaries do not answer.
     seeds: Vec<Node>,
+    /// This node's copy of which authors have a hot-author mark, at the
+    /// set's generation it was read at (`marks.rs`).
+    hot_copy: parking_lot::RwLock<Option<std::sync::Arc<marks::HotCopy>>>,
 }
 
 /// Every call is a round trip to Redis.
@@ -179,6 +183,7 @@ impl RedisShared {
             slots: parking_lot::RwLock::new(Vec::new()),
             down: parking_lot::Mutex::new(None),
             primaries_seen: parking_lot::Mutex::new(Vec::new()),
+            hot_copy: parking_lot::RwLock::new(None),
             seeds: opts
                 .urls
                 .iter()

@@ -1,11 +1,29 @@
 //! Reader activity and hot-author marks: [`Activity`] and [`HotAuthors`],
 //! each over a few sharded keys.
+//!
+//! A home page asks for the marks of everyone the reader follows; few of
+//! them are hot. Each node keeps a copy of which authors have a mark
+//! ([`HotCopy`]) with the generation of that set it was read at (`{p}hg`, a
+//! random token), and a page reads the generation and the marks of only
+//! the followed authors in the copy: one `GET` and usually no `HMGET`,
+//! where it was one `HMGET` per shard (16) of every followed author. When
+//! the generation moved, the copy is read again (the generation first,
+//! then the marks: a copy never holds a generation newer than its marks).
+//!
+//! The generation moves after every first mark of an author and before the
+//! post that made it is acknowledged, so a page that began after the post
+//! sees a generation its copy does not have. A first mark is written with
+//! a ninth byte until its generation was moved (`scripts::MARK`): a node
+//! that failed between the two (the post then failed) moves it at the
+//! author's next mark. Marks only grow; a flush drops the generation with
+//! them, and every copy then differs from the generation read.
 
 use crate::RedisShared;
-use crate::cluster::{Batch, SCAN_BATCH};
+use crate::cluster::{Batch, SCAN_BATCH, bad_reply};
 use crate::inbox::be;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use tideway_core::{Key, Millis, UserId};
 use tideway_store::{Activity, HotAuthors, Result};
 
@@ -19,6 +37,28 @@ impl RedisShared {
 
     fn hot_key(&self, shard: u64) -> String {
         format!("{}h{{h{shard}}}", self.prefix)
+    }
+
+    fn hot_generation_key(&self) -> String {
+        format!("{}hg", self.prefix)
+    }
+
+    /// Reads the set of marked authors again (its generation first), keeps
+    /// it as this node's copy, and returns every mark.
+    async fn read_hot_copy(&self) -> Result<HashMap<UserId, Key>> {
+        let key = self.hot_generation_key();
+        let mut generation: Option<Vec<u8>> = self.query(redis::cmd("GET").arg(&key)).await?;
+        if generation.is_none() {
+            // (none yet, or flushed: one node's token wins)
+            let _: Option<String> = self.query(redis::cmd("SET").arg(&key).arg(&fresh_token()[..]).arg("NX")).await?;
+            generation = self.query(redis::cmd("GET").arg(&key)).await?;
+        }
+        let marks = self.export_unpushed().await?;
+        if let Some(generation) = generation {
+            let authors = marks.iter().map(|(u, _)| u.0).collect();
+            *self.hot_copy.write() = Some(Arc::new(HotCopy { generation, authors }));
+        }
+        Ok(marks.into_iter().collect())
     }
 
     fn group<T: Copy>(items: impl Iterator<Item = (UserId, T)>) -> HashMap<u64, Vec<(UserId, T)>> {
@@ -109,6 +149,34 @@ impl Activity for RedisShared {
     }
 }
 
+/// A node's copy of which authors have a mark, and the generation of that
+/// set it was read at.
+pub(crate) struct HotCopy {
+    generation: Vec<u8>,
+    authors: HashSet<u64>,
+}
+
+/// A token no generation had before (the clock, the process and a counter,
+/// hashed with a random key).
+fn fresh_token() -> [u8; 16] {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut out = [0u8; 16];
+    for half in out.chunks_mut(8) {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
+        h.write_u32(std::process::id());
+        h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
+        half.copy_from_slice(&h.finish().to_be_bytes());
+    }
+    out
+}
+
+/// A mark's key (its first 8 bytes; a ninth says it is not announced yet).
+fn mark_key(v: Option<Vec<u8>>) -> Option<Key> {
+    v.filter(|v| v.len() >= 8).map(|v| be(&v))
+}
+
 #[async_trait]
 impl HotAuthors for RedisShared {
     async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
@@ -120,32 +188,48 @@ impl HotAuthors for RedisShared {
         Ok(tideway_store::unpushed_above_floor(authors, &keys, floor))
     }
 
-    /// One `HMGET` per shard of marks, in one batch.
+    /// The generation of the set of marked authors and, in the same batch,
+    /// one `HMGET` per shard of the authors in this node's copy of it
+    /// (usually none); the whole set read again when the generation moved.
     async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
         if authors.is_empty() {
             return Ok(Vec::new());
         }
-        let groups = Self::group(authors.iter().map(|&u| (u, ())));
-        let order: Vec<u64> = groups.keys().copied().collect();
-        let mut batch = Batch::default();
-        for s in &order {
-            let key = self.hot_key(*s);
-            let mut cmd = redis::cmd("HMGET");
-            cmd.arg(&key);
-            for (u, _) in &groups[s] {
-                cmd.arg(u.0);
-            }
-            batch.add(key, cmd);
-        }
-        let got: Vec<Vec<Option<Vec<u8>>>> = self.run_as(&batch).await?;
-        let mut keys: HashMap<UserId, Key> = HashMap::new();
-        for (s, vals) in order.iter().zip(got) {
-            for ((u, _), v) in groups[s].iter().zip(vals) {
-                if let Some(v) = v.filter(|v| v.len() == 8) {
-                    keys.insert(*u, be(&v));
+        let copy = self.hot_copy.read().clone();
+        if let Some(copy) = copy {
+            let hot = authors.iter().filter(|u| copy.authors.contains(&u.0)).map(|&u| (u, ()));
+            let groups = Self::group(hot);
+            let order: Vec<u64> = groups.keys().copied().collect();
+            let mut batch = Batch::default();
+            let key = self.hot_generation_key();
+            batch.add(key.clone(), redis::cmd("GET").arg(key).clone());
+            for s in &order {
+                let key = self.hot_key(*s);
+                let mut cmd = redis::cmd("HMGET");
+                cmd.arg(&key);
+                for (u, _) in &groups[s] {
+                    cmd.arg(u.0);
                 }
+                batch.add(key, cmd);
+            }
+            let mut got = self.run(&batch).await?.into_iter();
+            let generation: Option<Vec<u8>> =
+                got.next().map(redis::FromRedisValue::from_redis_value).transpose().map_err(bad_reply)?.flatten();
+            if generation.as_deref() == Some(&copy.generation[..]) {
+                let mut keys: HashMap<UserId, Key> = HashMap::new();
+                for (s, vals) in order.iter().zip(got) {
+                    let vals: Vec<Option<Vec<u8>>> =
+                        redis::FromRedisValue::from_redis_value(vals).map_err(bad_reply)?;
+                    for ((u, _), v) in groups[s].iter().zip(vals) {
+                        if let Some(k) = mark_key(v) {
+                            keys.insert(*u, k);
+                        }
+                    }
+                }
+                return Ok(authors.iter().map(|u| keys.get(u).copied()).collect());
             }
         }
+        let keys = self.read_hot_copy().await?;
         Ok(authors.iter().map(|u| keys.get(u).copied()).collect())
     }
 
@@ -157,11 +241,14 @@ impl HotAuthors for RedisShared {
         }
         let found: Vec<HashMap<u64, Vec<u8>>> = self.run_as(&batch).await?;
         let mut out: Vec<(UserId, Key)> =
-            found.into_iter().flatten().filter(|(_, v)| v.len() == 8).map(|(u, v)| (UserId(u), be(&v))).collect();
+            found.into_iter().flatten().filter_map(|(u, v)| Some((UserId(u), mark_key(Some(v))?))).collect();
         out.sort_unstable();
         Ok(out)
     }
 
+    /// Each mark, then for the authors marked for the first time (or whose
+    /// first mark was not announced) a new generation, then their marks
+    /// announced.
     async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
         for chunk in entries.chunks(SCAN_BATCH) {
             let mut batch = Batch::default();
@@ -169,6 +256,19 @@ impl HotAuthors for RedisShared {
                 let key = self.hot_key(u.0 % SHARDS);
                 let mut cmd = self.evalsha(&self.scripts.mark, &key);
                 cmd.arg(u.0).arg(&k.to_be_bytes()[..]);
+                batch.add(key, cmd);
+            }
+            let fresh: Vec<i64> = self.run_as(&batch).await?;
+            let new: Vec<UserId> = chunk.iter().zip(fresh).filter(|(_, f)| *f == 1).map(|((u, _), _)| *u).collect();
+            if new.is_empty() {
+                continue;
+            }
+            let _: () = self.query(redis::cmd("SET").arg(self.hot_generation_key()).arg(&fresh_token()[..])).await?;
+            let mut batch = Batch::default();
+            for u in new {
+                let key = self.hot_key(u.0 % SHARDS);
+                let mut cmd = self.evalsha(&self.scripts.announced, &key);
+                cmd.arg(u.0);
                 batch.add(key, cmd);
             }
             self.run(&batch).await?;

@@ -134,10 +134,27 @@ return 1
 ";
 
 /// KEYS[1] a hot-author hash; ARGV: author field, key (8 bytes). Keeps the
-/// newest key per author.
+/// newest key per author. An author's first mark is written with a ninth
+/// byte (`n`: not yet announced) until the nodes were told the set of
+/// marked authors grew (`ANNOUNCED`); returns 1 while that is so (the
+/// caller then moves the set's generation), else 0.
 const MARK: &str = r"
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
-if (not cur) or gt(ARGV[2], cur) then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
+local fresh = (not cur) or #cur > 8
+if (not cur) or gt(ARGV[2], cur) then
+  local v = ARGV[2]
+  if fresh then v = v .. 'n' end
+  redis.call('HSET', KEYS[1], ARGV[1], v)
+end
+if fresh then return 1 end
+return 0
+";
+
+/// KEYS[1] a hot-author hash; ARGV: author field. The author's mark is
+/// announced: its ninth byte dropped.
+const ANNOUNCED: &str = r"
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if cur and #cur > 8 then redis.call('HSET', KEYS[1], ARGV[1], string.sub(cur, 1, 8)) end
 return 0
 ";
 
@@ -147,13 +164,14 @@ pub(crate) struct Scripts {
     pub deliver: redis::Script,
     pub merge: redis::Script,
     pub mark: redis::Script,
+    pub announced: redis::Script,
     /// Each script's hash and text, for `EVAL` where a server lost them.
     texts: Vec<(String, String)>,
 }
 
 impl Scripts {
     pub fn new() -> Self {
-        let texts: Vec<(String, String)> = [DELIVER, MERGE, MARK]
+        let texts: Vec<(String, String)> = [DELIVER, MERGE, MARK, ANNOUNCED]
             .iter()
             .map(|body| {
                 let text = format!("{PRELUDE}{body}");
@@ -161,11 +179,11 @@ impl Scripts {
             })
             .collect();
         let script = |i: usize| redis::Script::new(&texts[i].1);
-        Self { deliver: script(0), merge: script(1), mark: script(2), texts }
+        Self { deliver: script(0), merge: script(1), mark: script(2), announced: script(3), texts }
     }
 
-    pub fn all(&self) -> [&redis::Script; 3] {
-        [&self.deliver, &self.merge, &self.mark]
+    pub fn all(&self) -> [&redis::Script; 4] {
+        [&self.deliver, &self.merge, &self.mark, &self.announced]
     }
 
     /// `cmd` as an `EVAL` of the script's text when it is an `EVALSHA` of

@@ -304,3 +304,64 @@ async fn hub_signals_cross_nodes_on_redis() {
 async fn hub_signals_cross_nodes_on_a_cluster() {
     nodes_hear_each_other(cluster()).await;
 }
+
+/// Hot-author marks made on one node are read on another, which keeps a
+/// copy of who has marks: a new author's first mark, a later one, marks
+/// after a flush, and a first mark whose announcement failed (written
+/// here by hand, as a node that stopped between the two would leave it).
+async fn marks_on_one_node_are_read_on_another(urls: Vec<String>) {
+    let prefix = format!("test{}:", rand::random::<u64>());
+    let node = |urls: Vec<String>, prefix: String| async move {
+        let mut opts = RedisOptions::new(urls, 10);
+        opts.prefix = prefix;
+        Arc::new(RedisShared::connect(opts).await.expect("connect to redis"))
+    };
+    let (a, b) = (node(urls.clone(), prefix.clone()).await, node(urls.clone(), prefix.clone()).await);
+    let followed: Vec<UserId> = (1..=100).map(UserId).collect();
+    let marks = async |expected: &[(u64, Key)]| {
+        let got = a.unpushed_keys(&followed).await.expect("marks");
+        let want: Vec<Option<Key>> =
+            followed.iter().map(|u| expected.iter().find(|(w, _)| *w == u.0).map(|(_, k)| *k)).collect();
+        assert_eq!(got, want);
+    };
+    marks(&[]).await;
+    b.mark_unpushed(UserId(7), 500).await.expect("mark");
+    marks(&[(7, 500)]).await;
+    b.mark_unpushed(UserId(7), 600).await.expect("mark");
+    b.mark_unpushed(UserId(7), 550).await.expect("an older mark");
+    marks(&[(7, 600)]).await;
+    b.mark_unpushed(UserId(42), 900).await.expect("mark");
+    marks(&[(7, 600), (42, 900)]).await;
+    // A flush drops the marks and their generation.
+    b.purge().await.expect("purge");
+    marks(&[]).await;
+    b.mark_unpushed(UserId(7), 700).await.expect("mark after the flush");
+    marks(&[(7, 700)]).await;
+    // A first mark left unannounced: seen once its author is marked again.
+    let raw = redis::Client::open(urls[0].as_str()).expect("client");
+    let shard = format!("{prefix}h{{h9}}"); // (user 9: shard 9 of 16)
+    let mut value = 750u64.to_be_bytes().to_vec();
+    value.push(b'n');
+    if urls.len() == 1 {
+        let mut c = raw.get_multiplexed_async_connection().await.expect("conn");
+        let _: () = redis::cmd("HSET").arg(&shard).arg(9).arg(&value).query_async(&mut c).await.expect("hset");
+    } else {
+        let cluster = redis::cluster::ClusterClient::new(urls.clone()).expect("cluster client");
+        let mut c = cluster.get_async_connection().await.expect("conn");
+        let _: () = redis::cmd("HSET").arg(&shard).arg(9).arg(&value).query_async(&mut c).await.expect("hset");
+    }
+    b.mark_unpushed(UserId(9), 800).await.expect("mark");
+    marks(&[(7, 700), (9, 800)]).await;
+    assert_eq!(b.export_unpushed().await.expect("export"), vec![(UserId(7), 700), (UserId(9), 800)]);
+    a.purge().await.expect("purge");
+}
+
+#[tokio::test]
+async fn marks_on_one_node_are_read_on_another_on_redis() {
+    marks_on_one_node_are_read_on_another(single()).await;
+}
+
+#[tokio::test]
+async fn marks_on_one_node_are_read_on_another_on_a_cluster() {
+    marks_on_one_node_are_read_on_another(cluster()).await;
+}
