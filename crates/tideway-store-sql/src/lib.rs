@@ -24,6 +24,8 @@
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
 //! | `graph.rs` | [`Graph`]: follows both ways, blocks, mutes, lists, relations, per-user counters |
 //! | `notifications.rs` | [`Notifications`]: groups placed by `tideway_core::notify::place` under a per-user lock, kept figures and counts, pages |
+//! | `pages.rs` | [`Pages`]: a page's facts in one statement |
+//! | `page_conns.rs` | the page statement's sessions, lent without the pool's pings |
 //! | `jobs.rs` | [`Jobs`]: fan-out jobs, leases (`FOR UPDATE SKIP LOCKED`), checkpoints |
 //! | `stats.rs` | store-wide counts and health |
 //! | `schema.rs` | the versioned migrations and how they are applied |
@@ -32,6 +34,7 @@
 //! [`Items`]: tideway_store::Items
 //! [`Graph`]: tideway_store::Graph
 //! [`Jobs`]: tideway_store::Jobs
+//! [`Pages`]: tideway_store::Pages
 //! [`Notifications`]: tideway_store::Notifications
 
 mod dialect;
