@@ -32,8 +32,11 @@
 //! trims it to `cap`; readers see only the newest `cap` (the floor rises to
 //! the newest key beyond them), so the contract's cap holds at every moment
 //! while a delivery in order reads the 24-byte header and writes 20 bytes in
-//! place (no copy of the inbox, no reallocation). About 9 bytes an entry for
-//! a full inbox.
+//! place (no copy of the inbox, no reallocation). A key a little out of
+//! order (posts fanned out side by side), among the newest 32 held, is put
+//! in place too, moving the keys after it; only an older one, or one into
+//! a full inbox, reads and writes the inbox whole. About 9 bytes an entry
+//! for a full inbox.
 //!
 //! One script run delivers a key to every inbox of a fan-out chunk that one
 //! node serves: the inbox keys are passed as arguments, not declared keys
