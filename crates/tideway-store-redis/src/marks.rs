@@ -50,7 +50,8 @@ impl RedisShared {
         let mut generation: Option<Vec<u8>> = self.query(redis::cmd("GET").arg(&key)).await?;
         if generation.is_none() {
             // (none yet, or flushed: one node's token wins)
-            let _: Option<String> = self.query(redis::cmd("SET").arg(&key).arg(&fresh_token()[..]).arg("NX")).await?;
+            let _: Option<String> =
+                self.query(redis::cmd("SET").arg(&key).arg(&rand::random::<[u8; 16]>()[..]).arg("NX")).await?;
             generation = self.query(redis::cmd("GET").arg(&key)).await?;
         }
         let marks = self.export_unpushed().await?;
@@ -156,22 +157,6 @@ pub(crate) struct HotCopy {
     authors: HashSet<u64>,
 }
 
-/// A token no generation had before (the clock, the process and a counter,
-/// hashed with a random key).
-fn fresh_token() -> [u8; 16] {
-    use std::hash::{BuildHasher, Hasher};
-    static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let mut out = [0u8; 16];
-    for half in out.chunks_mut(8) {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-        h.write_u32(std::process::id());
-        h.write_u64(COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
-        half.copy_from_slice(&h.finish().to_be_bytes());
-    }
-    out
-}
-
 /// A mark's key (its first 8 bytes; a ninth says it is not announced yet).
 fn mark_key(v: Option<Vec<u8>>) -> Option<Key> {
     v.filter(|v| v.len() >= 8).map(|v| be(&v))
@@ -263,7 +248,9 @@ impl HotAuthors for RedisShared {
             if new.is_empty() {
                 continue;
             }
-            let _: () = self.query(redis::cmd("SET").arg(self.hot_generation_key()).arg(&fresh_token()[..])).await?;
+            let _: () = self
+                .query(redis::cmd("SET").arg(self.hot_generation_key()).arg(&rand::random::<[u8; 16]>()[..]))
+                .await?;
             let mut batch = Batch::default();
             for u in new {
                 let key = self.hot_key(u.0 % SHARDS);
