@@ -38,6 +38,13 @@ use std::path::PathBuf;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// How the likes phase runs its writers (`--like-mode`).
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LikeMode {
+    Tasks,
+    Threads,
+}
+
 #[derive(Parser, Debug)]
 #[command(about = "tideway benchmark on the real Twitter follow graph")]
 struct Args {
@@ -80,10 +87,16 @@ struct Args {
     /// Likes per phase (one hot item; many items).
     #[arg(long, default_value_t = 100_000)]
     likes: usize,
-    /// Concurrent likers (threads; the Redis baseline uses as many clients).
+    /// Concurrent likers (the Redis baseline uses as many clients).
     /// Durable writers share fsyncs, so more writers than cores is realistic.
     #[arg(long, default_value_t = 16)]
     like_threads: usize,
+    /// How the likers run: `tasks` on the runtime's two workers, as the
+    /// server runs concurrent requests, or `threads`, each an OS thread
+    /// blocking on the runtime (this benchmark's way before 2026-11-28:
+    /// 16 runnable threads on 2 cores, which delay the journal's syncer).
+    #[arg(long, value_enum, default_value_t = LikeMode::Tasks)]
+    like_mode: LikeMode,
     /// Deliveries replayed against Redis (it is much slower: a sample).
     #[arg(long, default_value_t = 2_000_000)]
     redis_deliveries: usize,

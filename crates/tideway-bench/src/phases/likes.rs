@@ -1,8 +1,8 @@
 //! Likes: `--likes` likes by distinct users from `--like-threads` writers on
 //! one hot item (its count exact) and on random items; beside Redis's.
 
-use crate::Args;
 use crate::context::{Bench, block};
+use crate::{Args, LikeMode};
 use rand::{Rng, SeedableRng, rngs::StdRng};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,12 +16,17 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     let item_ids: Vec<tideway_core::ItemId> = posted.iter().map(|(id, _)| tideway_core::ItemId(*id)).collect();
     let threads = args.like_threads.max(1);
     let given = (args.likes / threads * threads) as u64;
-    let (hot_rate, hot_count) = likes_phase(svc, &item_ids, args.likes, threads, true)?;
-    let (many_rate, _) = likes_phase(svc, &item_ids, args.likes, threads, false)?;
+    let mode = args.like_mode;
+    let (hot_rate, hot_count) = likes_phase(svc, &item_ids, args.likes, threads, mode, true)?;
+    let (many_rate, _) = likes_phase(svc, &item_ids, args.likes, threads, mode, false)?;
     if hot_count != given {
         return Err(format!("hot item counted {hot_count} likes for {given} given"));
     }
     let redis_likes = if args.redis.is_empty() { None } else { redis_likes(args, &item_ids).ok() };
+    let writers = match mode {
+        LikeMode::Tasks => format!("{threads} writers as tasks"),
+        LikeMode::Threads => format!("{threads} writer threads"),
+    };
     let ratio = |ours: f64, theirs: Option<(f64, f64)>, hot: bool| {
         theirs.map_or(String::new(), |(h, m)| {
             let t = if hot { h } else { m };
@@ -30,48 +35,67 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     };
     report.row(
         &format!(
-            "likes/s on one hot item ({threads} writers, {}, distinct users)",
+            "likes/s on one hot item ({writers}, {}, distinct users)",
             if args.fsync { "fsync" } else { "buffer" }
         ),
         format!("{hot_rate:.0} (count exact: {hot_count})"),
         ratio(hot_rate, redis_likes, true),
     );
     report.row(
-        &format!("likes/s on random items ({threads} writers, {})", if args.fsync { "fsync" } else { "buffer" }),
+        &format!("likes/s on random items ({writers}, {})", if args.fsync { "fsync" } else { "buffer" }),
         format!("{many_rate:.0}"),
         ratio(many_rate, redis_likes, false),
     );
     Ok(())
 }
 
-/// `n` likes from `threads` threads, by distinct new users, on one item (`hot`) or
-/// on random items; returns likes/s and the final like count of the hot item.
+/// `n` likes from `threads` writers, by distinct new users, on one item
+/// (`hot`) or on random items; returns likes/s and the final like count of
+/// the hot item. The writers are tasks on the runtime (as the server runs
+/// concurrent requests) or OS threads blocking on it (`mode`).
 pub fn likes_phase(
     svc: &Arc<FeedService>,
     items: &[tideway_core::ItemId],
     n: usize,
     threads: usize,
+    mode: LikeMode,
     hot: bool,
 ) -> Result<(f64, u64), String> {
     let per = n / threads;
     let base = if hot { 9_000_000_000u64 } else { 9_500_000_000u64 };
+    // One writer's likes, in turn: writer `th`'s users are its own.
+    let writer = move |th: usize, svc: Arc<FeedService>, items: Arc<[tideway_core::ItemId]>| async move {
+        let mut rng = StdRng::seed_from_u64(7 + th as u64);
+        for i in 0..per {
+            let user = UserId(base + (th * per + i) as u64);
+            let item = if hot { items[0] } else { items[rng.random_range(0..items.len())] };
+            svc.react(item, user, "like", true).await.map_err(|e| e.to_string())?;
+        }
+        Ok::<(), String>(())
+    };
+    let shared: Arc<[tideway_core::ItemId]> = items.into();
     let t = Instant::now();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|th| {
-                scope.spawn(move || -> Result<(), String> {
-                    let mut rng = StdRng::seed_from_u64(7 + th as u64);
-                    for i in 0..per {
-                        let user = UserId(base + (th * per + i) as u64);
-                        let item = if hot { items[0] } else { items[rng.random_range(0..items.len())] };
-                        block(svc.react(item, user, "like", true)).map_err(|e| e.to_string())?;
-                    }
-                    Ok(())
+    match mode {
+        LikeMode::Tasks => block(async {
+            let mut set = tokio::task::JoinSet::new();
+            for th in 0..threads {
+                set.spawn(writer(th, svc.clone(), shared.clone()));
+            }
+            while let Some(done) = set.join_next().await {
+                done.map_err(|e| format!("a like task failed: {e}"))??;
+            }
+            Ok::<(), String>(())
+        })?,
+        LikeMode::Threads => std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|th| {
+                    let (svc, shared) = (svc.clone(), shared.clone());
+                    scope.spawn(move || block(writer(th, svc, shared)))
                 })
-            })
-            .collect();
-        handles.into_iter().try_for_each(|h| h.join().map_err(|_| "like thread panicked".to_owned())?)
-    })?;
+                .collect();
+            handles.into_iter().try_for_each(|h| h.join().map_err(|_| "like thread panicked".to_owned())?)
+        })?,
+    }
     let rate = (per * threads) as f64 / t.elapsed().as_secs_f64();
     let count = if hot {
         block(svc.get_items(&items[..1], None))
