@@ -15,7 +15,7 @@
 //!
 //!   cargo run --release -p tideway-bench --bin bench-embedded -- \
 //!       [--graph twitter] [--items 1000000] [--body-bytes 400] [--cache-size 64MiB] \
-//!       [--readers 2000] [--memory-baseline true]
+//!       [--readers 2000] [--memory-baseline true] [--drop-page-cache true]
 //!
 //! Start-up time of the `tideway serve` process and its resident memory per
 //! item are measured by `scripts/bench-storage.sh` (a process of its own,
@@ -72,6 +72,11 @@ struct Args {
     /// import). The index and caches stay empty.
     #[arg(long, default_value_t = 0)]
     settle_secs: u64,
+    /// Drop the OS page cache before the cold pages (`sync`, then `3` to
+    /// `/proc/sys/vm/drop_caches`; needs root), so that they read the disk,
+    /// not the kernel's copy of the data directory.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    drop_page_cache: bool,
     /// Where the data directory goes (a temporary one inside it).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -121,6 +126,19 @@ async fn first_pages_each(svc: &FeedService, readers: &[UserId]) -> Result<(Hist
         entries += page.entries.len();
     }
     Ok((h, entries, each))
+}
+
+/// Writes every dirty page out and drops the OS page cache (clean pages,
+/// dentries and inodes), so that the next reads go to the disk.
+fn drop_page_cache() -> Result<(), String> {
+    let synced = std::process::Command::new("sync").status().map_err(|e| format!("sync: {e}"))?;
+    if !synced.success() {
+        return Err(format!("sync failed: {synced}"));
+    }
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+        .map_err(|e| format!("--drop-page-cache needs root (writing /proc/sys/vm/drop_caches: {e})"))?;
+    eprintln!("OS page cache dropped");
+    Ok(())
 }
 
 /// Cold latencies by the reader's followee count: one row per band
@@ -304,6 +322,9 @@ async fn main() -> Result<(), String> {
         eprintln!("waiting {} s after the open before the cold pages", args.settle_secs);
         tokio::time::sleep(std::time::Duration::from_secs(args.settle_secs)).await;
     }
+    if args.drop_page_cache {
+        drop_page_cache()?;
+    }
     let (cold, entries, cold_each) = first_pages_each(&svc, &readers).await?;
     let (warm, _) = first_pages(&svc, &readers).await?;
     let rss_read = rss_bytes();
@@ -325,10 +346,11 @@ async fn main() -> Result<(), String> {
     row(
         &format!(
             "home first page (20), cold: {}, no inbox (rebuilt), index and caches empty",
-            if args.settle_secs > 0 {
-                format!("{} s after the open", args.settle_secs)
-            } else {
-                "right after the open".to_owned()
+            match (args.settle_secs, args.drop_page_cache) {
+                (0, false) => "right after the open".to_owned(),
+                (0, true) => "right after the open, OS page cache dropped".to_owned(),
+                (secs, false) => format!("{secs} s after the open"),
+                (secs, true) => format!("{secs} s after the open, OS page cache dropped"),
             }
         ),
         format!(
