@@ -201,7 +201,11 @@ pub struct State {
     /// Home insertions, and items (all of them, or, when lazy, only those
     /// not yet durable).
     pub records: FxHashMap<Key, Record>,
-    pub users: FxHashMap<UserId, UserState>,
+    /// Boxed: a user's state is a few hundred bytes, and the map grows by
+    /// doubling under the write lock, where a rehash moves every slot (and
+    /// the kernel zeroes the new table's pages); 16 bytes a slot keep that
+    /// stall short whatever the number of users loaded.
+    pub users: FxHashMap<UserId, Box<UserState>>,
     /// Non-deleted reposts of each original.
     pub reposts: FxHashMap<ItemId, Vec<(UserId, ItemId)>>,
     /// The non-deleted repost of an original by a user.
@@ -347,7 +351,9 @@ impl UserState {
 
     /// Bytes this user's loaded units take (an estimate).
     fn bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
+        // (the boxed state, as the allocator rounds it, and the map's slot:
+        // key and box)
+        std::mem::size_of::<Self>().next_multiple_of(64)
             + 16
             + self.graph_bytes()
             + (self.blocking.capacity() + self.blocked_by.capacity() + self.muting.capacity()) * 9
@@ -383,7 +389,7 @@ impl State {
     /// Heap bytes of the follow graph (walks every user: for reports, not
     /// for hot paths).
     pub fn graph_bytes(&self) -> usize {
-        self.users.values().map(UserState::graph_bytes).sum()
+        self.users.values().map(|s| s.graph_bytes()).sum()
     }
 
     /// Whether `unit` is here (always, when eager).
@@ -794,7 +800,7 @@ impl State {
     /// Bytes a holder's units take now (an estimate).
     fn holder_bytes(&self, h: Holder) -> usize {
         match h {
-            Holder::User(u) => self.users.get(&u).map_or(0, UserState::bytes),
+            Holder::User(u) => self.users.get(&u).map_or(0, |s| s.bytes()),
             Holder::Item(i) => self.item_bytes(i),
             Holder::Notify(u) => self.notify.get(&u).map_or(NOTIFY_BASE, Book::approx_bytes),
             Holder::Live(u) => self.live.get(&u).map_or(LIVE_BASE, |a| LIVE_BASE + a.len() * SESSION_BYTES),
@@ -887,7 +893,9 @@ impl State {
     fn unit_mut(&mut self, unit: Unit, ap: &mut Applied) -> Option<&mut UserState> {
         let (u, bit) = user_bit(unit)?;
         if !self.lazy {
-            return Some(self.users.entry(u).or_insert_with(|| UserState { loaded: ALL, ..UserState::default() }));
+            return Some(
+                self.users.entry(u).or_insert_with(|| Box::new(UserState { loaded: ALL, ..UserState::default() })),
+            );
         }
         match self.users.get_mut(&u) {
             Some(s) if s.loaded & bit != 0 => Some(s),
@@ -905,7 +913,7 @@ impl State {
         let s = self
             .users
             .entry(u)
-            .or_insert_with(|| UserState { loaded: if lazy { 0 } else { ALL }, ..UserState::default() });
+            .or_insert_with(|| Box::new(UserState { loaded: if lazy { 0 } else { ALL }, ..UserState::default() }));
         debug_assert!(s.loaded & HEAD != 0, "the counters of user {u} are changed without being loaded");
         if !s.known {
             s.known = true;
