@@ -307,6 +307,28 @@ pub async fn inboxes(b: &dyn Backend) {
     assert_eq!(all(u4).await, all(u3).await);
     let stats = b.inbox_stats().await.expect("stats");
     assert_eq!((stats.inboxes, stats.entries), (2, 2 * INBOX_CAP as u64), "{stats:?}");
+
+    // A fan-out step's deliveries at once: as each delivered in turn (a key
+    // held, given twice or at the floor is not taken; an absent inbox takes
+    // nothing; a building one records), however a store groups them.
+    let (u6, u7, u8) = (UserId(6), UserId(7), UserId(8));
+    b.finish_rebuild(u6, &[50], 40).await.expect("finish");
+    b.begin_rebuild(u7).await.expect("begin");
+    let step: [(Key, &[UserId]); 6] =
+        [(70, &[u6, u7, u2]), (60, &[u6]), (50, &[u6]), (40, &[u6, u7]), (65, &[u7]), (70, &[u6])];
+    assert_eq!(b.deliver_many(&step).await.expect("deliver many"), 5, "70 and 60 to u6; 70, 65 and 40 to u7");
+    assert_eq!(all(u6).await, Some((40, vec![70, 60, 50])));
+    b.finish_rebuild(u7, &[10], 0).await.expect("finish");
+    assert_eq!(all(u7).await, Some((0, vec![70, 65, 40, 10])));
+    assert_eq!(all(u2).await, None, "an absent inbox takes nothing");
+    // Keys below the newest held, and more than an inbox has room for.
+    assert_eq!(b.deliver_many(&[(55, &[u6]), (80, &[u6]), (45, &[u6])]).await.expect("deliver many"), 3);
+    assert_eq!(all(u6).await, Some((40, vec![80, 70, 60, 55, 50, 45])));
+    b.finish_rebuild(u8, &[], 0).await.expect("finish");
+    let users = [u8];
+    let step: Vec<(Key, &[UserId])> = keys.iter().map(|&k| (k, &users[..])).collect();
+    assert_eq!(b.deliver_many(&step).await.expect("deliver many"), keys.len());
+    assert_eq!(all(u8).await, all(u3).await, "the cap, as key by key");
 }
 
 /// `Items::bodies`: a body reads back as written, whether or not the store

@@ -13,7 +13,7 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 use tideway_core::UserId;
-use tideway_store::{JobProgress, Received, Signal, Subscription, WorkerId};
+use tideway_store::{FollowerPos, JobProgress, Received, Signal, Subscription, WorkerId};
 use tokio_util::sync::CancellationToken;
 
 /// Jobs advanced side by side in one step (and recorded in one durable write).
@@ -67,44 +67,39 @@ impl FanoutWorker {
         }
         let chunk = self.svc.opts.chunk_size;
         let authors_of: Vec<UserId> = jobs.iter().map(|j| j.author).collect();
-        // Jobs of a step run side by side, `chunks_in_flight` at a time (on a
-        // remote engine each chunk is two round trips: the followers, the
-        // delivery). `buffered` keeps the jobs' order in the progress.
-        let since_yield = &std::sync::atomic::AtomicUsize::new(0);
-        let outcomes: Vec<Result<(usize, JobProgress)>> = futures_util::stream::iter(jobs)
-            .map(|job| async move {
-                let followers = b.followers_chunk(job.author, job.cursor, chunk).await?;
-                let users: Vec<UserId> = followers.iter().map(|f| f.1).collect();
-                let delivered = b.deliver(job.key, &users).await?;
-                // A full chunk is ~0.2 ms of CPU: let requests queued on
-                // this runtime worker run after each chunk's worth of
-                // deliveries instead of behind a step. Not after every job:
-                // under load each yield waits a round of every other task,
-                // and a step of small jobs (a post of 50 followers) yielding
-                // 64 times fell ever further behind the posts.
-                use std::sync::atomic::Ordering::Relaxed;
-                if since_yield.fetch_add(users.len(), Relaxed) + users.len() >= chunk {
-                    since_yield.store(0, Relaxed);
-                    tokio::task::yield_now().await;
-                }
-                Ok(match followers.last() {
-                    Some(&last) if followers.len() == chunk => (delivered, JobProgress::Checkpoint(job.key, last)),
-                    _ => (delivered, JobProgress::Complete(job.key)),
-                })
-            })
+        // The jobs' followers are read side by side, `chunks_in_flight` at
+        // a time (on a remote engine each is a round trip; `buffered` keeps
+        // the jobs' order), then delivered in one call: a store groups the
+        // step's keys by inbox, so that an inbox given several of them is
+        // read and written once, its keys in order (on Redis one script
+        // run per node, where a run per job met the inboxes again and again
+        // and most keys arrived below one delivered just before).
+        let starts: Vec<(UserId, Option<FollowerPos>)> = jobs.iter().map(|j| (j.author, j.cursor)).collect();
+        let read: Vec<Result<Vec<FollowerPos>>> = futures_util::stream::iter(starts)
+            .map(|(author, cursor)| async move { Ok(b.followers_chunk(author, cursor, chunk).await?) })
             .buffered(self.svc.opts.chunks_in_flight.max(1))
             .collect()
             .await;
-        let (mut deliveries, mut completed) = (0, 0);
-        let mut progress = Vec::with_capacity(outcomes.len());
-        for outcome in outcomes {
-            // A failed chunk fails the step before any progress is recorded:
-            // the chunks delivered beside it are delivered again, and ignored.
-            let (delivered, p) = outcome?;
-            deliveries += delivered;
-            completed += usize::from(matches!(p, JobProgress::Complete(_)));
-            progress.push(p);
-        }
+        // A failed read fails the step before anything is delivered or
+        // recorded; a failed delivery fails it before any progress is
+        // recorded: the chunks delivered are delivered again, and ignored.
+        let followers = read.into_iter().collect::<Result<Vec<_>>>()?;
+        let users: Vec<Vec<UserId>> = followers.iter().map(|f| f.iter().map(|f| f.1).collect()).collect();
+        let batch: Vec<(tideway_core::Key, &[UserId])> =
+            jobs.iter().zip(&users).map(|(job, users)| (job.key, users.as_slice())).collect();
+        let deliveries = b.deliver_many(&batch).await?;
+        let mut completed = 0;
+        let progress: Vec<JobProgress> = jobs
+            .iter()
+            .zip(&followers)
+            .map(|(job, followers)| match followers.last() {
+                Some(&last) if followers.len() == chunk => JobProgress::Checkpoint(job.key, last),
+                _ => {
+                    completed += 1;
+                    JobProgress::Complete(job.key)
+                }
+            })
+            .collect();
         // One durable write for the whole step: a crash before it re-delivers
         // these chunks, which inboxes ignore. Progress of a job another worker
         // took over (our lease expired) is not recorded; its chunk is simply

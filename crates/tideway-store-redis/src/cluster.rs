@@ -219,7 +219,10 @@ impl RedisShared {
 
     /// Runs keyed commands as pipelines, one per node, concurrently; the
     /// replies in order. Every command sent this way is idempotent, so the
-    /// whole batch is run again after a failure a topology change explains:
+    /// commands that failed (those of a pipeline that failed whole, or that
+    /// answered an error) are run again after a failure a topology change
+    /// explains; those that answered keep their replies (a delivery's count
+    /// is not taken again as 0 by a second run):
     /// - a server that lost its scripts (a restart, a flush, a new cluster, a
     ///   promoted replica): the scripts' text is sent with `EVAL` instead,
     ///   to whichever server answers for the keys (which keeps them);
@@ -235,20 +238,32 @@ impl RedisShared {
 
     /// [`Self::run`] even while Redis is known to be down (the probe's purge).
     async fn run_anyway(&self, batch: &Batch) -> Result<Vec<Value>> {
-        let mut evals: Option<Batch> = None;
+        let mut replies: Vec<Option<Value>> = vec![None; batch.cmds.len()];
+        let mut eval = false;
         let mut lost_connection = false;
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let e = match self.run_once(evals.as_ref().unwrap_or(batch)).await {
-                Ok(v) => return Ok(v),
-                Err(e) => e,
+            // The commands still without a reply (all, at first).
+            let pending: Vec<usize> = (0..replies.len()).filter(|&i| replies[i].is_none()).collect();
+            let mut run = Batch::default();
+            for &i in &pending {
+                let (key, cmd) = &batch.cmds[i];
+                let cmd = if eval { self.scripts.as_eval(cmd).unwrap_or_else(|| cmd.clone()) } else { cmd.clone() };
+                run.add(key.clone(), cmd);
+            }
+            let (got, failed) = self.run_once(&run).await;
+            for (i, v) in pending.into_iter().zip(got) {
+                replies[i] = v;
+            }
+            let Some(e) = failed else {
+                return Ok(replies.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect());
             };
             if attempt >= ATTEMPTS {
                 return Err(err(e));
             }
-            if is_noscript(&e) && evals.is_none() {
-                evals = Some(self.with_eval(batch));
+            if is_noscript(&e) && !eval {
+                eval = true;
                 continue;
             }
             let topology = retryable(&e);
@@ -266,26 +281,31 @@ impl RedisShared {
         }
     }
 
-    /// `batch` with each script run as `EVAL` of its text.
-    fn with_eval(&self, batch: &Batch) -> Batch {
-        let mut out = Batch::default();
-        for (key, cmd) in &batch.cmds {
-            out.add(key.clone(), self.scripts.as_eval(cmd).unwrap_or_else(|| cmd.clone()));
-        }
-        out
-    }
-
-    async fn run_once(&self, batch: &Batch) -> std::result::Result<Vec<Value>, RedisError> {
+    /// One run of `batch`: each command's reply (`None`: it failed, alone
+    /// or with its node's pipeline), and the first failure.
+    async fn run_once(&self, batch: &Batch) -> (Vec<Option<Value>>, Option<RedisError>) {
+        let mut out: Vec<Option<Value>> = vec![None; batch.cmds.len()];
+        let mut failed: Option<RedisError> = None;
+        let mut take = |i: usize, v: Value, failed: &mut Option<RedisError>| match v {
+            Value::ServerError(e) => {
+                failed.get_or_insert_with(|| RedisError::from(e));
+            }
+            v => out[i] = Some(v),
+        };
         let Conn::Cluster(conn) = &self.conn else {
             let mut p = redis::pipe();
             for (_, c) in &batch.cmds {
                 p.add_command(c.clone());
             }
-            let vals: Vec<Value> = p.query_async(&mut self.conn.clone()).await?;
-            if let Some(Value::ServerError(e)) = vals.iter().find(|v| matches!(v, Value::ServerError(_))) {
-                return Err(RedisError::from(e.clone()));
+            match p.query_async::<Vec<Value>>(&mut self.conn.clone()).await {
+                Ok(vals) => {
+                    for (i, v) in vals.into_iter().enumerate() {
+                        take(i, v, &mut failed);
+                    }
+                }
+                Err(e) => failed = Some(e),
             }
-            return Ok(vals);
+            return (out, failed);
         };
         let mut by_node: HashMap<Option<Node>, Vec<usize>> = HashMap::new();
         for (i, (key, _)) in batch.cmds.iter().enumerate() {
@@ -306,20 +326,22 @@ impl RedisShared {
                         redis::cluster_routing::SlotAddr::Master,
                     )),
                 };
-                let vals = conn.route_pipeline(p, 0, n, route).await?;
-                Ok::<_, RedisError>((idx, vals))
+                (idx, conn.route_pipeline(p, 0, n, route).await)
             }
         });
-        let mut out = vec![Value::Nil; batch.cmds.len()];
-        for (idx, vals) in futures_util::future::try_join_all(runs).await? {
-            for (i, v) in idx.into_iter().zip(vals) {
-                if let Value::ServerError(e) = &v {
-                    return Err(RedisError::from(e.clone()));
+        for (idx, vals) in futures_util::future::join_all(runs).await {
+            match vals {
+                Ok(vals) => {
+                    for (i, v) in idx.into_iter().zip(vals) {
+                        take(i, v, &mut failed);
+                    }
                 }
-                out[i] = v;
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
             }
         }
-        Ok(out)
+        (out, failed)
     }
 
     /// Runs a batch and converts its replies.

@@ -148,6 +148,42 @@ impl Inboxes for RedisShared {
         Ok(took.iter().sum::<i64>() as usize)
     }
 
+    async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
+        // The keys of each inbox, ascending and distinct.
+        let mut by_user: HashMap<UserId, Vec<Key>> = HashMap::new();
+        for &(key, users) in batch {
+            for &u in users {
+                by_user.entry(u).or_default().push(key);
+            }
+        }
+        if by_user.is_empty() {
+            return Ok(0);
+        }
+        // One script run per node (per slice of its inboxes), each inbox
+        // with its keys packed: most go in as one block.
+        let mut by_node: HashMap<Option<Node>, Vec<(String, Vec<u8>)>> = HashMap::new();
+        for (u, mut keys) in by_user {
+            keys.sort_unstable();
+            keys.dedup();
+            let key = self.inbox_key(u);
+            let node = if self.is_cluster() { self.node_of(&key) } else { None };
+            by_node.entry(node).or_default().push((key, keys.iter().flat_map(|k| k.to_be_bytes()).collect()));
+        }
+        let mut batch = Batch::default();
+        for inboxes in by_node.values() {
+            for slice in inboxes.chunks(DELIVER_SLICE) {
+                let mut cmd = redis::cmd("EVALSHA");
+                cmd.arg(self.scripts.deliver_many.get_hash()).arg(0).arg(self.cap).arg(self.slack);
+                for (k, keys) in slice {
+                    cmd.arg(k).arg(&keys[..]);
+                }
+                batch.add(slice[0].0.clone(), cmd);
+            }
+        }
+        let took: Vec<i64> = self.run_as(&batch).await?;
+        Ok(took.iter().sum::<i64>() as usize)
+    }
+
     async fn read_inbox(
         &self,
         user: UserId,

@@ -38,13 +38,19 @@
 //! a full inbox, reads and writes the inbox whole. About 9 bytes an entry
 //! for a full inbox.
 //!
-//! One script run delivers a key to every inbox of a fan-out chunk that one
-//! node serves: the inbox keys are passed as arguments, not declared keys
-//! (a cluster refuses declared keys of several slots in one call), and each
-//! call goes to the node that serves them by this crate's copy of the
-//! cluster's slot map. A script that reaches a key its node no longer serves
-//! (a resharding moved the slot) fails; the batch is then sent again after
-//! the slot map is read again (deliveries are idempotent).
+//! One script run delivers a fan-out step (up to 64 jobs' chunks) to every
+//! inbox of it that one node serves (`deliver_many`, up to 1,000 inboxes a
+//! run): the step's keys grouped by inbox, ascending, so that an inbox given
+//! several keys reads its header once and takes them as one block (above
+//! its newest) or merged with its last 32 (a little below it), where a run
+//! per job met each inbox once per key, most keys below the one just
+//! delivered by another job. The inbox keys are passed as arguments, not
+//! declared keys (a cluster refuses declared keys of several slots in one
+//! call), and each call goes to the node that serves them by this crate's
+//! copy of the cluster's slot map. A script that reaches a key its node no
+//! longer serves (a resharding moved the slot) fails; the commands that
+//! failed are then sent again after the slot map is read again (deliveries
+//! are idempotent), and those that answered keep their replies.
 //!
 //! # The event hub
 //!

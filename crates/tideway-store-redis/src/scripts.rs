@@ -54,15 +54,11 @@ local function write(k, floor, building, entries, n, cap, slack)
 end
 ";
 
-/// ARGV: key (8 bytes), cap, slack, then the inbox keys (undeclared: the
-/// caller sends one call per node with the inboxes that node serves, so one
-/// script run delivers a whole chunk of followers). Returns how many
-/// inboxes took the key (present, above the floor, not held yet).
-const DELIVER: &str = r"
-local key, cap, slack = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local took = 0
-for i = 4, #ARGV do
-  local k = ARGV[i]
+/// `deliver1(k, key, cap, slack)`: delivers one key (8 bytes) to inbox `k`;
+/// 1 when it took the key (present, above the floor, not held yet), else 0.
+const DELIVER_ONE: &str = r"
+local function deliver1(k, key, cap, slack)
+  local took = 0
   local h = redis.call('GETRANGE', k, 0, 23)
   if #h == 24 then
     local flags, n = struct.unpack('>I4I4', h, 9)
@@ -77,7 +73,7 @@ for i = 4, #ARGV do
           local v = redis.call('GET', k)
           write(k, string.sub(v, 1, 8), building, string.sub(v, 25, 24 + n * 8) .. key, n + 1, cap, slack)
         end
-        took = took + 1
+        took = 1
       end
     else
       -- Below the newest key held. Posts fanned out side by side arrive a
@@ -102,7 +98,7 @@ for i = 4, #ARGV do
           if entry(t, 0, lo - m) ~= key then
             redis.call('SETRANGE', k, 24 + lo * 8, key .. string.sub(t, (lo - m) * 8 + 1))
             redis.call('SETRANGE', k, 12, struct.pack('>I4', n + 1))
-            took = took + 1
+            took = 1
           end
           placed = true
         end
@@ -118,9 +114,97 @@ for i = 4, #ARGV do
           if entry(v, 24, lo) ~= key then
             local entries = string.sub(v, 25, 24 + lo * 8) .. key .. string.sub(v, 25 + lo * 8, 24 + n * 8)
             write(k, string.sub(v, 1, 8), building, entries, n + 1, cap, slack)
-            took = took + 1
+            took = 1
           end
         end
+      end
+    end
+  end
+  return took
+end
+";
+
+/// ARGV: key (8 bytes), cap, slack, then the inbox keys (undeclared: the
+/// caller sends one call per node with the inboxes that node serves, so one
+/// script run delivers a whole chunk of followers). Returns how many
+/// inboxes took the key (present, above the floor, not held yet).
+const DELIVER: &str = r"
+local key, cap, slack = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local took = 0
+for i = 4, #ARGV do
+  took = took + deliver1(ARGV[i], key, cap, slack)
+end
+return took
+";
+
+/// ARGV: cap, slack, then pairs of an inbox key (undeclared, as in
+/// [`DELIVER`]) and its keys (8 bytes each, packed, ascending, distinct): a
+/// fan-out step's deliveries grouped by inbox. With room for them all, keys
+/// above the newest held (or above the floor of an empty inbox) go in as
+/// one block, and keys that reach below it no further than the last `TAIL`
+/// held are merged with the keys after them (those held already are not
+/// taken): one read of the header, one of the tail, two writes for the lot.
+/// Otherwise each key goes as [`DELIVER`] delivers it. Returns how many keys
+/// inboxes took.
+const DELIVER_MANY: &str = r"
+local cap, slack = tonumber(ARGV[1]), tonumber(ARGV[2])
+local took = 0
+for i = 3, #ARGV, 2 do
+  local k, ks = ARGV[i], ARGV[i + 1]
+  local m = #ks / 8
+  local h = redis.call('GETRANGE', k, 0, 23)
+  if #h == 24 then
+    local flags, n = struct.unpack('>I4I4', h, 9)
+    local slots = flags % BUILDING
+    local first, last, newest = string.sub(ks, 1, 8), string.sub(ks, -8), string.sub(h, 17, 24)
+    local done = false
+    if n + m <= slots then
+      if (n == 0 and gt(first, string.sub(h, 1, 8))) or (n > 0 and gt(first, newest)) then
+        redis.call('SETRANGE', k, 24 + n * 8, ks)
+        redis.call('SETRANGE', k, 12, struct.pack('>I4', n + m) .. last)
+        took = took + m
+        done = true
+      elseif n > 0 then
+        local low = math.max(0, n - TAIL)
+        local t = redis.call('GETRANGE', k, 24 + low * 8, 23 + n * 8)
+        -- the held key the first must be above: the lowest read, or the
+        -- newest beyond the cap (the effective floor)
+        local j = low
+        if n > cap and n - cap - 1 > j then j = n - cap - 1 end
+        if gt(first, entry(t, 0, j - low)) and gt(first, string.sub(h, 1, 8)) then
+          -- the first held key at or above the first new one, in (j, n)
+          local lo, hi = j + 1, n - 1
+          while lo < hi do
+            local mid = math.floor((lo + hi) / 2)
+            if gt(first, entry(t, 0, mid - low)) then lo = mid + 1 else hi = mid end
+          end
+          local out, a, b, added = {}, lo, 0, 0
+          while a < n or b < m do
+            local ea, eb
+            if a < n then ea = entry(t, 0, a - low) end
+            if b < m then eb = entry(ks, 0, b) end
+            if ea and (not eb or gt(eb, ea)) then
+              out[#out + 1] = ea
+              a = a + 1
+            elseif ea and ea == eb then
+              out[#out + 1] = ea
+              a, b = a + 1, b + 1
+            else
+              out[#out + 1] = eb
+              b, added = b + 1, added + 1
+            end
+          end
+          if gt(last, newest) then newest = last end
+          redis.call('SETRANGE', k, 24 + lo * 8, table.concat(out))
+          redis.call('SETRANGE', k, 12, struct.pack('>I4', n + added) .. newest)
+          took = took + added
+          done = true
+        end
+      end
+    end
+    if not done then
+      for j = 0, m - 1 do
+        took = took + deliver1(k, string.sub(ks, j * 8 + 1, j * 8 + 8), cap, slack)
       end
     end
   end
@@ -192,6 +276,7 @@ return 0
 /// its script cache).
 pub(crate) struct Scripts {
     pub deliver: redis::Script,
+    pub deliver_many: redis::Script,
     pub merge: redis::Script,
     pub mark: redis::Script,
     pub announced: redis::Script,
@@ -201,19 +286,28 @@ pub(crate) struct Scripts {
 
 impl Scripts {
     pub fn new() -> Self {
-        let texts: Vec<(String, String)> = [DELIVER, MERGE, MARK, ANNOUNCED]
-            .iter()
-            .map(|body| {
-                let text = format!("{PRELUDE}{body}");
-                (redis::Script::new(&text).get_hash().to_owned(), text)
-            })
-            .collect();
+        let one_and = |body: &str| format!("{DELIVER_ONE}{body}");
+        let texts: Vec<(String, String)> =
+            [one_and(DELIVER), MERGE.to_owned(), MARK.to_owned(), ANNOUNCED.to_owned(), one_and(DELIVER_MANY)]
+                .iter()
+                .map(|body| {
+                    let text = format!("{PRELUDE}{body}");
+                    (redis::Script::new(&text).get_hash().to_owned(), text)
+                })
+                .collect();
         let script = |i: usize| redis::Script::new(&texts[i].1);
-        Self { deliver: script(0), merge: script(1), mark: script(2), announced: script(3), texts }
+        Self {
+            deliver: script(0),
+            merge: script(1),
+            mark: script(2),
+            announced: script(3),
+            deliver_many: script(4),
+            texts,
+        }
     }
 
-    pub fn all(&self) -> [&redis::Script; 4] {
-        [&self.deliver, &self.merge, &self.mark, &self.announced]
+    pub fn all(&self) -> [&redis::Script; 5] {
+        [&self.deliver, &self.merge, &self.mark, &self.announced, &self.deliver_many]
     }
 
     /// `cmd` as an `EVAL` of the script's text when it is an `EVALSHA` of

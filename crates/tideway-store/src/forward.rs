@@ -404,6 +404,11 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(deliver));)?
                     $shared.deliver(key, users).await
                 }
+                async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
+                    let $s = self;
+                    $(($before)(stringify!(deliver_many));)?
+                    $shared.deliver_many(batch).await
+                }
                 async fn read_inbox(
                     &self,
                     user: UserId,

@@ -545,6 +545,18 @@ impl Removed {
 pub trait Inboxes: Send + Sync {
     /// Adds `key` to the present inboxes of `users`; returns how many took it.
     async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize>;
+    /// Several deliveries at once (a fan-out step's chunks): the same as
+    /// [`Inboxes::deliver`] of each in turn; returns how many inboxes took a
+    /// key, summed. A store may group them by inbox and give each inbox its
+    /// keys in ascending order (read and written once), so which keys an
+    /// inbox past its cap keeps may differ from the batch's order then.
+    async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
+        let mut took = 0;
+        for &(key, users) in batch {
+            took += self.deliver(key, users).await?;
+        }
+        Ok(took)
+    }
     /// Keys of `user`'s inbox in `range` above its floor; `None` if absent.
     async fn read_inbox(
         &self,

@@ -76,6 +76,23 @@ impl<J: Journal> Inboxes for Store<J> {
     async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
         Ok(self.inboxes.deliver(key, users))
     }
+    async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
+        // In process a delivery is CPU on the caller's runtime worker
+        // (~0.2 us): a step's worth (64 chunks of up to 1,000) lets the
+        // requests queued on that worker run after each ~1,000 deliveries
+        // rather than behind the whole step.
+        const YIELD_EVERY: usize = 1000;
+        let (mut took, mut since) = (0, 0);
+        for &(key, users) in batch {
+            took += self.inboxes.deliver(key, users);
+            since += users.len();
+            if since >= YIELD_EVERY {
+                since = 0;
+                tokio::task::yield_now().await;
+            }
+        }
+        Ok(took)
+    }
     async fn read_inbox(
         &self,
         user: UserId,
