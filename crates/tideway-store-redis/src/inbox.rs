@@ -14,6 +14,10 @@ use tideway_store::{InboxRead, InboxStats, Inboxes, Result, StoreError};
 const STATS_TTL: Duration = Duration::from_secs(10);
 /// Inboxes per delivery script run (a run blocks its Redis: ~1 µs each).
 const DELIVER_SLICE: usize = 1000;
+/// Inboxes per run of a step's delivery (each given its keys: 1-15 µs of
+/// Redis, the most when they are merged below the newest held), so that a
+/// run blocks its Redis for a few milliseconds at most.
+const DELIVER_MANY_SLICE: usize = 256;
 
 pub(crate) fn be(b: &[u8]) -> u64 {
     let mut a = [0u8; 8];
@@ -171,7 +175,7 @@ impl Inboxes for RedisShared {
         }
         let mut batch = Batch::default();
         for inboxes in by_node.values() {
-            for slice in inboxes.chunks(DELIVER_SLICE) {
+            for slice in inboxes.chunks(DELIVER_MANY_SLICE) {
                 let mut cmd = redis::cmd("EVALSHA");
                 cmd.arg(self.scripts.deliver_many.get_hash()).arg(0).arg(self.cap).arg(self.slack);
                 for (k, keys) in slice {

@@ -39,7 +39,7 @@
 //! for a full inbox.
 //!
 //! One script run delivers a fan-out step (up to 64 jobs' chunks) to every
-//! inbox of it that one node serves (`deliver_many`, up to 1,000 inboxes a
+//! inbox of it that one node serves (`deliver_many`, up to 256 inboxes a
 //! run): the step's keys grouped by inbox, ascending, so that an inbox given
 //! several keys reads its header once and takes them as one block (above
 //! its newest) or merged with its last 32 (a little below it), where a run

@@ -213,6 +213,27 @@ async fn scripts_come_back_when_one_cluster_node_lost_them() {
     redis.purge().await.expect("purge");
 }
 
+/// A step to more inboxes than one script run takes (256) is delivered in
+/// several runs, on one Redis and on a cluster, every key counted once.
+#[tokio::test]
+async fn a_step_to_many_inboxes_takes_several_runs() {
+    for urls in [single(), cluster()] {
+        let redis = connect(urls, 10).await;
+        let users: Vec<UserId> = (1..=700).map(UserId).collect();
+        for &u in &users {
+            redis.finish_rebuild(u, &[1], 0).await.expect("create");
+        }
+        let step: [(Key, &[UserId]); 2] = [(5, &users[..]), (3, &users[..300])];
+        assert_eq!(redis.deliver_many(&step).await.expect("deliver many"), 1000);
+        for &u in &users {
+            let read = redis.read_inbox(u, KeyRange::ALL, Direction::Older, 10).await.expect("read").expect("present");
+            let want = if u.0 <= 300 { vec![5, 3, 1] } else { vec![5, 1] };
+            assert_eq!(read.keys, want, "user {u}");
+        }
+        redis.purge().await.expect("purge");
+    }
+}
+
 /// A private `redis-server` on `port` (killed on drop).
 struct Server(std::process::Child);
 
