@@ -49,6 +49,11 @@ impl HydrationRows {
         }
     }
 
+    /// The viewer reposted `item` (found after the rows).
+    pub(crate) fn reposted(&mut self, item: u64) {
+        self.own.entry(item).or_default().reposted = true;
+    }
+
     fn count(&mut self, item: u64, what: &str, n: u64) {
         let c = self.counts.entry(item).or_default();
         match (what, what.strip_prefix("k:")) {
