@@ -12,12 +12,10 @@ use tideway_store::{InboxRead, InboxStats, Inboxes, Result, StoreError};
 
 /// How long `inbox_stats` reuses a count (it scans every inbox key).
 const STATS_TTL: Duration = Duration::from_secs(10);
-/// Inboxes per delivery script run (a run blocks its Redis: ~1 µs each).
-const DELIVER_SLICE: usize = 1000;
-/// Inboxes per run of a step's delivery (each given its keys: 1-15 µs of
-/// Redis, the most when they are merged below the newest held), so that a
-/// run blocks its Redis for a few milliseconds at most.
-const DELIVER_MANY_SLICE: usize = 256;
+/// Inboxes per delivery script run (each given its keys: 1-15 µs of Redis,
+/// the most when they are merged below the newest held), so that a run
+/// blocks its Redis for a few milliseconds at most.
+const DELIVER_SLICE: usize = 256;
 
 pub(crate) fn be(b: &[u8]) -> u64 {
     let mut a = [0u8; 8];
@@ -125,31 +123,7 @@ impl RedisShared {
 #[async_trait]
 impl Inboxes for RedisShared {
     async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
-        if users.is_empty() {
-            return Ok(0);
-        }
-        let kb = key.to_be_bytes();
-        // One script run per node (per slice of a big chunk), the inboxes it
-        // serves as arguments.
-        let mut by_node: HashMap<Option<Node>, Vec<String>> = HashMap::new();
-        for &u in users {
-            let key = self.inbox_key(u);
-            let node = if self.is_cluster() { self.node_of(&key) } else { None };
-            by_node.entry(node).or_default().push(key);
-        }
-        let mut batch = Batch::default();
-        for keys in by_node.values() {
-            for slice in keys.chunks(DELIVER_SLICE) {
-                let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(self.scripts.deliver.get_hash()).arg(0).arg(&kb[..]).arg(self.cap).arg(self.slack);
-                for k in slice {
-                    cmd.arg(k);
-                }
-                batch.add(slice[0].clone(), cmd);
-            }
-        }
-        let took: Vec<i64> = self.run_as(&batch).await?;
-        Ok(took.iter().sum::<i64>() as usize)
+        self.deliver_many(&[(key, users)]).await
     }
 
     async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
@@ -175,9 +149,9 @@ impl Inboxes for RedisShared {
         }
         let mut batch = Batch::default();
         for inboxes in by_node.values() {
-            for slice in inboxes.chunks(DELIVER_MANY_SLICE) {
+            for slice in inboxes.chunks(DELIVER_SLICE) {
                 let mut cmd = redis::cmd("EVALSHA");
-                cmd.arg(self.scripts.deliver_many.get_hash()).arg(0).arg(self.cap).arg(self.slack);
+                cmd.arg(self.scripts.deliver.get_hash()).arg(0).arg(self.cap).arg(self.slack);
                 for (k, keys) in slice {
                     cmd.arg(k).arg(&keys[..]);
                 }

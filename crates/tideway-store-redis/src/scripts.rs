@@ -124,29 +124,18 @@ local function deliver1(k, key, cap, slack)
 end
 ";
 
-/// ARGV: key (8 bytes), cap, slack, then the inbox keys (undeclared: the
-/// caller sends one call per node with the inboxes that node serves, so one
-/// script run delivers a whole chunk of followers). Returns how many
-/// inboxes took the key (present, above the floor, not held yet).
-const DELIVER: &str = r"
-local key, cap, slack = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local took = 0
-for i = 4, #ARGV do
-  took = took + deliver1(ARGV[i], key, cap, slack)
-end
-return took
-";
-
-/// ARGV: cap, slack, then pairs of an inbox key (undeclared, as in
-/// [`DELIVER`]) and its keys (8 bytes each, packed, ascending, distinct): a
-/// fan-out step's deliveries grouped by inbox. With room for them all, keys
+/// ARGV: cap, slack, then pairs of an inbox key and its keys (8 bytes each,
+/// packed, ascending, distinct): deliveries grouped by inbox (a fan-out
+/// step's, or one key to a chunk of followers). The inbox keys are not
+/// declared: the caller sends one call per node with the inboxes that node
+/// serves. With room for them all, keys
 /// above the newest held (or above the floor of an empty inbox) go in as
 /// one block, and keys that reach below it no further than the last `TAIL`
 /// held are merged with the keys after them (those held already are not
 /// taken): one read of the header, one of the tail, two writes for the lot.
-/// Otherwise each key goes as [`DELIVER`] delivers it. Returns how many keys
+/// Otherwise each key goes by itself (`deliver1`). Returns how many keys
 /// inboxes took.
-const DELIVER_MANY: &str = r"
+const DELIVER: &str = r"
 local cap, slack = tonumber(ARGV[1]), tonumber(ARGV[2])
 local took = 0
 for i = 3, #ARGV, 2 do
@@ -276,7 +265,6 @@ return 0
 /// its script cache).
 pub(crate) struct Scripts {
     pub deliver: redis::Script,
-    pub deliver_many: redis::Script,
     pub merge: redis::Script,
     pub mark: redis::Script,
     pub announced: redis::Script,
@@ -286,28 +274,20 @@ pub(crate) struct Scripts {
 
 impl Scripts {
     pub fn new() -> Self {
-        let one_and = |body: &str| format!("{DELIVER_ONE}{body}");
-        let texts: Vec<(String, String)> =
-            [one_and(DELIVER), MERGE.to_owned(), MARK.to_owned(), ANNOUNCED.to_owned(), one_and(DELIVER_MANY)]
-                .iter()
-                .map(|body| {
-                    let text = format!("{PRELUDE}{body}");
-                    (redis::Script::new(&text).get_hash().to_owned(), text)
-                })
-                .collect();
+        let deliver = format!("{DELIVER_ONE}{DELIVER}");
+        let texts: Vec<(String, String)> = [deliver.as_str(), MERGE, MARK, ANNOUNCED]
+            .iter()
+            .map(|body| {
+                let text = format!("{PRELUDE}{body}");
+                (redis::Script::new(&text).get_hash().to_owned(), text)
+            })
+            .collect();
         let script = |i: usize| redis::Script::new(&texts[i].1);
-        Self {
-            deliver: script(0),
-            merge: script(1),
-            mark: script(2),
-            announced: script(3),
-            deliver_many: script(4),
-            texts,
-        }
+        Self { deliver: script(0), merge: script(1), mark: script(2), announced: script(3), texts }
     }
 
-    pub fn all(&self) -> [&redis::Script; 5] {
-        [&self.deliver, &self.merge, &self.mark, &self.announced, &self.deliver_many]
+    pub fn all(&self) -> [&redis::Script; 4] {
+        [&self.deliver, &self.merge, &self.mark, &self.announced]
     }
 
     /// `cmd` as an `EVAL` of the script's text when it is an `EVALSHA` of
