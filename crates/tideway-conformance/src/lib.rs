@@ -401,6 +401,10 @@ pub async fn hub(b: &dyn Backend) {
         tokio::time::timeout(std::time::Duration::from_secs(5), sub.recv()).await.expect("a signal within 5 s")
     }
     b.publish(&[Signal::Work]).await.expect("publish with no subscription");
+    // (A Redis Cluster passes a PUBLISH on to its other nodes over its bus,
+    // after answering it: one subscribed at once on another node could still
+    // hear this one.)
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let mut a = b.subscribe().await.expect("subscribe");
     let mut c = b.subscribe().await.expect("subscribe");
     b.publish(&[
