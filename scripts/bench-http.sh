@@ -9,6 +9,9 @@
 # by server and wrk ("shared"), and with the server pinned to core 0 and wrk
 # to core 1 ("split": a separate load machine, minus one core).
 #   USERS FOLLOWS POSTS CONNS DURATION BASELINE_BIN   (defaults below)
+# ROUNDS=n repeats the measured runs n times over the same data, the binaries
+# alternating within each round (a noisy machine's drift then shows as the
+# spread between rounds); MODES="shared" or "split" runs one of the two.
 # SHARED=postgres or SHARED=mysql runs the server as a node on that engine and
 # Redis instead (from `eval "$(scripts/services.sh up)"`: a fresh database on
 # TIDEWAY_TEST_POSTGRES_URL's or TIDEWAY_TEST_MYSQL_URL's server and a fresh key
@@ -25,6 +28,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
 USERS="${USERS:-2000}" FOLLOWS="${FOLLOWS:-100}" POSTS="${POSTS:-40000}"
 CONNS="${CONNS:-4 8 16 32}" DURATION="${DURATION:-10s}"
+ROUNDS="${ROUNDS:-1}" MODES="${MODES:-shared split}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 command -v taskset >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux >/dev/null; }
 cargo build -q --release --locked -p tideway
@@ -102,8 +106,9 @@ if [ -n "${SHARED:-}" ]; then
   BINS+=("seeds:seeds")
 fi
 export USERS DELAY_MS=0
-printf '%-9s %-7s %5s %12s %10s %10s\n' binary cores conns "requests/s" p50 p99
-for cores in shared split; do
+printf '%-5s %-9s %-7s %5s %12s %10s %10s\n' round binary cores conns "requests/s" p50 p99
+for round in $(seq "$ROUNDS"); do
+for cores in $MODES; do
   for b in "${BINS[@]}"; do
     name="${b%%:*}" path="${b#*:}"
     engine "$name"
@@ -112,11 +117,12 @@ for cores in shared split; do
     for c in $CONNS; do
       python3 scripts/bench/cpu.py "$SERVER" $WRK -t1 -c"$c" -d"$DURATION" --latency -s scripts/bench/home.lua \
         "http://127.0.0.1:$PORT" 2>"$DATA/cpu" |
-        awk -v n="$name" -v k="$cores" -v c="$c" '
+        awk -v r="$round" -v n="$name" -v k="$cores" -v c="$c" '
           $1 == "50%" { p50 = $2 } $1 == "99%" { p99 = $2 } $1 == "Requests/sec:" { rps = $2 }
-          END { printf "%-9s %-7s %5s %12s %10s %10s\n", n, k, c, rps, p50, p99 }'
-      sed 's/^/          /' "$DATA/cpu"
+          END { printf "%-5s %-9s %-7s %5s %12s %10s %10s\n", r, n, k, c, rps, p50, p99 }'
+      sed 's/^/                /' "$DATA/cpu"
     done
     stop
   done
+done
 done

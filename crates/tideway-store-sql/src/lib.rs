@@ -91,6 +91,9 @@ pub struct SqlStore {
     posts: std::sync::Arc<posts::PostQueue>,
     /// The store-wide counts and when they were read (see `stats.rs`).
     stats: tokio::sync::Mutex<Option<(Instant, StoreStats)>>,
+    /// The node's copy of the promotions not yet ended, checked by their
+    /// version in a page's statement (`pages.rs`).
+    promotions: pages::PromotionsCopy,
 }
 
 impl SqlStore {
@@ -143,7 +146,14 @@ impl SqlStore {
         };
         let pages = page_conns::PageConns::new(url, setup, 8, Duration::from_secs(3));
         let posts = posts::PostQueue::new(pool.clone(), dialect);
-        let store = Self { pool, pages, dialect, posts, stats: tokio::sync::Mutex::new(None) };
+        let store = Self {
+            pool,
+            pages,
+            dialect,
+            posts,
+            stats: tokio::sync::Mutex::new(None),
+            promotions: pages::PromotionsCopy::default(),
+        };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;
         Ok(store)
     }

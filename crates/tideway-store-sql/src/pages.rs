@@ -67,8 +67,8 @@ use tideway_store::{PageFacts, PageQuery, Pages, Promotion, Result, StoreError};
 /// `$1` originals, `$2` reposters, `$3` whose insertions (or NULL), `$4`
 /// the viewer (or NULL: the viewer's branches find nothing), `$5` related
 /// users, `$6` the items read ahead, `$7` the held copies, `$8` whose
-/// followee-set version (or NULL), `$9` the time of the running promotions
-/// (or NULL), `$10` the item epoch the held copies were current at (or
+/// followee-set version (or NULL), `$9` the time from which the promotions
+/// not yet ended are read (or NULL: none read), `$10` the item epoch the held copies were current at (or
 /// NULL: checked whatever the epoch), `$11` the viewer whose blocks and
 /// mutes are read (NULL: the caller holds them, `relations_known`); lists
 /// are one text of comma-separated ids (`''`: none).
@@ -96,12 +96,12 @@ UNION ALL SELECT 'v', c.item, v.n, v.n, '' FROM cnt c, LATERAL (SELECT COUNT(*) 
 UNION ALL SELECT 'm', c.item, m.n, m.n, substr(c.what, 3) FROM cnt c, LATERAL (SELECT COUNT(*) AS n FROM tw_reactions r \
   WHERE r.user_id = $4 AND r.item = c.item AND r.kind = substr(c.what, 3)) m \
   WHERE c.what LIKE 'k:%' AND c.item = ANY(string_to_array($6, ',')::bigint[]) AND m.n > 0 \
-UNION ALL SELECT 'e', n, n, n, '' FROM tw_epoch WHERE id = 1 \
+UNION ALL SELECT 'e', n, n, pv, '' FROM tw_epoch WHERE id = 1 \
 UNION ALL SELECT 'x', id, rev, rev, '' FROM tw_items WHERE id = ANY(string_to_array($7, ',')::bigint[]) \
   AND $10::bigint IS DISTINCT FROM (SELECT n FROM tw_epoch WHERE id = 1) \
 UNION ALL SELECT 'g', grev, grev, grev, '' FROM tw_users WHERE id = $8 \
 UNION ALL SELECT 'p', id, item, every, starts_at::text || ',' || ends_at::text FROM tw_promotions \
-  WHERE starts_at <= $9 AND ends_at > $9";
+  WHERE ends_at > $9";
 
 /// The follows of the viewer ([`PG_PAGE`]'s branches beside the blocks and
 /// mutes, on the partitioned graph tables) probed for the related users
@@ -143,7 +143,7 @@ const RELATION_ROWS: usize = 1000;
 
 impl SqlStore {
     /// The page's rows on PostgreSQL: [`PG_PAGE`], one fixed text.
-    async fn pg_page_rows(&self, q: &PageQuery<'_>) -> Result<Vec<AnyRow>> {
+    async fn pg_page_rows(&self, q: &PageQuery<'_>, promotions: Option<Millis>) -> Result<Vec<AnyRow>> {
         let nothing = q.originals.is_empty()
             && q.related.is_empty()
             && q.hydrate.is_empty()
@@ -171,7 +171,7 @@ impl SqlStore {
                     .bind(hydrate.as_str())
                     .bind(held.as_str())
                     .bind(q.followees_of.map(|u| k(u.0)))
-                    .bind(q.promotions_at.map(|t| t.0))
+                    .bind(promotions.map(|t| t.0))
                     .bind(q.held_at.map(|e| e as i64))
                     .bind(q.viewer.filter(|_| !q.relations_known).map(|v| k(v.0)))
             })
@@ -184,8 +184,8 @@ impl SqlStore {
     /// page's text differs, and MariaDB optimizes every execution of a
     /// prepared statement anyway), one round trip and one statement where
     /// the parts side by side were seven.
-    async fn my_page_rows(&self, q: &PageQuery<'_>) -> Result<Vec<AnyRow>> {
-        match my_page_text(q) {
+    async fn my_page_rows(&self, q: &PageQuery<'_>, promotions: Option<Millis>) -> Result<Vec<AnyRow>> {
+        match my_page_text(q, promotions) {
             Some(sql) => self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.map_err(self.err()),
             None => Ok(vec![]),
         }
@@ -301,12 +301,13 @@ fn gathered_reposts(text: &str) -> Result<Option<Vec<(UserId, ItemId)>>> {
     Ok((out.len() == count).then_some(out))
 }
 
-/// The text of MySQL's page statement ([`SqlStore::my_page_rows`]); `None`
-/// when the query asks nothing. Its connections estimate the `IN` lists
+/// The text of MySQL's page statement ([`SqlStore::my_page_rows`]), which
+/// reads the promotions not ended at `promotions` when given; `None` when
+/// the query asks nothing. Its connections estimate the `IN` lists
 /// from index statistics (`SqlStore::connect`), so the lookups on
 /// `tw_items_reposts` force that index: its statistics count the items that
 /// are no repost, and seen through them it looks worse than a scan.
-fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
+fn my_page_text(q: &PageQuery<'_>, promotions: Option<Millis>) -> Option<String> {
     let mut parts: Vec<String> = Vec::new();
     let originals = list(q.originals.iter().map(|i| k(i.0)));
     if let Some(counted) = my_counts_branch(q) {
@@ -348,23 +349,22 @@ fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
         // not need.
         parts.push(my_held_text(q.held));
     }
-    if let Some(t) = q.promotions_at {
+    if let Some(t) = promotions {
         parts.push(format!(
-            "SELECT 'p', id, item, every, CONCAT(starts_at, ',', ends_at) FROM tw_promotions \
-             WHERE starts_at <= {t} AND ends_at > {t}",
-            t = t.0
+            "SELECT 'p', id, item, every, CONCAT(starts_at, ',', ends_at) FROM tw_promotions WHERE ends_at > {}",
+            t.0
         ));
     }
-    if parts.is_empty() && q.held.is_empty() && q.followees_of.is_none() {
+    if parts.is_empty() && q.held.is_empty() && q.followees_of.is_none() && q.promotions_at.is_none() {
         return None;
     }
     // The epoch's row carries the followee-set version asked (one branch
-    // fewer to plan; no user row: version 0).
+    // fewer to plan; no user row: version 0) and the promotions' version.
     let version = match q.followees_of {
         Some(u) => format!("IFNULL((SELECT grev FROM tw_users WHERE id = {}), 0)", k(u.0)),
         None => "n".to_owned(),
     };
-    parts.push(format!("SELECT 'e', n, {version}, n, '' FROM tw_epoch WHERE id = 1"));
+    parts.push(format!("SELECT 'e', n, {version}, pv, '' FROM tw_epoch WHERE id = 1"));
     Some(format!("({})", parts.join(") UNION ALL (")))
 }
 
@@ -372,7 +372,16 @@ fn my_page_text(q: &PageQuery<'_>) -> Option<String> {
 impl Pages for SqlStore {
     async fn page_facts(&self, q: &PageQuery<'_>) -> Result<PageFacts> {
         let mysql = self.dialect == Dialect::MySql;
-        let rows = if mysql { self.my_page_rows(q).await? } else { self.pg_page_rows(q).await? };
+        // The promotions come from the node's copy while its version
+        // stands (the statement's `e` row tells); without a copy the
+        // statement reads those not yet ended, which become the copy.
+        let held_promotions = q.promotions_at.and_then(|t| self.promotions.serving(t));
+        let read_promotions = q.promotions_at.filter(|_| held_promotions.is_none());
+        let rows = if mysql {
+            self.my_page_rows(q, read_promotions).await?
+        } else {
+            self.pg_page_rows(q, read_promotions).await?
+        };
         let inserts = q.inserts_of.filter(|_| !q.originals.is_empty());
         let mut by_original: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
         // The reposters, to keep theirs of the reposts gathered (MySQL).
@@ -391,6 +400,7 @@ impl Pages for SqlStore {
         let mut current: HashMap<u64, i64> = HashMap::new();
         let mut version = None;
         let mut epoch = None;
+        let mut promotions_version = None;
         let mut promotions = Vec::new();
         for row in &rows {
             let what = text(row, 0)?;
@@ -408,6 +418,7 @@ impl Pages for SqlStore {
                 "g" => version = Some(a),
                 "e" => {
                     epoch = Some(a);
+                    promotions_version = Some(int(row, 3)?);
                     if mysql && q.followees_of.is_some() {
                         version = Some(int(row, 2)? as u64);
                     }
@@ -532,12 +543,80 @@ impl Pages for SqlStore {
             items_epoch: epoch,
             // (no row: a user never seen, at version 0)
             followees_version: q.followees_of.map(|_| version.unwrap_or(0)),
-            promotions: q.promotions_at.map(|_| {
-                promotions.sort_unstable_by_key(|p| p.id);
-                promotions
-            }),
+            promotions: match q.promotions_at {
+                None => None,
+                Some(t) => Some(match (held_promotions, promotions_version) {
+                    (None, version) => {
+                        let running = running(&promotions, t);
+                        if let Some(v) = version {
+                            self.promotions.keep(v, t, promotions);
+                        }
+                        running
+                    }
+                    (Some(held), Some(v)) if held.version == v => running(&held.list, t),
+                    // A promotion stored since the copy was taken: read
+                    // after the statement, and kept.
+                    (Some(_), _) => {
+                        let (v, list) = self.promotions_from(t).await?;
+                        let running = running(&list, t);
+                        self.promotions.keep(v, t, list);
+                        running
+                    }
+                }),
+            },
         })
     }
+}
+
+/// The most promotions not yet ended that a node keeps a copy of; with
+/// more, every page reads them in its statement.
+const PROMOTIONS_HELD_MAX: usize = 10_000;
+
+/// A node's copy of the promotions. Promotions are never changed or
+/// removed, and each one stored moves their version in its own
+/// transaction (`SqlStore::put_promotion`), so a copy of those not ended at
+/// a time, taken at a version, holds every promotion running at that time
+/// or later while the version stands. A page's statement reads the version
+/// (its `e` row) instead of the promotions: one branch fewer to plan on
+/// MariaDB. A page at a time before the copy's reads them as before.
+#[derive(Default)]
+pub(crate) struct PromotionsCopy(std::sync::Mutex<Option<HeldPromotions>>);
+
+#[derive(Clone)]
+struct HeldPromotions {
+    version: i64,
+    /// Every promotion not ended at this time is in `list`.
+    from: Millis,
+    list: std::sync::Arc<[Promotion]>,
+}
+
+impl PromotionsCopy {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<HeldPromotions>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The copy, when it can tell the promotions running at `at`.
+    fn serving(&self, at: Millis) -> Option<HeldPromotions> {
+        self.lock().as_ref().filter(|h| h.from <= at).cloned()
+    }
+
+    /// Keeps `list`, the promotions not ended at `from` at `version`, unless
+    /// the copy is of a later version or the list is too long to keep.
+    fn keep(&self, version: i64, from: Millis, list: Vec<Promotion>) {
+        let mut held = self.lock();
+        if list.len() > PROMOTIONS_HELD_MAX {
+            *held = None;
+        } else if held.as_ref().is_none_or(|h| h.version <= version) {
+            *held = Some(HeldPromotions { version, from, list: list.into() });
+        }
+    }
+}
+
+/// Of `list`, the promotions running at `at`, by id.
+fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
+    let mut out: Vec<Promotion> = list.iter().filter(|p| p.starts_at <= at && p.ends_at > at).cloned().collect();
+    out.sort_unstable_by_key(|p| p.id);
+    out
 }
 
 /// The held copies that are not current: a copy is current when its row
@@ -632,11 +711,17 @@ mod tests {
         // With the viewer's own relations held by the node, and no
         // insertions there, the text reads neither.
         let known = PageQuery { relations_known: true, inserts_of: None, ..q };
-        let lean = my_page_text(&known).expect("a statement");
+        let lean = my_page_text(&known, Some(Millis(1))).expect("a statement");
         assert!(!["tw_blocks", "tw_mutes", "tw_inserts"].iter().any(|t| lean.contains(t)), "{lean}");
-        assert!(my_page_text(&q).expect("a statement").contains("tw_mutes"));
+        assert!(my_page_text(&q, Some(Millis(1))).expect("a statement").contains("tw_mutes"));
+        // With the node's copy of the promotions, the text reads their
+        // version alone.
+        let held = my_page_text(&known, None).expect("a statement");
+        assert!(!held.contains("tw_promotions") && held.contains("pv"), "{held}");
+        let alone = PageQuery { promotions_at: Some(Millis(1)), ..PageQuery::default() };
+        assert!(my_page_text(&alone, None).expect("the version asked").contains("tw_epoch"));
         // The plan, as the page's sessions make it.
-        let text = my_page_text(&q).expect("a statement");
+        let text = my_page_text(&q, Some(Millis(1))).expect("a statement");
         let mut c = sqlx::AnyConnection::connect(&db.url).await.expect("connect");
         sqlx::query("SET SESSION eq_range_index_dive_limit = 1").execute(&mut c).await.expect("set");
         let plan = sqlx::raw_sql(&format!("EXPLAIN {text}")).fetch_all(&mut c).await.expect("explain");
@@ -675,5 +760,55 @@ mod tests {
         assert_eq!(f.stale, Vec::<ItemId>::new());
         store.close().await;
         db.drop().await.expect("drop the database");
+    }
+
+    /// A node's copy of the promotions: a promotion stored by another node
+    /// shows on the next page (the version moved), one that ended does
+    /// not, and a page at a time before the copy reads them.
+    async fn promotions_copy_follows_other_nodes(var: &str) {
+        use tideway_store::{Items, Promotion};
+        let db = FreshDatabase::from_env(var).await;
+        let (a, b) = (SqlStore::connect(&db.url).await.expect("a"), SqlStore::connect(&db.url).await.expect("b"));
+        let p = |id: u64, starts: i64, ends: i64| Promotion {
+            id,
+            item: ItemId(id * 10),
+            every: 3,
+            starts_at: Millis(starts),
+            ends_at: Millis(ends),
+        };
+        let at = async |t: i64| {
+            let q = PageQuery { promotions_at: Some(Millis(t)), ..PageQuery::default() };
+            let told = a.page_facts(&q).await.expect("page_facts").promotions.expect("asked");
+            assert_eq!(told, a.active_promotions(Millis(t)).await.expect("active"), "at {t}");
+            told
+        };
+        let version = || a.promotions.serving(Millis(i64::MAX)).map(|h| (h.version, h.list.len()));
+        assert!(at(200).await.is_empty());
+        assert_eq!(version(), Some((0, 0)), "kept from the first page");
+        b.create_promotion(p(1, 100, 300)).await.expect("promotion");
+        assert_eq!(at(200).await, vec![p(1, 100, 300)], "stored by the other node, seen at once");
+        assert_eq!(version(), Some((1, 1)));
+        assert_eq!(at(250).await, vec![p(1, 100, 300)]);
+        assert!(at(300).await.is_empty(), "the end is exclusive");
+        b.create_promotion(p(3, 400, 500)).await.expect("promotion");
+        b.create_promotion(p(2, 350, 450)).await.expect("promotion");
+        assert_eq!(at(420).await, vec![p(2, 350, 450), p(3, 400, 500)], "by id");
+        assert_eq!(version(), Some((3, 2)), "those not ended at 420");
+        assert_eq!(at(150).await, vec![p(1, 100, 300)], "before the copy: read");
+        assert_eq!(at(460).await, vec![p(3, 400, 500)]);
+        assert_eq!(version(), Some((3, 3)), "those not ended at 150");
+        a.close().await;
+        b.close().await;
+        db.drop().await.expect("drop the database");
+    }
+
+    #[tokio::test]
+    async fn promotions_copy_follows_other_nodes_on_postgres() {
+        promotions_copy_follows_other_nodes("TIDEWAY_TEST_POSTGRES_URL").await;
+    }
+
+    #[tokio::test]
+    async fn promotions_copy_follows_other_nodes_on_mysql() {
+        promotions_copy_follows_other_nodes("TIDEWAY_TEST_MYSQL_URL").await;
     }
 }

@@ -191,17 +191,54 @@ impl SqlStore {
         .await
     }
 
+    /// Stores a promotion and moves the promotions' version with it, in
+    /// one transaction: a node's copy of the promotions is checked by that
+    /// version (`pages.rs`).
     pub(crate) async fn put_promotion(&self, p: Promotion) -> Result<()> {
-        sqlx::query(&self.q("INSERT INTO tw_promotions (id, item, every, starts_at, ends_at) VALUES (?, ?, ?, ?, ?)"))
-            .bind(k(p.id))
-            .bind(k(p.item.0))
-            .bind(i64::from(p.every))
-            .bind(p.starts_at.0)
-            .bind(p.ends_at.0)
-            .execute(&self.pool)
-            .await
-            .map_err(self.err())?;
-        Ok(())
+        let insert = self.q("INSERT INTO tw_promotions (id, item, every, starts_at, ends_at) VALUES (?, ?, ?, ?, ?)");
+        self.retrying(|| async {
+            let mut tx = self.begin().await?;
+            sqlx::query(&insert)
+                .bind(k(p.id))
+                .bind(k(p.item.0))
+                .bind(i64::from(p.every))
+                .bind(p.starts_at.0)
+                .bind(p.ends_at.0)
+                .execute(&mut *tx)
+                .await
+                .map_err(self.err())?;
+            sqlx::query("UPDATE tw_epoch SET pv = pv + 1 WHERE id = 1").execute(&mut *tx).await.map_err(self.err())?;
+            self.commit(tx).await
+        })
+        .await
+    }
+
+    /// The promotions not ended at `from` and the promotions' version, as
+    /// of one statement: what a node keeps a copy of (`pages.rs`).
+    pub(crate) async fn promotions_from(&self, from: Millis) -> Result<(i64, Vec<Promotion>)> {
+        let rows = self
+            .fetch(
+                "SELECT 'p', id, item, every, starts_at, ends_at FROM tw_promotions WHERE ends_at > ? \
+                 UNION ALL SELECT 'e', pv, 0, 0, 0, 0 FROM tw_epoch WHERE id = 1",
+                &[from.0],
+            )
+            .await?;
+        let mut version = 0;
+        let mut list = Vec::with_capacity(rows.len());
+        for r in &rows {
+            if text(r, 0)? == "e" {
+                version = int(r, 1)?;
+                continue;
+            }
+            list.push(Promotion {
+                id: int(r, 1)? as u64,
+                item: ItemId(int(r, 2)? as u64),
+                every: u32::try_from(int(r, 3)?).unwrap_or(u32::MAX),
+                starts_at: Millis(int(r, 4)?),
+                ends_at: Millis(int(r, 5)?),
+            });
+        }
+        Ok((version, list))
     }
 
     pub(crate) async fn read_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {

@@ -338,6 +338,17 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "UPDATE tw_epoch SET n = n WHERE id = 1",
         ],
     ),
+    (
+        15,
+        &[
+            // The promotions' version: moved by every promotion stored, in
+            // its own transaction (`reactions.rs`; promotions are never
+            // changed or removed). A node keeps a copy of the promotions
+            // not yet ended and checks it by this version in the page's
+            // statement, which then reads no promotion (`pages.rs`).
+            "ALTER TABLE tw_epoch ADD COLUMN pv BIGINT NOT NULL DEFAULT 0",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.
