@@ -53,7 +53,7 @@ impl Conn {
         })
     }
 
-    async fn exec(&mut self, sql: &str) -> Result<(), String> {
+    pub async fn exec(&mut self, sql: &str) -> Result<(), String> {
         match self {
             Conn::Pg(c) => c.execute(sql).await.map(|_| ()).map_err(e),
             Conn::My(c) => c.execute(sql).await.map(|_| ()).map_err(e),
@@ -92,7 +92,7 @@ impl Conn {
         self.home_n(user, 50).await
     }
 
-    async fn home_n(&mut self, user: u64, limit: u32) -> Result<usize, String> {
+    pub async fn home_n(&mut self, user: u64, limit: u32) -> Result<usize, String> {
         let q = format!(
             "SELECT i.id FROM tw_follows f JOIN tw_items i ON i.poster_id = f.followee \
              WHERE f.follower = ? ORDER BY i.created_at DESC LIMIT {limit}"
@@ -153,18 +153,16 @@ impl Conn {
     }
 }
 
-/// Loads the graph and the items, then measures inserts, home reads of
-/// `readers`, and first pages of `returning` readers (who follow many).
-pub async fn run(
+/// Creates the pull model's tables on `c` and loads `follows` (with the
+/// follows of `returning` readers) and `items` (id, poster, time in ms),
+/// then its covering index; returns the seconds it took.
+pub async fn load_model(
+    c: &mut Conn,
     db: Db,
-    url: &str,
     follows: &[(u64, u64)],
     items: &[(u64, u64, i64)],
-    readers: &[u64],
     returning: &[(u64, Vec<u64>)],
-    mix_spec: &[(u32, usize)],
-) -> Result<SqlFigures, String> {
-    let mut c = Conn::open(db, url).await?;
+) -> Result<f64, String> {
     let ts = match db {
         Db::Postgres => "TIMESTAMPTZ",
         Db::MariaDb => "DATETIME(3)",
@@ -208,6 +206,22 @@ pub async fn run(
     }
     let load_s = t.elapsed().as_secs_f64();
     eprintln!("{}: loaded {} follows and {} items in {load_s:.1} s", db.name(), rows.len(), items.len());
+    Ok(load_s)
+}
+
+/// Loads the graph and the items, then measures inserts, home reads of
+/// `readers`, and first pages of `returning` readers (who follow many).
+pub async fn run(
+    db: Db,
+    url: &str,
+    follows: &[(u64, u64)],
+    items: &[(u64, u64, i64)],
+    readers: &[u64],
+    returning: &[(u64, Vec<u64>)],
+    mix_spec: &[(u32, usize)],
+) -> Result<SqlFigures, String> {
+    let mut c = Conn::open(db, url).await?;
+    let load_s = load_model(&mut c, db, follows, items, returning).await?;
 
     let mut read = crate::hist()?;
     for &u in readers {

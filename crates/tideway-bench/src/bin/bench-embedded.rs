@@ -15,7 +15,14 @@
 //!
 //!   cargo run --release -p tideway-bench --bin bench-embedded -- \
 //!       [--graph twitter] [--items 1000000] [--body-bytes 400] [--cache-size 64MiB] \
-//!       [--readers 2000] [--memory-baseline true] [--drop-page-cache true]
+//!       [--readers 2000] [--memory-baseline true] [--drop-page-cache true] \
+//!       [--postgres postgres://postgres@127.0.0.1:5432/test]
+//!
+//! With `--postgres`, the same follows and items are then loaded into that
+//! server (the seeds' pull model, in a database of its own, dropped at the
+//! end) and the same readers' first pages are read by its pull query: after
+//! the load, after a restart of the server (its buffers empty, the OS page
+//! cache warm), and after a restart with the OS page cache dropped.
 //!
 //! Start-up time of the `tideway serve` process and its resident memory per
 //! item are measured by `scripts/bench-storage.sh` (a process of its own,
@@ -26,6 +33,10 @@
 #[path = "../workload.rs"]
 #[allow(dead_code, reason = "the bench binary uses only the graph loaders")]
 mod workload;
+
+#[path = "../sql.rs"]
+#[allow(dead_code, reason = "the bench binary uses only the pull model's load and query")]
+mod sql;
 
 use clap::Parser;
 use hdrhistogram::Histogram;
@@ -77,6 +88,13 @@ struct Args {
     /// not the kernel's copy of the data directory.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
     drop_page_cache: bool,
+    /// A PostgreSQL server (any database's URL) to read the same data from
+    /// by the seeds' pull query, cold and warm ("": none).
+    #[arg(long, default_value = "")]
+    postgres: String,
+    /// How that server is restarted between its phases (run by `sh -c`).
+    #[arg(long, default_value = "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main restart")]
+    postgres_restart: String,
     /// Where the data directory goes (a temporary one inside it).
     #[arg(long, default_value = "/tmp")]
     dir: PathBuf,
@@ -230,11 +248,16 @@ async fn main() -> Result<(), String> {
     let follows_s = t.elapsed().as_secs_f64();
     let t = Instant::now();
     let mut all_items: Vec<Item> = Vec::new();
+    // (id, author, time) of each item, for the pull model (`--postgres`)
+    let mut pull_items: Vec<(u64, u64, i64)> = Vec::new();
     let mut batch = Vec::with_capacity(10_000);
     for i in 0..args.items {
         let item = make(i, &mut rng)?;
         if args.memory_baseline {
             all_items.push(item.clone());
+        }
+        if !args.postgres.is_empty() {
+            pull_items.push((item.id.0, item.author.0, start + i as i64));
         }
         batch.push(item);
         if batch.len() == 10_000 {
@@ -468,5 +491,108 @@ async fn main() -> Result<(), String> {
         ),
         String::new(),
     );
+    drop(svc);
+    drop(backend);
+    if !args.postgres.is_empty() {
+        let readers: Vec<u64> = readers.iter().map(|u| u.0).collect();
+        let cold = ColdPages { p50: c50, p99: c99, disk: args.drop_page_cache };
+        postgres_pulls(&args, &edges, &pull_items, &readers, cold).await?;
+    }
     Ok(())
+}
+
+/// The embedded store's cold first pages of the run, to compare with.
+struct ColdPages {
+    p50: f64,
+    p99: f64,
+    /// Read with the OS page cache dropped.
+    disk: bool,
+}
+
+/// The same readers' first pages on PostgreSQL by the seeds' pull query
+/// (the newest 20 ids of the followed authors' items: no bodies, counts or
+/// filtering), in a database of its own: after the load, after a restart,
+/// and after a restart with the OS page cache dropped.
+async fn postgres_pulls(
+    args: &Args,
+    follows: &[(u64, u64)],
+    items: &[(u64, u64, i64)],
+    readers: &[u64],
+    cold: ColdPages,
+) -> Result<(), String> {
+    let base = args.postgres.as_str();
+    let name = format!("tw_cold_{}", std::process::id());
+    let url = format!("{}/{name}", base.rsplit_once('/').map_or(base, |(server, _)| server));
+    let mut admin = sql::Conn::open(sql::Db::Postgres, base).await?;
+    admin.exec(&format!("CREATE DATABASE {name}")).await?;
+    drop(admin);
+    let measured = async {
+        let mut c = sql::Conn::open(sql::Db::Postgres, &url).await?;
+        let load_s = sql::load_model(&mut c, sql::Db::Postgres, follows, items, &[]).await?;
+        c.exec("CHECKPOINT").await?;
+        let loaded = pull_pages(&mut c, readers).await?;
+        drop(c);
+        restart_postgres(args).await?;
+        let restarted = pull_pages(&mut sql::Conn::open(sql::Db::Postgres, &url).await?, readers).await?;
+        restart_postgres(args).await?;
+        drop_page_cache()?;
+        let from_disk = pull_pages(&mut sql::Conn::open(sql::Db::Postgres, &url).await?, readers).await?;
+        Ok::<_, String>((load_s, loaded, restarted, from_disk))
+    }
+    .await;
+    let mut admin = sql::Conn::open(sql::Db::Postgres, base).await?;
+    admin.exec(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await?;
+    let (load_s, loaded, restarted, from_disk) = measured?;
+    let ours = format!(
+        "embedded, cold{}: p50 {:.1} µs, p99 {:.1} µs",
+        if cold.disk { ", OS page cache dropped" } else { "" },
+        cold.p50,
+        cold.p99
+    );
+    for (what, h) in [
+        (format!("PostgreSQL pull, first page (20 ids), right after its load ({load_s:.0} s)"), loaded),
+        (
+            "PostgreSQL pull, first page (20 ids), server restarted: its buffers empty, OS page cache warm".into(),
+            restarted,
+        ),
+        ("PostgreSQL pull, first page (20 ids), server restarted, OS page cache dropped".into(), from_disk),
+    ] {
+        let (p50, p99) = pct(&h);
+        row(
+            &what,
+            format!("p50 {p50:.1} µs, p99 {p99:.1} µs ({} readers)", readers.len()),
+            format!("{ours} (embedded / PostgreSQL: p50 {}, p99 {})", ratio(cold.p50, p50), ratio(cold.p99, p99)),
+        );
+    }
+    Ok(())
+}
+
+/// One first page of the pull model for each reader, in order.
+async fn pull_pages(c: &mut sql::Conn, readers: &[u64]) -> Result<Histogram<u64>, String> {
+    let mut h = hist()?;
+    for &u in readers {
+        let t = Instant::now();
+        c.home_n(u, 20).await?;
+        h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+    }
+    Ok(h)
+}
+
+/// Restarts the PostgreSQL server (`--postgres-restart`) and waits until it
+/// takes connections again.
+async fn restart_postgres(args: &Args) -> Result<(), String> {
+    let status = std::process::Command::new("sh")
+        .args(["-c", &args.postgres_restart])
+        .status()
+        .map_err(|e| format!("--postgres-restart: {e}"))?;
+    if !status.success() {
+        return Err(format!("--postgres-restart failed: {status}"));
+    }
+    for _ in 0..300 {
+        if sql::Conn::open(sql::Db::Postgres, &args.postgres).await.is_ok() {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err("PostgreSQL did not take connections within 30 s of its restart".into())
 }
