@@ -614,7 +614,7 @@ impl PromotionsCopy {
 
 /// Of `list`, the promotions running at `at`, by id.
 fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
-    let mut out: Vec<Promotion> = list.iter().filter(|p| p.starts_at <= at && p.ends_at > at).cloned().collect();
+    let mut out: Vec<Promotion> = list.iter().filter(|p| p.runs_at(at)).cloned().collect();
     out.sort_unstable_by_key(|p| p.id);
     out
 }

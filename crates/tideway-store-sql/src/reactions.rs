@@ -230,13 +230,7 @@ impl SqlStore {
                 version = int(r, 1)?;
                 continue;
             }
-            list.push(Promotion {
-                id: int(r, 1)? as u64,
-                item: ItemId(int(r, 2)? as u64),
-                every: u32::try_from(int(r, 3)?).unwrap_or(u32::MAX),
-                starts_at: Millis(int(r, 4)?),
-                ends_at: Millis(int(r, 5)?),
-            });
+            list.push(promotion_at(r, 1)?);
         }
         Ok((version, list))
     }
@@ -248,16 +242,17 @@ impl SqlStore {
                 &[now.0, now.0],
             )
             .await?;
-        rows.iter()
-            .map(|r| {
-                Ok(Promotion {
-                    id: int(r, 0)? as u64,
-                    item: ItemId(int(r, 1)? as u64),
-                    every: u32::try_from(int(r, 2)?).unwrap_or(u32::MAX),
-                    starts_at: Millis(int(r, 3)?),
-                    ends_at: Millis(int(r, 4)?),
-                })
-            })
-            .collect()
+        rows.iter().map(|r| promotion_at(r, 0)).collect()
     }
+}
+
+/// The promotion in a row's columns from `at` on: id, item, every, start, end.
+fn promotion_at(r: &AnyRow, at: usize) -> Result<Promotion> {
+    Ok(Promotion {
+        id: int(r, at)? as u64,
+        item: ItemId(int(r, at + 1)? as u64),
+        every: u32::try_from(int(r, at + 2)?).unwrap_or(u32::MAX),
+        starts_at: Millis(int(r, at + 3)?),
+        ends_at: Millis(int(r, at + 4)?),
+    })
 }

@@ -48,6 +48,13 @@ pub struct Promotion {
     pub ends_at: Millis,
 }
 
+impl Promotion {
+    /// Whether it runs at `now` (`starts_at <= now < ends_at`).
+    pub fn runs_at(&self, now: Millis) -> bool {
+        self.starts_at <= now && now < self.ends_at
+    }
+}
+
 /// A user's counters, kept whole so that a user's page of counts (and the
 /// hot-author decision of every post) is one read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -303,7 +303,7 @@ impl<J: Journal> Items for Store<J> {
 
     async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
         let st = self.state.read();
-        Ok(st.promotions.values().filter(|p| p.starts_at <= now && now < p.ends_at).cloned().collect())
+        Ok(st.promotions.values().filter(|p| p.runs_at(now)).cloned().collect())
     }
 
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
