@@ -141,6 +141,8 @@ struct Args {
 /// Runs the phases in order; each adds its rows to the report (or keeps
 /// figures for the comparison rows), then the report is written.
 fn main() -> Result<(), String> {
+    // First, before any thread starts (see there).
+    tideway_engines::allocator::tune();
     // The runtime, the follow graph read, the service on the backend.
     let mut b = Bench::new(Args::parse())?;
     load::follows(&mut b)?;

@@ -13,6 +13,7 @@
 //! ([`Profiled`](tideway_store::Profiled)); nothing here
 //! or in the service decides it from the setting's name.
 
+pub mod allocator;
 pub mod testing;
 
 use std::sync::Arc;

@@ -75,6 +75,8 @@ fn emit(text: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // First, before any thread starts (see there).
+    tideway_engines::allocator::tune();
     let cli = Cli::parse();
     match cli.command {
         Command::Config { example: true, .. } => emit(&settings::example_toml()),

@@ -200,8 +200,19 @@ fn ratio(base: f64, ours: f64) -> String {
     if ours > 0.0 { format!("×{:.2}", base / ours) } else { "-".into() }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Result<(), String> {
+fn main() -> Result<(), String> {
+    // Before the runtime starts its threads (mimalloc's options are not
+    // synchronized).
+    tideway_engines::allocator::tune();
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(run())
+}
+
+async fn run() -> Result<(), String> {
     let args = Args::parse();
     let cache = tideway_service::config::ByteSize::parse(&args.cache_size)?.0;
     let graph = workload::Graph::parse(&args.graph)?;

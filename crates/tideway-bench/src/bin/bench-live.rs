@@ -265,8 +265,14 @@ async fn seeds(args: &Args) -> Res<[Histogram<u64>; 2]> {
     Ok([first, deep])
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Res<()> {
+fn main() -> Res<()> {
+    // Before the runtime starts its threads (mimalloc's options are not
+    // synchronized).
+    tideway_engines::allocator::tune();
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(err)?.block_on(run())
+}
+
+async fn run() -> Res<()> {
     let args = Args::parse();
     eprintln!("the seeds' design: a sorted set per anchor on Redis");
     let base = seeds(&args).await?;

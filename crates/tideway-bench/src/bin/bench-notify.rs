@@ -353,8 +353,14 @@ fn report(name: &str, f: &Figures, b: Option<&Baseline>) {
     }
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() -> Res<()> {
+fn main() -> Res<()> {
+    // Before the runtime starts its threads (mimalloc's options are not
+    // synchronized).
+    tideway_engines::allocator::tune();
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().map_err(err)?.block_on(run())
+}
+
+async fn run() -> Res<()> {
     let args = Args::parse();
     let db = match &args.postgres {
         Some(base) => Some(FreshDatabase::create(base).await.map_err(err)?),
