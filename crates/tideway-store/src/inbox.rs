@@ -212,8 +212,7 @@ impl InboxSet {
     }
 
     pub fn deliver(&self, key: Key, users: &[UserId]) -> usize {
-        let grouped = Grouped::new(self, &[(key, users)]);
-        (0..SHARDS).map(|shard| self.deliver_grouped(&grouped, shard)).sum()
+        self.deliver_many(&[(key, users)])
     }
 
     /// Delivers every key of `batch` to its users, each shard's lock taken
