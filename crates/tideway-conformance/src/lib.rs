@@ -98,6 +98,8 @@ pub async fn jobs_leases(b: &dyn Backend) {
     assert_eq!(keys(b.pending_jobs(10).await.expect("pending")), vec![2001, 2002, 2003], "oldest first");
 
     assert_eq!(keys(b.claim_jobs(A, Millis(1000), 100, 2).await.expect("claim")), vec![2001, 2002]);
+    // Reading the next jobs ahead is a hint: it claims nothing.
+    b.prepare_jobs(Millis(1000), 10).await.expect("prepare");
     assert_eq!(keys(b.claim_jobs(B, Millis(1050), 100, 10).await.expect("claim")), vec![2003], "A's leases are live");
     assert_eq!(
         keys(b.claim_jobs(A, Millis(1080), 100, 10).await.expect("renew")),

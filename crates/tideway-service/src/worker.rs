@@ -87,7 +87,16 @@ impl FanoutWorker {
         let users: Vec<Vec<UserId>> = followers.iter().map(|f| f.iter().map(|f| f.1).collect()).collect();
         let batch: Vec<(tideway_core::Key, &[UserId])> =
             jobs.iter().zip(&users).map(|(job, users)| (job.key, users.as_slice())).collect();
-        let deliveries = b.deliver_many(&batch).await?;
+        // Beside the deliveries, the next jobs' reads are brought in (a
+        // hint: a lazy index loads them on the other core meanwhile; a
+        // failure here is met again, and answered, by the step that needs
+        // them).
+        let now = self.svc.shared_now();
+        let (deliveries, prepared) = tokio::join!(b.deliver_many(&batch), b.prepare_jobs(now, LANES));
+        if let Err(e) = prepared {
+            tracing::debug!(error = %e, "reading the next jobs ahead failed");
+        }
+        let deliveries = deliveries?;
         let mut completed = 0;
         let progress: Vec<JobProgress> = jobs
             .iter()

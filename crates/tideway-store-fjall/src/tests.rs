@@ -652,3 +652,32 @@ async fn outbox_merges_judged_by_the_newest_key_equal_the_whole_merge() {
         }
     }
 }
+
+/// `prepare_jobs` loads what the next step's jobs read (their authors'
+/// counters and follower lists), skips the jobs a worker holds, and claims
+/// nothing.
+#[tokio::test]
+async fn jobs_prepared_ahead_are_loaded_and_left_unclaimed() {
+    use tideway_store::state::Unit;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
+    for (follower, author) in [(10, 1), (11, 1), (12, 2)] {
+        s.follow_many(UserId(follower), &[UserId(author)], Millis(1), 10).await.expect("follow");
+    }
+    s.create_item(post(100, 1), true, Millis(2)).await.expect("create");
+    s.create_item(Item { idempotency_key: None, ..post(101, 2) }, true, Millis(3)).await.expect("create");
+    s.evict_all();
+    let loaded = |u: Unit| s.state().loaded(u);
+    assert!(!loaded(Unit::Followers(UserId(1))) && !loaded(Unit::Followers(UserId(2))), "nothing loaded");
+    // (workers of two nodes: a later epoch of one node would take over)
+    let (one, two) = (tideway_store::rules::worker_id(1, 1), tideway_store::rules::worker_id(2, 1));
+    let claimed = s.claim_jobs(one, Millis(0), 60_000, 1).await.expect("claim");
+    assert_eq!(claimed.iter().map(|j| j.key).collect::<Vec<_>>(), vec![100]);
+    assert!(loaded(Unit::Followers(UserId(1))), "a claim loads its jobs' followers");
+    assert!(!loaded(Unit::Head(UserId(2))) && !loaded(Unit::Followers(UserId(2))));
+    // The next job no worker holds is author 2's (100 is held).
+    s.prepare_jobs(Millis(0), 1).await.expect("prepare");
+    assert!(loaded(Unit::Head(UserId(2))) && loaded(Unit::Followers(UserId(2))), "the next job's reads are in");
+    let next = s.claim_jobs(two, Millis(0), 60_000, 5).await.expect("claim");
+    assert_eq!(next.iter().map(|j| j.key).collect::<Vec<_>>(), vec![101], "prepared, not claimed");
+}

@@ -162,6 +162,11 @@ impl JobLeases {
         self.held.lock().get(&job).is_none_or(|(w, _)| *w == worker)
     }
 
+    /// Whether a worker holds a live lease on `job` at `now`.
+    pub fn held_at(&self, job: Key, now: Millis) -> bool {
+        self.held.lock().get(&job).is_some_and(|(_, exp)| *exp > now)
+    }
+
     pub fn release(&self, job: Key) {
         self.held.lock().remove(&job);
     }

@@ -315,6 +315,11 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(claim_jobs));)?
                     $durable.claim_jobs(worker, now, lease_ms, limit).await
                 }
+                async fn prepare_jobs(&self, now: Millis, limit: usize) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(prepare_jobs));)?
+                    $durable.prepare_jobs(now, limit).await
+                }
                 async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
                     let $s = self;
                     $(($before)(stringify!(advance));)?

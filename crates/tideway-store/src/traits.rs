@@ -442,6 +442,16 @@ pub trait Jobs: Send + Sync {
     async fn pending_jobs(&self, limit: usize) -> Result<Vec<Job>>;
     /// Claims jobs for `worker` (see the trait's contract).
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>>;
+    /// Brings in ahead what claiming and stepping the oldest `limit`
+    /// pending jobs that no worker holds at `now` will read: a hint, with
+    /// no effect on any answer, which a worker runs beside its step's
+    /// deliveries. A store that reads nothing ahead does nothing (the
+    /// default); the embedded store loads their authors' counters and
+    /// follower lists, which a step would otherwise wait for.
+    async fn prepare_jobs(&self, now: Millis, limit: usize) -> Result<()> {
+        let _ = (now, limit);
+        Ok(())
+    }
     /// Records the progress of many jobs in one write; for each, whether it
     /// was recorded (false: the job is held by another worker, gone, or the
     /// checkpoint would move back). Progress only saves repeating

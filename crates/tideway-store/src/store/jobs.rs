@@ -52,6 +52,18 @@ impl<J: Journal> Jobs for Store<J> {
         Ok(jobs)
     }
 
+    /// Loads the next jobs' authors' counters and follower lists (those a
+    /// step reads whole) while the worker delivers the step before: on a
+    /// lazy index a step otherwise waited for them, one core idle (the
+    /// Twitter graph's drain: ~30% of its time).
+    async fn prepare_jobs(&self, now: Millis, limit: usize) -> Result<()> {
+        let next: Vec<Job> = {
+            let st = self.state.read();
+            st.jobs.held().filter(|j| !self.leases.held_at(j.key, now)).take(limit).cloned().collect()
+        };
+        self.prefetch_followers(&next).await
+    }
+
     async fn advance(&self, worker: WorkerId, progress: &[JobProgress]) -> Result<Vec<bool>> {
         let committed = self
             .write(|st, _| {
