@@ -61,7 +61,8 @@ impl FanoutWorker {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn step(&self) -> Result<StepOutcome> {
         let b = &self.svc.backend;
-        let jobs = b.claim_jobs(self.id, self.svc.shared_now(), self.svc.opts.lease_ms, LANES).await?;
+        let now = self.svc.shared_now();
+        let jobs = b.claim_jobs(self.id, now, self.svc.opts.lease_ms, LANES).await?;
         if jobs.is_empty() {
             return Ok(StepOutcome::Idle);
         }
@@ -90,8 +91,8 @@ impl FanoutWorker {
         // Beside the deliveries, the next jobs' reads are brought in (a
         // hint: a lazy index loads them on the other core meanwhile; a
         // failure here is met again, and answered, by the step that needs
-        // them).
-        let now = self.svc.shared_now();
+        // them). This step's jobs are leased beyond `now`, so they are not
+        // among those read.
         let (deliveries, prepared) = tokio::join!(b.deliver_many(&batch), b.prepare_jobs(now, LANES));
         if let Err(e) = prepared {
             tracing::debug!(error = %e, "reading the next jobs ahead failed");

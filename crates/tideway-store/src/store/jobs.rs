@@ -59,6 +59,10 @@ impl<J: Journal> Jobs for Store<J> {
     async fn prepare_jobs(&self, now: Millis, limit: usize) -> Result<()> {
         let next: Vec<Job> = {
             let st = self.state.read();
+            if !st.lazy {
+                // (an eager index holds every unit: nothing to read)
+                return Ok(());
+            }
             st.jobs.held().filter(|j| !self.leases.held_at(j.key, now)).take(limit).cloned().collect()
         };
         self.prefetch_followers(&next).await
