@@ -83,6 +83,7 @@ fn every_suite_is_in_the_matrix() {
             "live",
             "snapshots",
             "removals",
+            "fact_tokens",
             "pages"
         ]
     );

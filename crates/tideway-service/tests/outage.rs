@@ -118,6 +118,19 @@ impl tideway_store::Removals for Switch {
 }
 
 #[async_trait]
+impl tideway_store::FactTokens for Switch {
+    async fn fact_tokens(&self, keys: &[tideway_store::FactKey]) -> Result<Vec<Option<u64>>> {
+        self.up()?.fact_tokens(keys).await
+    }
+    async fn begin_fact_change(&self, keys: &[tideway_store::FactKey]) -> Result<()> {
+        self.up()?.begin_fact_change(keys).await
+    }
+    async fn end_fact_change(&self, keys: &[tideway_store::FactKey]) -> Result<()> {
+        self.up()?.end_fact_change(keys).await
+    }
+}
+
+#[async_trait]
 impl tideway_store::Snapshots for Switch {
     async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
         self.up()?.put_snapshot(id, bytes, ttl_ms).await

@@ -69,6 +69,7 @@ mod marks;
 mod removals;
 mod scripts;
 mod snapshots;
+mod tokens;
 
 use cluster::{Conn, Node};
 use hub::RedisHub;

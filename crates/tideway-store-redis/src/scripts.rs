@@ -261,6 +261,33 @@ if cur and #cur > 8 then redis.call('HSET', KEYS[1], ARGV[1], string.sub(cur, 1,
 return 0
 ";
 
+/// Begins a change of an item's facts (`tokens.rs`): the token becomes
+/// `d<n>`, `n` the changes in flight, lapsing `ARGV[1]` ms after the last
+/// began.
+const BEGIN_FACTS: &str = r"
+local v = redis.call('GET', KEYS[1])
+local n = 1
+if v and string.sub(v, 1, 1) == 'd' then n = (tonumber(string.sub(v, 2)) or 0) + 1 end
+redis.call('SET', KEYS[1], 'd' .. n, 'PX', ARGV[1])
+return n
+";
+
+/// Ends a change of an item's facts: one change fewer in flight, and with
+/// none left (or none known: it lapsed) the new token `ARGV[1]`, kept
+/// `ARGV[2]` s.
+const END_FACTS: &str = r"
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 1) == 'd' then
+  local n = tonumber(string.sub(v, 2)) or 1
+  if n > 1 then
+    redis.call('SET', KEYS[1], 'd' .. (n - 1), 'KEEPTTL')
+    return n - 1
+  end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
+return 0
+";
+
 /// The scripts, loaded once per connection (and again after a server lost
 /// its script cache).
 pub(crate) struct Scripts {
@@ -268,6 +295,8 @@ pub(crate) struct Scripts {
     pub merge: redis::Script,
     pub mark: redis::Script,
     pub announced: redis::Script,
+    pub begin_facts: redis::Script,
+    pub end_facts: redis::Script,
     /// Each script's hash and text, for `EVAL` where a server lost them.
     texts: Vec<(String, String)>,
 }
@@ -275,7 +304,7 @@ pub(crate) struct Scripts {
 impl Scripts {
     pub fn new() -> Self {
         let deliver = format!("{DELIVER_ONE}{DELIVER}");
-        let texts: Vec<(String, String)> = [deliver.as_str(), MERGE, MARK, ANNOUNCED]
+        let texts: Vec<(String, String)> = [deliver.as_str(), MERGE, MARK, ANNOUNCED, BEGIN_FACTS, END_FACTS]
             .iter()
             .map(|body| {
                 let text = format!("{PRELUDE}{body}");
@@ -283,11 +312,19 @@ impl Scripts {
             })
             .collect();
         let script = |i: usize| redis::Script::new(&texts[i].1);
-        Self { deliver: script(0), merge: script(1), mark: script(2), announced: script(3), texts }
+        Self {
+            deliver: script(0),
+            merge: script(1),
+            mark: script(2),
+            announced: script(3),
+            begin_facts: script(4),
+            end_facts: script(5),
+            texts,
+        }
     }
 
-    pub fn all(&self) -> [&redis::Script; 4] {
-        [&self.deliver, &self.merge, &self.mark, &self.announced]
+    pub fn all(&self) -> [&redis::Script; 6] {
+        [&self.deliver, &self.merge, &self.mark, &self.announced, &self.begin_facts, &self.end_facts]
     }
 
     /// `cmd` as an `EVAL` of the script's text when it is an `EVALSHA` of

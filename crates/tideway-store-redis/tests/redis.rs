@@ -405,3 +405,50 @@ async fn marks_on_one_node_are_read_on_another_on_redis() {
 async fn marks_on_one_node_are_read_on_another_on_a_cluster() {
     marks_on_one_node_are_read_on_another(cluster()).await;
 }
+
+/// A fact change in flight lapses (its key expires within 30 s), and a
+/// token lost (a lapse, a flush) is replaced by one never given before;
+/// an end that comes after its change lapsed still moves the token.
+async fn fact_tokens_lapse_and_are_never_repeated(urls: Vec<String>) {
+    use tideway_core::ItemId;
+    use tideway_store::{FactKey, FactTokens};
+    let mut opts = RedisOptions::new(urls.clone(), 10);
+    opts.prefix = format!("test{}:", rand::random::<u64>());
+    let redis = RedisShared::connect(opts.clone()).await.expect("connect");
+    let item = FactKey::Item(ItemId(12345));
+    let first = redis.fact_tokens(&[item]).await.expect("tokens")[0].expect("a token");
+    redis.begin_fact_change(&[item]).await.expect("begin");
+    let key = format!("{}t{{t{}}}:12345", opts.prefix, 12345 % 16);
+    let client = redis::cluster::ClusterClient::new(urls.clone());
+    let ttl: i64 = if urls.len() > 1 {
+        let mut c = client.expect("client").get_async_connection().await.expect("conn");
+        redis::cmd("PTTL").arg(&key).query_async(&mut c).await.expect("pttl")
+    } else {
+        let mut c = redis::Client::open(urls[0].as_str())
+            .expect("client")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("conn");
+        redis::cmd("PTTL").arg(&key).query_async(&mut c).await.expect("pttl")
+    };
+    assert!(ttl > 0 && ttl <= 30_000, "a change in flight lapses within 30 s: PTTL {ttl}");
+    assert_eq!(redis.fact_tokens(&[item]).await.expect("in flight"), vec![None]);
+    // It lapses (as the key's expiry would make it).
+    redis.purge().await.expect("purge");
+    let second = redis.fact_tokens(&[item]).await.expect("after a lapse")[0].expect("a new token");
+    assert_ne!(second, first, "a token is never given twice");
+    redis.end_fact_change(&[item]).await.expect("a late end");
+    let third = redis.fact_tokens(&[item]).await.expect("after the late end")[0].expect("a token");
+    assert!(third != second && third != first, "a late end moves the token");
+    redis.purge().await.expect("purge");
+}
+
+#[tokio::test]
+async fn fact_tokens_lapse_and_are_never_repeated_on_redis() {
+    fact_tokens_lapse_and_are_never_repeated(single()).await;
+}
+
+#[tokio::test]
+async fn fact_tokens_lapse_and_are_never_repeated_on_a_cluster() {
+    fact_tokens_lapse_and_are_never_repeated(cluster()).await;
+}

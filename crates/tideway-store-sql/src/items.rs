@@ -379,6 +379,12 @@ impl Items for SqlStore {
         self.read_promotions(now).await
     }
 
+    async fn promotions_not_ended(&self, from: Millis) -> Result<Vec<Promotion>> {
+        let mut list = self.promotions_from(from).await?.1;
+        list.sort_unstable_by_key(|p| p.id);
+        Ok(list)
+    }
+
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
         self.retrying(|| async move {
             let mut tx = self.begin().await?;

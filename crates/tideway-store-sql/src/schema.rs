@@ -349,6 +349,19 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "ALTER TABLE tw_epoch ADD COLUMN pv BIGINT NOT NULL DEFAULT 0",
         ],
     ),
+    (
+        16,
+        &[
+            // No new column: nodes keep copies of what a page's statement
+            // read (counts, marks, followee-set versions, the item epoch,
+            // the promotions), checked by tokens in Redis that every write
+            // changing them moves (`tideway_store::facts`). A node of an
+            // earlier build writes without moving them, so it refuses to
+            // start on this schema. The statement is a no-op that marks
+            // the step.
+            "UPDATE tw_epoch SET n = n WHERE id = 1",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

@@ -66,6 +66,53 @@ impl<T: Copy + Ord> NewestPerUser<T> {
     }
 }
 
+/// Fact tokens in one process (`tideway_store::FactTokens`): one
+/// generation for every key, moved by every change that ends, and the
+/// keys with a change in flight. Coarser than a token per key (a change
+/// makes every copy read again), and it holds nothing per key but the
+/// changes in flight; the in-process engines read their facts in process
+/// anyway. The generation starts at the clock, so a process that starts
+/// again does not give the tokens of the one before.
+#[derive(Debug)]
+pub struct MemoryFactTokens {
+    state: Mutex<(u64, FxHashMap<crate::FactKey, u32>)>,
+}
+
+impl Default for MemoryFactTokens {
+    fn default() -> Self {
+        let start =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64);
+        Self { state: Mutex::new((start, FxHashMap::default())) }
+    }
+}
+
+impl MemoryFactTokens {
+    pub fn tokens(&self, keys: &[crate::FactKey]) -> Vec<Option<u64>> {
+        let s = self.state.lock();
+        keys.iter().map(|i| (!s.1.contains_key(i)).then_some(s.0)).collect()
+    }
+
+    pub fn begin(&self, keys: &[crate::FactKey]) {
+        let mut s = self.state.lock();
+        for &i in keys {
+            *s.1.entry(i).or_default() += 1;
+        }
+    }
+
+    pub fn end(&self, keys: &[crate::FactKey]) {
+        let mut s = self.state.lock();
+        for i in keys {
+            if let Some(n) = s.1.get_mut(i) {
+                *n -= 1;
+                if *n == 0 {
+                    s.1.remove(i);
+                }
+            }
+        }
+        s.0 += 1;
+    }
+}
+
 /// What made entries leave homes, per author (items) and per user (others
 /// lost); see `tideway_store::Removals`. Each owner's notes are pruned to
 /// the window when it gets a new one, idle owners when the map grows.

@@ -13,6 +13,15 @@
 /// method's name).
 macro_rules! forward_backend {
     ($ty:ty, $s:ident => durable: $durable:expr, shared: $shared:expr $(, before: $before:expr)?) => {
+        forward_backend!(@all $ty, $s => durable: $durable, facts: $durable, shared: $shared $(, before: $before)?);
+    };
+    // The writes that change an item's page facts and the page's read go to
+    // `$facts` (inherent methods of the same names and signatures), the
+    // rest of the durable traits to `$durable`.
+    ($ty:ty, $s:ident => durable: $durable:expr, facts: $facts:expr, shared: $shared:expr) => {
+        forward_backend!(@all $ty, $s => durable: $durable, facts: $facts, shared: $shared);
+    };
+    (@all $ty:ty, $s:ident => durable: $durable:expr, facts: $facts:expr, shared: $shared:expr $(, before: $before:expr)?) => {
         const _: () = {
             use std::sync::Arc;
             use tideway_core::merge::{Direction, KeyRange};
@@ -30,7 +39,7 @@ macro_rules! forward_backend {
                 ) -> Result<CreateOutcome> {
                     let $s = self;
                     $(($before)(stringify!(create_item));)?
-                    $durable.create_item(item, fan_out, now).await
+                    $facts.create_item(item, fan_out, now).await
                 }
                 async fn update_item(
                     &self,
@@ -39,7 +48,7 @@ macro_rules! forward_backend {
                 ) -> Result<Option<Arc<tideway_core::Item>>> {
                     let $s = self;
                     $(($before)(stringify!(update_item));)?
-                    $durable.update_item(id, change).await
+                    $facts.update_item(id, change).await
                 }
                 async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
                     let $s = self;
@@ -90,22 +99,27 @@ macro_rules! forward_backend {
                 ) -> Result<bool> {
                     let $s = self;
                     $(($before)(stringify!(set_reaction));)?
-                    $durable.set_reaction(item, user, kind, on, notify).await
+                    $facts.set_reaction(item, user, kind, on, notify).await
                 }
                 async fn create_promotion(&self, p: Promotion) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(create_promotion));)?
-                    $durable.create_promotion(p).await
+                    $facts.create_promotion(p).await
                 }
                 async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>> {
                     let $s = self;
                     $(($before)(stringify!(active_promotions));)?
                     $durable.active_promotions(now).await
                 }
+                async fn promotions_not_ended(&self, from: Millis) -> Result<Vec<Promotion>> {
+                    let $s = self;
+                    $(($before)(stringify!(promotions_not_ended));)?
+                    $durable.promotions_not_ended(from).await
+                }
                 async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(insert_home));)?
-                    $durable.insert_home(user, item, key).await
+                    $facts.insert_home(user, item, key).await
                 }
                 async fn inserts(
                     &self,
@@ -129,7 +143,7 @@ macro_rules! forward_backend {
                 async fn page_facts(&self, q: &PageQuery<'_>) -> Result<PageFacts> {
                     let $s = self;
                     $(($before)(stringify!(page_facts));)?
-                    $durable.page_facts(q).await
+                    $facts.page_facts(q).await
                 }
             }
             #[async_trait::async_trait]
@@ -218,22 +232,22 @@ macro_rules! forward_backend {
                 ) -> Result<Vec<FollowStatus>> {
                     let $s = self;
                     $(($before)(stringify!(follow_many));)?
-                    $durable.follow_many(user, targets, at, max_following).await
+                    $facts.follow_many(user, targets, at, max_following).await
                 }
                 async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
                     let $s = self;
                     $(($before)(stringify!(unfollow));)?
-                    $durable.unfollow(user, target).await
+                    $facts.unfollow(user, target).await
                 }
                 async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(set_block));)?
-                    $durable.set_block(user, target, on, at).await
+                    $facts.set_block(user, target, on, at).await
                 }
                 async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(set_mute));)?
-                    $durable.set_mute(user, target, on, at).await
+                    $facts.set_mute(user, target, on, at).await
                 }
                 async fn followees(&self, user: UserId) -> Result<Vec<UserId>> {
                     let $s = self;
@@ -495,6 +509,24 @@ macro_rules! forward_backend {
                     let $s = self;
                     $(($before)(stringify!(removed_since));)?
                     $shared.removed_since(user, authors, since).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl FactTokens for $ty {
+                async fn fact_tokens(&self, keys: &[FactKey]) -> Result<Vec<Option<u64>>> {
+                    let $s = self;
+                    $(($before)(stringify!(fact_tokens));)?
+                    $shared.fact_tokens(keys).await
+                }
+                async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(begin_fact_change));)?
+                    $shared.begin_fact_change(keys).await
+                }
+                async fn end_fact_change(&self, keys: &[FactKey]) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(end_fact_change));)?
+                    $shared.end_fact_change(keys).await
                 }
             }
             #[async_trait::async_trait]

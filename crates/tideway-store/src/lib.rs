@@ -46,6 +46,7 @@ pub mod change;
 pub mod components;
 pub mod counted;
 pub mod error;
+pub mod facts;
 mod forward;
 pub mod inbox;
 pub mod job_window;

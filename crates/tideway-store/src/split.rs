@@ -4,6 +4,7 @@
 //! durable half when lost). This is how a deployment puts the traits on
 //! different engines, e.g. SQL for the first and Redis for the second.
 
+use crate::facts::{FACT_COPIES_BYTES, FactLayer};
 use crate::forward::forward_backend;
 use crate::profile::{Profile, Profiled};
 use crate::traits::*;
@@ -16,19 +17,25 @@ impl<T: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profile
 /// State shared by every node that only speeds pages up or decides who gets
 /// pushes: inboxes, activity, hot-author marks, live feed snapshots; and the
 /// event hub between the nodes.
-pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + Profiled {}
-impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + Profiled> Shared for T {}
+pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactTokens + Profiled {}
+impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactTokens + Profiled> Shared for T {}
 
 /// A backend whose durable and shared halves are separate engines.
+///
+/// The writes that change items' page facts and the page's read go through
+/// its [`FactLayer`]: a node keeps copies of items' counts and marks,
+/// checked by the shared half's [`FactTokens`] (`facts.rs`).
 #[derive(Clone)]
 pub struct Split {
     pub durable: Arc<dyn Durable>,
     pub shared: Arc<dyn Shared>,
+    pub facts: Arc<FactLayer>,
 }
 
 impl Split {
     pub fn new(durable: Arc<dyn Durable>, shared: Arc<dyn Shared>) -> Self {
-        Self { durable, shared }
+        let facts = Arc::new(FactLayer::new(durable.clone(), shared.clone(), FACT_COPIES_BYTES));
+        Self { durable, shared, facts }
     }
 }
 
@@ -38,4 +45,4 @@ impl Profiled for Split {
     }
 }
 
-forward_backend!(Split, s => durable: s.durable, shared: s.shared);
+forward_backend!(Split, s => durable: s.durable, facts: s.facts, shared: s.shared);

@@ -183,6 +183,9 @@ pub trait Items: Send + Sync {
     async fn create_promotion(&self, p: Promotion) -> Result<()>;
     /// Promotions running at `now`.
     async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>>;
+    /// Every promotion not ended at `from` (running then or later), by id:
+    /// what a node keeps a copy of.
+    async fn promotions_not_ended(&self, from: Millis) -> Result<Vec<Promotion>>;
     /// Records an insertion of `item` into `user`'s home at `key`.
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()>;
     /// Insertion keys of `user`'s home in `range`.
@@ -517,6 +520,55 @@ pub trait Removals: Send + Sync {
     /// Everything noted at or after `since` for `user` (the others their
     /// graph lost) or any of `authors` (their items that changed).
     async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed>;
+}
+
+/// What a fact token covers: facts a page reads that a node keeps a copy
+/// of ([`FactTokens`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum FactKey {
+    /// An item's counts, the reposts of it and the viewers' marks on it.
+    Item(ItemId),
+    /// A user's followee set and own relations (its version:
+    /// [`Graph::followees_version`]).
+    Followees(UserId),
+    /// Every item record: a patch or a delete of any item (the item epoch,
+    /// [`PageFacts::items_epoch`]).
+    Records,
+    /// The promotions.
+    Promotions,
+}
+
+/// Tokens that tell a node whether its copy of facts a page reads (an
+/// item's counts and marks, a followee set's version, the item epoch, the
+/// promotions: [`FactKey`]) is current, so that a page can take them from
+/// the copy instead of the durable half. Shared by every node.
+///
+/// Every write that changes such facts calls
+/// [`FactTokens::begin_fact_change`] for their keys before it writes, and
+/// [`FactTokens::end_fact_change`] after (also when the write failed). A
+/// node keeps a copy with the token it read *before* reading the facts,
+/// and takes it only while the token is still that one.
+///
+/// Contract (the `fact_tokens` conformance suite):
+/// - a key's token (`Some`) is the same on every call and every node
+///   until a change of its facts begins;
+/// - while any change begun for a key has not ended its token is `None`
+///   (read the facts, keep no copy);
+/// - each end gives the key a token never given before, unless another
+///   change begun for it is still in flight (then it stays `None`).
+///
+/// A shared engine may let a change in flight lapse after a while (a node
+/// that died between the two calls) and forget tokens (a key without one
+/// gets a new one): both only cost reads.
+#[async_trait]
+pub trait FactTokens: Send + Sync {
+    /// Each key's token, in order (`None`: a change is in flight).
+    async fn fact_tokens(&self, keys: &[FactKey]) -> Result<Vec<Option<u64>>>;
+    /// A change of these keys' facts is about to be written.
+    async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()>;
+    /// A change begun by [`FactTokens::begin_fact_change`] was written, or
+    /// failed.
+    async fn end_fact_change(&self, keys: &[FactKey]) -> Result<()>;
 }
 
 /// One reason entries may have left homes.

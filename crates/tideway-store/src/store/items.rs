@@ -306,6 +306,13 @@ impl<J: Journal> Items for Store<J> {
         Ok(st.promotions.values().filter(|p| p.runs_at(now)).cloned().collect())
     }
 
+    async fn promotions_not_ended(&self, from: Millis) -> Result<Vec<Promotion>> {
+        let st = self.state.read();
+        let mut out: Vec<Promotion> = st.promotions.values().filter(|p| p.ends_at > from).cloned().collect();
+        out.sort_unstable_by_key(|p| p.id);
+        Ok(out)
+    }
+
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
         self.commit(|_, _| Ok(((), vec![Change::PutInsert { key, user, item }]))).await
     }

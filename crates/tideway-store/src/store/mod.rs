@@ -81,6 +81,7 @@ pub struct Store<J: Journal> {
     hub: MemoryHub,
     snapshots: MemorySnapshots,
     removals: MemoryRemovals,
+    fact_tokens: crate::components::MemoryFactTokens,
     /// Recent and hot records and bodies, when the journal is lazy.
     caches: Option<Caches>,
     /// Units loaded from a lazy journal, and loads that had to read again
@@ -219,6 +220,7 @@ impl<J: Journal> Store<J> {
             hub: MemoryHub::default(),
             snapshots: MemorySnapshots::default(),
             removals: MemoryRemovals::default(),
+            fact_tokens: Default::default(),
             caches: None,
             loads: AtomicU64::new(0),
             load_retries: AtomicU64::new(0),

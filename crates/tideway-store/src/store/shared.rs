@@ -1,5 +1,5 @@
 //! The shared components on a [`Store`]: [`Activity`], [`HotAuthors`],
-//! [`Inboxes`], [`Hub`], [`Snapshots`] and [`Removals`], forwarded to the in-process components and the
+//! [`Inboxes`], [`Hub`], [`Snapshots`], [`Removals`] and [`FactTokens`], forwarded to the in-process components and the
 //! inbox set; and its [`Profiled`](crate::Profiled) answer.
 
 use super::Store;
@@ -167,5 +167,20 @@ impl<J: Journal> Removals for Store<J> {
     }
     async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed> {
         Ok(self.removals.since(user, authors, since))
+    }
+}
+
+#[async_trait]
+impl<J: Journal> FactTokens for Store<J> {
+    async fn fact_tokens(&self, keys: &[FactKey]) -> Result<Vec<Option<u64>>> {
+        Ok(self.fact_tokens.tokens(keys))
+    }
+    async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()> {
+        self.fact_tokens.begin(keys);
+        Ok(())
+    }
+    async fn end_fact_change(&self, keys: &[FactKey]) -> Result<()> {
+        self.fact_tokens.end(keys);
+        Ok(())
     }
 }
