@@ -1174,11 +1174,16 @@ pub async fn removals(b: &dyn Backend) {
 pub async fn fact_tokens(b: &dyn Backend) {
     use tideway_store::FactKey;
     let (x, y) = (FactKey::Item(ItemId(9001)), FactKey::Followees(UserId(9002)));
+    b.mint_fact_tokens(&[x, y]).await.expect("mint");
     let first = b.fact_tokens(&[x, y]).await.expect("tokens");
     let (tx, ty) = (first[0].expect("x has a token"), first[1].expect("y has a token"));
     assert_eq!(b.fact_tokens(&[y, x]).await.expect("again"), vec![Some(ty), Some(tx)], "tokens stand");
+    b.mint_fact_tokens(&[x, y]).await.expect("mint again");
+    assert_eq!(b.fact_tokens(&[x, y]).await.expect("minted twice"), vec![Some(tx), Some(ty)], "minting keeps a token");
     b.begin_fact_change(&[x]).await.expect("begin");
     assert_eq!(b.fact_tokens(&[x]).await.expect("changing"), vec![None], "no token while x changes");
+    b.mint_fact_tokens(&[x]).await.expect("mint while changing");
+    assert_eq!(b.fact_tokens(&[x]).await.expect("changing"), vec![None], "minting leaves a change in flight");
     b.begin_fact_change(&[x]).await.expect("a second change");
     b.end_fact_change(&[x]).await.expect("the first ends");
     assert_eq!(b.fact_tokens(&[x]).await.expect("one left"), vec![None], "none while a change is in flight");
@@ -1193,6 +1198,7 @@ pub async fn fact_tokens(b: &dyn Backend) {
     assert!(b.fact_tokens(&[]).await.expect("none asked").is_empty());
 
     let (records, promotions) = (FactKey::Records, FactKey::Promotions);
+    b.mint_fact_tokens(&[records, promotions]).await.expect("mint");
     let global = b.fact_tokens(&[records, promotions]).await.expect("global keys");
     assert!(global.iter().all(Option::is_some));
     b.begin_fact_change(&[records]).await.expect("begin");

@@ -122,6 +122,9 @@ impl tideway_store::FactTokens for Switch {
     async fn fact_tokens(&self, keys: &[tideway_store::FactKey]) -> Result<Vec<Option<u64>>> {
         self.up()?.fact_tokens(keys).await
     }
+    async fn mint_fact_tokens(&self, keys: &[tideway_store::FactKey]) -> Result<()> {
+        self.up()?.mint_fact_tokens(keys).await
+    }
     async fn begin_fact_change(&self, keys: &[tideway_store::FactKey]) -> Result<()> {
         self.up()?.begin_fact_change(keys).await
     }

@@ -1,12 +1,14 @@
 //! Fact tokens ([`FactTokens`]): one string key per [`FactKey`], in
 //! sixteen slots (`t{t<shard>}:<id>` an item, `:u<id>` a user's followee
 //! set, `:e` the records, `:p` the promotions, the last two in shard 0),
-//! so a page's keys are one `MGET` per shard, pipelined. A clean token is a random number, kept an hour (a
-//! token forgotten is only a page's read: the next reader sets a new one);
-//! a change in flight is `d<n>`, `n` the changes begun and not ended,
-//! lapsing [`LAPSE_MS`] after the last began, so a node that died between
-//! the two calls costs those keys' reads for that long and no more. An
-//! end with none in flight (it lapsed first) still sets a new token.
+//! so a page's keys are one `MGET` per shard, pipelined. A clean token is
+//! a random number, kept an hour; a key without one (new, or forgotten) is
+//! minted by `SET … NX` beside the read of its facts, which that page
+//! does not keep (the next does). A change in flight is `d<n>`, `n` the
+//! changes begun and not ended, lapsing [`LAPSE_MS`] after the last began,
+//! so a node that died between the two calls costs those keys' reads for
+//! that long and no more. An end with none in flight (it lapsed first)
+//! still sets a new token.
 //!
 //! A flush, or the probe's drop of every key after a failover, forgets
 //! every token: copies kept under them are never taken again (tokens are
@@ -101,40 +103,33 @@ impl FactTokens for RedisShared {
             order.push(at);
         }
         let mut out: Vec<Option<u64>> = vec![None; keys.len()];
-        let mut absent: Vec<usize> = Vec::new();
         for (at, reply) in order.into_iter().zip(self.run_as::<Vec<Option<Vec<u8>>>>(&batch).await?) {
             if reply.len() != at.len() {
                 return Err(bad_reply("an MGET of fact tokens answered another number of values"));
             }
             for (&p, v) in at.iter().zip(reply) {
-                match v {
-                    Some(v) => out[p] = parse(&v)?,
-                    None => absent.push(p),
+                if let Some(v) = v {
+                    out[p] = parse(&v)?;
                 }
             }
         }
-        if absent.is_empty() {
-            return Ok(out);
-        }
-        // A key without a token gets one (one node's wins), before the
-        // caller reads the facts it will keep under it.
-        let mut batch = Batch::default();
-        let mut mine: Vec<String> = Vec::with_capacity(absent.len());
-        for &p in &absent {
-            let key = self.token_key(keys[p]);
-            let token = fresh();
-            let mut cmd = redis::cmd("SET");
-            cmd.arg(&key).arg(&token).arg("NX").arg("GET").arg("EX").arg(KEEP_S);
-            batch.add(key, cmd);
-            mine.push(token);
-        }
-        for ((p, token), before) in absent.into_iter().zip(mine).zip(self.run_as::<Option<Vec<u8>>>(&batch).await?) {
-            out[p] = match before {
-                None => Some(token.parse().map_err(bad_reply)?),
-                Some(v) => parse(&v)?,
-            };
-        }
         Ok(out)
+    }
+
+    async fn mint_fact_tokens(&self, keys: &[FactKey]) -> Result<()> {
+        if keys.is_empty() {
+            return Ok(());
+        }
+        // One node's wins; a change in flight (`d<n>`) is left so.
+        let mut batch = Batch::default();
+        for &k in keys {
+            let key = self.token_key(k);
+            let mut cmd = redis::cmd("SET");
+            cmd.arg(&key).arg(fresh()).arg("NX").arg("EX").arg(KEEP_S);
+            batch.add(key, cmd);
+        }
+        self.run(&batch).await?;
+        Ok(())
     }
 
     async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()> {

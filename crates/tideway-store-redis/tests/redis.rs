@@ -416,6 +416,8 @@ async fn fact_tokens_lapse_and_are_never_repeated(urls: Vec<String>) {
     opts.prefix = format!("test{}:", rand::random::<u64>());
     let redis = RedisShared::connect(opts.clone()).await.expect("connect");
     let item = FactKey::Item(ItemId(12345));
+    assert_eq!(redis.fact_tokens(&[item]).await.expect("tokens"), vec![None], "none before one is minted");
+    redis.mint_fact_tokens(&[item]).await.expect("mint");
     let first = redis.fact_tokens(&[item]).await.expect("tokens")[0].expect("a token");
     redis.begin_fact_change(&[item]).await.expect("begin");
     let key = format!("{}t{{t{}}}:12345", opts.prefix, 12345 % 16);
@@ -435,6 +437,8 @@ async fn fact_tokens_lapse_and_are_never_repeated(urls: Vec<String>) {
     assert_eq!(redis.fact_tokens(&[item]).await.expect("in flight"), vec![None]);
     // It lapses (as the key's expiry would make it).
     redis.purge().await.expect("purge");
+    assert_eq!(redis.fact_tokens(&[item]).await.expect("after a lapse"), vec![None]);
+    redis.mint_fact_tokens(&[item]).await.expect("mint");
     let second = redis.fact_tokens(&[item]).await.expect("after a lapse")[0].expect("a new token");
     assert_ne!(second, first, "a token is never given twice");
     redis.end_fact_change(&[item]).await.expect("a late end");

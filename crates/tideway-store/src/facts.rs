@@ -317,12 +317,23 @@ impl FactLayer {
         // not current, read beside it whole (those not ended), to keep.
         let narrowed = PageQuery { originals: &originals_asked, hydrate: &hydrate_asked, promotions_at: None, ..*q };
         let read_promotions = q.promotions_at.filter(|_| promotions.is_none());
-        let (f, list) = tokio::join!(self.durable.page_facts(&narrowed), async {
-            match read_promotions {
-                Some(at) => self.durable.promotions_not_ended(at).await.map(Some),
-                None => Ok(None),
-            }
-        });
+        // Keys without a token (none yet, or a change in flight) get one
+        // beside the read: not kept from this read, kept from the next.
+        let unminted: Vec<FactKey> =
+            tokens.keys.iter().zip(&tokens.tokens).filter(|(_, t)| t.is_none()).map(|(k, _)| *k).collect();
+        let (f, list, minted) = tokio::join!(
+            self.durable.page_facts(&narrowed),
+            async {
+                match read_promotions {
+                    Some(at) => self.durable.promotions_not_ended(at).await.map(Some),
+                    None => Ok(None),
+                }
+            },
+            self.shared.mint_fact_tokens(&unminted)
+        );
+        if let Err(e) = minted {
+            tracing::debug!(error = %e, "fact tokens not minted; the next page mints them");
+        }
         let (mut f, list) = (f?, list?);
         f.promotions = match (promotions, list) {
             (Some(p), _) => Some(p),

@@ -518,6 +518,11 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(fact_tokens));)?
                     $shared.fact_tokens(keys).await
                 }
+                async fn mint_fact_tokens(&self, keys: &[FactKey]) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(mint_fact_tokens));)?
+                    $shared.mint_fact_tokens(keys).await
+                }
                 async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(begin_fact_change));)?

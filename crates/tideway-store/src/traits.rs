@@ -550,6 +550,8 @@ pub enum FactKey {
 /// and takes it only while the token is still that one.
 ///
 /// Contract (the `fact_tokens` conformance suite):
+/// - a key without a token (`None`) gets one from
+///   [`FactTokens::mint_fact_tokens`];
 /// - a key's token (`Some`) is the same on every call and every node
 ///   until a change of its facts begins;
 /// - while any change begun for a key has not ended its token is `None`
@@ -558,12 +560,18 @@ pub enum FactKey {
 ///   change begun for it is still in flight (then it stays `None`).
 ///
 /// A shared engine may let a change in flight lapse after a while (a node
-/// that died between the two calls) and forget tokens (a key without one
-/// gets a new one): both only cost reads.
+/// that died between the two calls) and forget tokens (then minted anew):
+/// both only cost reads.
 #[async_trait]
 pub trait FactTokens: Send + Sync {
-    /// Each key's token, in order (`None`: a change is in flight).
+    /// Each key's token, in order (`None`: a change is in flight, or the
+    /// key has no token yet).
     async fn fact_tokens(&self, keys: &[FactKey]) -> Result<Vec<Option<u64>>>;
+    /// Gives each of `keys` that has no token one never given before (a
+    /// key whose change is in flight is left so). A reader that found no
+    /// token mints one beside its read of the facts, and keeps them from
+    /// the next read on.
+    async fn mint_fact_tokens(&self, keys: &[FactKey]) -> Result<()>;
     /// A change of these keys' facts is about to be written.
     async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()>;
     /// A change begun by [`FactTokens::begin_fact_change`] was written, or
