@@ -144,13 +144,7 @@ const RELATION_ROWS: usize = 1000;
 impl SqlStore {
     /// The page's rows on PostgreSQL: [`PG_PAGE`], one fixed text.
     async fn pg_page_rows(&self, q: &PageQuery<'_>, promotions: Option<Millis>) -> Result<Vec<AnyRow>> {
-        let nothing = q.originals.is_empty()
-            && q.related.is_empty()
-            && q.hydrate.is_empty()
-            && q.held.is_empty()
-            && q.followees_of.is_none()
-            && q.promotions_at.is_none();
-        if nothing {
+        if q.asks_nothing() {
             return Ok(vec![]);
         }
         let reposts = !q.originals.is_empty() && !q.reposters.is_empty();

@@ -228,13 +228,7 @@ impl FactLayer {
     /// the rest asked of the durable half in one call (none when nothing
     /// is left to ask).
     pub async fn page_facts(&self, q: &PageQuery<'_>) -> Result<PageFacts> {
-        let nothing = q.originals.is_empty()
-            && q.related.is_empty()
-            && q.hydrate.is_empty()
-            && q.held.is_empty()
-            && q.followees_of.is_none()
-            && q.promotions_at.is_none();
-        if nothing {
+        if q.asks_nothing() {
             return self.durable.page_facts(q).await;
         }
         let mut keys: Vec<FactKey> = q.hydrate.iter().chain(q.originals).map(|&i| FactKey::Item(i)).collect();

@@ -851,6 +851,19 @@ pub struct PageQuery<'a> {
     pub promotions_at: Option<Millis>,
 }
 
+impl PageQuery<'_> {
+    /// Whether the query asks nothing an engine reads (no list, no
+    /// version, no promotions): its answer is the empty one.
+    pub fn asks_nothing(&self) -> bool {
+        self.originals.is_empty()
+            && self.related.is_empty()
+            && self.hydrate.is_empty()
+            && self.held.is_empty()
+            && self.followees_of.is_none()
+            && self.promotions_at.is_none()
+    }
+}
+
 /// The answers to a [`PageQuery`], each in the order of its list.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct PageFacts {
