@@ -378,22 +378,28 @@ async fn marks_on_one_node_are_read_on_another(urls: Vec<String>) {
     b.mark_unpushed(UserId(7), 700).await.expect("mark after the flush");
     marks(&[(7, 700)]).await;
     // A first mark left unannounced: seen once its author is marked again.
-    let raw = redis::Client::open(urls[0].as_str()).expect("client");
     let shard = format!("{prefix}h{{h9}}"); // (user 9: shard 9 of 16)
     let mut value = 750u64.to_be_bytes().to_vec();
     value.push(b'n');
-    if urls.len() == 1 {
-        let mut c = raw.get_multiplexed_async_connection().await.expect("conn");
-        let _: () = redis::cmd("HSET").arg(&shard).arg(9).arg(&value).query_async(&mut c).await.expect("hset");
-    } else {
-        let cluster = redis::cluster::ClusterClient::new(urls.clone()).expect("cluster client");
-        let mut c = cluster.get_async_connection().await.expect("conn");
-        let _: () = redis::cmd("HSET").arg(&shard).arg(9).arg(&value).query_async(&mut c).await.expect("hset");
-    }
+    let _: () = raw_query(&urls, redis::cmd("HSET").arg(&shard).arg(9).arg(&value)).await;
     b.mark_unpushed(UserId(9), 800).await.expect("mark");
     marks(&[(7, 700), (9, 800)]).await;
     assert_eq!(b.export_unpushed().await.expect("export"), vec![(UserId(7), 700), (UserId(9), 800)]);
     a.purge().await.expect("purge");
+}
+
+/// One command sent straight to the server or cluster at `urls`, past
+/// tideway (what a test sets up or looks at behind its back).
+async fn raw_query<T: redis::FromRedisValue>(urls: &[String], cmd: &redis::Cmd) -> T {
+    if urls.len() == 1 {
+        let client = redis::Client::open(urls[0].as_str()).expect("client");
+        let mut c = client.get_multiplexed_async_connection().await.expect("conn");
+        cmd.query_async(&mut c).await.expect("a raw command")
+    } else {
+        let cluster = redis::cluster::ClusterClient::new(urls.to_vec()).expect("cluster client");
+        let mut c = cluster.get_async_connection().await.expect("conn");
+        cmd.query_async(&mut c).await.expect("a raw command")
+    }
 }
 
 #[tokio::test]
@@ -421,18 +427,7 @@ async fn fact_tokens_lapse_and_are_never_repeated(urls: Vec<String>) {
     let first = redis.fact_tokens(&[item]).await.expect("tokens")[0].expect("a token");
     redis.begin_fact_change(&[item]).await.expect("begin");
     let key = format!("{}t{{t{}}}:12345", opts.prefix, 12345 % 16);
-    let client = redis::cluster::ClusterClient::new(urls.clone());
-    let ttl: i64 = if urls.len() > 1 {
-        let mut c = client.expect("client").get_async_connection().await.expect("conn");
-        redis::cmd("PTTL").arg(&key).query_async(&mut c).await.expect("pttl")
-    } else {
-        let mut c = redis::Client::open(urls[0].as_str())
-            .expect("client")
-            .get_multiplexed_async_connection()
-            .await
-            .expect("conn");
-        redis::cmd("PTTL").arg(&key).query_async(&mut c).await.expect("pttl")
-    };
+    let ttl: i64 = raw_query(&urls, redis::cmd("PTTL").arg(&key)).await;
     assert!(ttl > 0 && ttl <= 30_000, "a change in flight lapses within 30 s: PTTL {ttl}");
     assert_eq!(redis.fact_tokens(&[item]).await.expect("in flight"), vec![None]);
     // It lapses (as the key's expiry would make it).

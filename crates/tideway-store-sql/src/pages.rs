@@ -541,18 +541,18 @@ impl Pages for SqlStore {
                 None => None,
                 Some(t) => Some(match (held_promotions, promotions_version) {
                     (None, version) => {
-                        let running = running(&promotions, t);
+                        let running = Promotion::running(&promotions, t);
                         if let Some(v) = version {
                             self.promotions.keep(v, t, promotions);
                         }
                         running
                     }
-                    (Some(held), Some(v)) if held.version == v => running(&held.list, t),
+                    (Some(held), Some(v)) if held.version == v => Promotion::running(&held.list, t),
                     // A promotion stored since the copy was taken: read
                     // after the statement, and kept.
                     (Some(_), _) => {
                         let (v, list) = self.promotions_from(t).await?;
-                        let running = running(&list, t);
+                        let running = Promotion::running(&list, t);
                         self.promotions.keep(v, t, list);
                         running
                     }
@@ -604,13 +604,6 @@ impl PromotionsCopy {
             *held = Some(HeldPromotions { version, from, list: list.into() });
         }
     }
-}
-
-/// Of `list`, the promotions running at `at`, by id.
-fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
-    let mut out: Vec<Promotion> = list.iter().filter(|p| p.runs_at(at)).cloned().collect();
-    out.sort_unstable_by_key(|p| p.id);
-    out
 }
 
 /// The held copies that are not current: a copy is current when its row

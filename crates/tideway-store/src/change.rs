@@ -49,6 +49,13 @@ pub struct Promotion {
 }
 
 impl Promotion {
+    /// Of `list`, the promotions running at `at`, by id.
+    pub fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
+        let mut out: Vec<Promotion> = list.iter().filter(|p| p.runs_at(at)).cloned().collect();
+        out.sort_unstable_by_key(|p| p.id);
+        out
+    }
+
     /// Whether it runs at `now` (`starts_at <= now < ends_at`).
     pub fn runs_at(&self, now: Millis) -> bool {
         self.starts_at <= now && now < self.ends_at

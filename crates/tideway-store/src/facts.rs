@@ -283,7 +283,7 @@ impl FactLayer {
         let promotions = q.promotions_at.and_then(|at| {
             let t = tokens.of(FactKey::Promotions)?;
             let held = self.promotions.lock();
-            held.as_ref().filter(|h| h.token == t && h.from <= at).map(|h| running(&h.list, at))
+            held.as_ref().filter(|h| h.token == t && h.from <= at).map(|h| Promotion::running(&h.list, at))
         });
         // The durable half is asked nothing when the copies hold it all: no
         // count, repost, insertion or relation left to read, the held
@@ -333,7 +333,7 @@ impl FactLayer {
             (Some(p), _) => Some(p),
             (None, Some(list)) => {
                 let at = q.promotions_at.unwrap_or(Millis(i64::MIN));
-                let running = running(&list, at);
+                let running = Promotion::running(&list, at);
                 if let Some(token) = tokens.of(FactKey::Promotions) {
                     *self.promotions.lock() = Some(HeldPromotions { token, from: at, list: list.into() });
                 }
@@ -377,13 +377,6 @@ impl FactLayer {
         }
         Ok(f)
     }
-}
-
-/// Of `list`, the promotions running at `at`, by id.
-fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
-    let mut out: Vec<Promotion> = list.iter().filter(|p| p.runs_at(at)).cloned().collect();
-    out.sort_unstable_by_key(|p| p.id);
-    out
 }
 
 #[cfg(test)]
