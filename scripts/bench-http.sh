@@ -23,12 +23,20 @@
 # the server, the engines' processes, wrk): what bounds the rate on 2 cores.
 # wrk has no open loop: "p99 at a rate" is read from the closed-loop run
 # with the fewest connections that reaches the rate.
+# WORKLOAD=likes runs likes instead of home reads (scripts/bench/like.lua:
+# random users like random posts, each binary's own); the seeds' design has
+# no likes and is left out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
 USERS="${USERS:-2000}" FOLLOWS="${FOLLOWS:-100}" POSTS="${POSTS:-40000}"
 CONNS="${CONNS:-4 8 16 32}" DURATION="${DURATION:-10s}"
-ROUNDS="${ROUNDS:-1}" MODES="${MODES:-shared split}"
+ROUNDS="${ROUNDS:-1}" MODES="${MODES:-shared split}" WORKLOAD="${WORKLOAD:-home}"
+case "$WORKLOAD" in
+  home) LUA=scripts/bench/home.lua ;;
+  likes) LUA=scripts/bench/like.lua ;;
+  *) echo "WORKLOAD must be home or likes"; exit 2 ;;
+esac
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 command -v taskset >/dev/null || { apt-get update -qq && apt-get install -y -qq util-linux >/dev/null; }
 cargo build -q --release --locked -p tideway
@@ -60,9 +68,11 @@ stop() { kill -TERM "$SERVER"; wait "$SERVER" || true; }
 CLEANUP=":"
 # On SQL each binary has a database and a Redis prefix of its own (a newer
 # build migrates its schema, which an older one then refuses), populated alike.
-engine() {  # $1 binary name: its database and prefix
+engine() {  # $1 binary name: its database and prefix (and its posts' ids)
+  export ITEMS_FILE="$DATA/items-this"
   if [ -n "${SHARED:-}" ]; then
     export TIDEWAY_STORAGE__URL="${base%/*}/tw_bench_$$_$1" TIDEWAY_REDIS__PREFIX="benchhttp$$$1:"
+    ITEMS_FILE="$DATA/items-$1"
   fi
 }
 if [ -n "${SHARED:-}" ]; then
@@ -95,7 +105,7 @@ for b in "${populated[@]}"; do
   python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
   stop   # a clean stop writes the inbox snapshot: every start below is warm
 done
-if [ -n "${SHARED:-}" ]; then
+if [ -n "${SHARED:-}" ] && [ "$WORKLOAD" = home ]; then
   start seeds ""
   python3 scripts/bench/populate.py 127.0.0.1 "$PORT" "$USERS" "$FOLLOWS" "$POSTS"
   # The seeds' fan-out runs behind the posts: wait until it has taken every job.
@@ -113,9 +123,9 @@ for cores in $MODES; do
     name="${b%%:*}" path="${b#*:}"
     engine "$name"
     if [ $cores = split ]; then start "$path" "taskset -c 0"; WRK="taskset -c 1 wrk"; else start "$path" ""; WRK="wrk"; fi
-    $WRK -t1 -c8 -d3s -s scripts/bench/home.lua "http://127.0.0.1:$PORT" >/dev/null  # warm-up
+    $WRK -t1 -c8 -d3s -s "$LUA" "http://127.0.0.1:$PORT" >/dev/null  # warm-up
     for c in $CONNS; do
-      python3 scripts/bench/cpu.py "$SERVER" $WRK -t1 -c"$c" -d"$DURATION" --latency -s scripts/bench/home.lua \
+      python3 scripts/bench/cpu.py "$SERVER" $WRK -t1 -c"$c" -d"$DURATION" --latency -s "$LUA" \
         "http://127.0.0.1:$PORT" 2>"$DATA/cpu" |
         awk -v r="$round" -v n="$name" -v k="$cores" -v c="$c" '
           $1 == "50%" { p50 = $2 } $1 == "99%" { p99 = $2 } $1 == "Requests/sec:" { rps = $2 }

@@ -366,9 +366,16 @@ impl Items for SqlStore {
         on: bool,
         notify: &[tideway_core::notify::Op],
     ) -> Result<bool> {
-        let changed = self.write_reaction(item, user, kind, on).await?;
-        tideway_store::Notifications::notify(self, notify).await?;
-        Ok(changed)
+        // The reaction, its count and its notifications in one transaction:
+        // one commit, and a notification never missing beside its reaction.
+        self.retrying(|| async {
+            let mut tx = self.begin().await?;
+            let changed = self.write_reaction(&mut tx, item, user, kind, on).await?;
+            self.notify_in(&mut tx, notify).await?;
+            self.commit(tx).await?;
+            Ok(changed)
+        })
+        .await
     }
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {

@@ -114,6 +114,31 @@ fn verb_of(key: &str) -> Result<Verb> {
 }
 
 impl SqlStore {
+    /// Applies `ops` in `tx`, grouped by the user notified (each user's
+    /// marks read once, written once if they moved).
+    pub(crate) async fn notify_in(&self, tx: &mut Tx, ops: &[Op]) -> Result<()> {
+        let mut by_user: BTreeMap<UserId, Vec<&Op>> = BTreeMap::new();
+        for op in ops {
+            by_user.entry(op.user()).or_default().push(op);
+        }
+        for (user, ops) in &by_user {
+            let before = self.own_marks(tx, *user).await?;
+            let mut marks = before;
+            for op in ops {
+                self.apply(tx, op, &mut marks).await?;
+            }
+            if marks != before {
+                self.exec_in(
+                    tx,
+                    "UPDATE tw_notify_users SET unseen = ?, unread = ? WHERE usr = ?",
+                    &[Int(marks.unseen), Int(marks.unread), Int(k(user.0))],
+                )
+                .await?;
+            }
+        }
+        Ok(())
+    }
+
     /// `sql` (already in this dialect) bound to `args`.
     fn bound<'q>(
         &self,
@@ -519,28 +544,9 @@ impl Notifications for SqlStore {
         if ops.is_empty() {
             return Ok(());
         }
-        let mut by_user: BTreeMap<UserId, Vec<&Op>> = BTreeMap::new();
-        for op in ops {
-            by_user.entry(op.user()).or_default().push(op);
-        }
-        let by_user = &by_user;
         self.retrying(|| async move {
             let mut tx = self.begin().await?;
-            for (user, ops) in by_user {
-                let before = self.own_marks(&mut tx, *user).await?;
-                let mut marks = before;
-                for op in ops {
-                    self.apply(&mut tx, op, &mut marks).await?;
-                }
-                if marks != before {
-                    self.exec_in(
-                        &mut tx,
-                        "UPDATE tw_notify_users SET unseen = ?, unread = ? WHERE usr = ?",
-                        &[Int(marks.unseen), Int(marks.unread), Int(k(user.0))],
-                    )
-                    .await?;
-                }
-            }
+            self.notify_in(&mut tx, ops).await?;
             self.commit(tx).await
         })
         .await

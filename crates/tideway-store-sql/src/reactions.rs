@@ -131,9 +131,18 @@ impl SqlStore {
         Ok(rows.finish(ids, viewer))
     }
 
-    /// [`Items::set_reaction`](tideway_store::Items::set_reaction).
-    pub(crate) async fn write_reaction(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<bool> {
-        // The reaction and its count change together, or neither does.
+    /// Sets or clears one reaction in `tx`, its count with it (the count
+    /// moves only when the reaction did): whether it changed.
+    /// [`Items::set_reaction`](tideway_store::Items::set_reaction) runs it
+    /// with the reaction's notifications, in one transaction.
+    pub(crate) async fn write_reaction(
+        &self,
+        tx: &mut Tx,
+        item: ItemId,
+        user: UserId,
+        kind: &str,
+        on: bool,
+    ) -> Result<bool> {
         let what = format!("k:{kind}");
         let by: i64 = if on { 1 } else { -1 };
         if self.dialect == Dialect::Postgres {
@@ -146,19 +155,15 @@ impl SqlStore {
             let sql = self.q(&format!(
                 "WITH r AS ({change}) INSERT INTO tw_item_counts (item, what, n) SELECT item, ?, ? FROM r {PG_ADD_TO_COUNT}"
             ));
-            let done = self
-                .retrying(|| async {
-                    sqlx::query(&sql)
-                        .bind(k(item.0))
-                        .bind(k(user.0))
-                        .bind(kind)
-                        .bind(what.as_str())
-                        .bind(by)
-                        .execute(&self.pool)
-                        .await
-                        .map_err(self.err())
-                })
-                .await?;
+            let done = sqlx::query(&sql)
+                .bind(k(item.0))
+                .bind(k(user.0))
+                .bind(kind)
+                .bind(what.as_str())
+                .bind(by)
+                .execute(&mut **tx)
+                .await
+                .map_err(self.err())?;
             return Ok(done.rows_affected() > 0);
         }
         let change = if on {
@@ -166,29 +171,24 @@ impl SqlStore {
         } else {
             self.q("DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ?")
         };
-        self.retrying(|| async {
-            let mut tx = self.begin().await?;
-            let done = sqlx::query(&change)
-                .bind(k(item.0))
-                .bind(k(user.0))
-                .bind(kind)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            if done.rows_affected() == 0 {
-                return Ok(false);
-            }
-            sqlx::query(&self.count_upsert())
-                .bind(k(item.0))
-                .bind(what.as_str())
-                .bind(by)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            self.commit(tx).await?;
-            Ok(true)
-        })
-        .await
+        let done = sqlx::query(&change)
+            .bind(k(item.0))
+            .bind(k(user.0))
+            .bind(kind)
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        if done.rows_affected() == 0 {
+            return Ok(false);
+        }
+        sqlx::query(&self.count_upsert())
+            .bind(k(item.0))
+            .bind(what.as_str())
+            .bind(by)
+            .execute(&mut **tx)
+            .await
+            .map_err(self.err())?;
+        Ok(true)
     }
 
     /// Stores a promotion and moves the promotions' version with it, in

@@ -170,7 +170,8 @@ pub trait Items: Send + Sync {
     /// or not the reaction changed, so a repeat completes a call that failed
     /// between the two; returns whether the reaction changed. It returns
     /// once both are durable: the embedded store journals them together and
-    /// waits for one sync, where two calls would wait for two.
+    /// waits for one sync, where two calls would wait for two; SQL writes
+    /// them in one transaction (one commit).
     async fn set_reaction(
         &self,
         item: ItemId,
