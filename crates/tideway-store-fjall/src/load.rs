@@ -10,7 +10,7 @@ use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, Key, Millis, UserId};
 use tideway_store::job_window::{JOB_WINDOW, JobWindow};
-use tideway_store::{Counters, Disk, Job, Record, State, StoreError, Unit, UnitData};
+use tideway_store::{Counters, Disk, Job, OUTBOX_TAIL, Record, State, StoreError, Unit, UnitData};
 
 /// A stored fan-out job.
 fn job_of(v: &[u8]) -> Result<Job, StoreError> {
@@ -80,9 +80,26 @@ impl FjallJournal {
             Unit::BlockedBy(u) => UnitData::BlockedBy(Self::decode_under(&self.edges_in, &prefixed(b'b', u.0), |k| {
                 Ok(UserId(u64_at(k, 9)?))
             })?),
+            // The newest keys, read newest first; one more than the tail
+            // tells whether there are older ones.
             Unit::Outbox(u) => {
-                UnitData::Outbox(Self::decode_under(&self.outbox, &u.0.to_be_bytes(), |k| u64_at(k, 8))?)
+                let mut keys = Vec::with_capacity(OUTBOX_TAIL + 1);
+                for g in self.outbox.prefix(u.0.to_be_bytes()).rev().take(OUTBOX_TAIL + 1) {
+                    keys.push(u64_at(&g.key().map_err(io)?, 8)?);
+                }
+                let from = if keys.len() > OUTBOX_TAIL {
+                    keys.pop();
+                    keys.last().copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                keys.reverse();
+                UnitData::Outbox { keys, from }
             }
+            Unit::OutboxAll(u) => UnitData::Outbox {
+                keys: Self::decode_under(&self.outbox, &u.0.to_be_bytes(), |k| u64_at(k, 8))?,
+                from: 0,
+            },
             Unit::Inserts(u) => {
                 let mut list = Vec::new();
                 for g in self.user_inserts.prefix(u.0.to_be_bytes()) {
@@ -161,9 +178,12 @@ impl Disk for FjallJournal {
                         unknown.insert(u, head.is_none());
                         return Ok(UnitData::Head(head.map(|v| head_of(&v)).transpose()?));
                     }
-                    Unit::Out(u) | Unit::Followers(u) | Unit::BlockedBy(u) | Unit::Outbox(u) | Unit::Inserts(u) => {
-                        Some(u)
-                    }
+                    Unit::Out(u)
+                    | Unit::Followers(u)
+                    | Unit::BlockedBy(u)
+                    | Unit::Outbox(u)
+                    | Unit::OutboxAll(u)
+                    | Unit::Inserts(u) => Some(u),
                 };
                 if let Some(u) = user {
                     let absent = match unknown.get(&u) {

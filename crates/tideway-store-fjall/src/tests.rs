@@ -653,6 +653,90 @@ async fn outbox_merges_judged_by_the_newest_key_equal_the_whole_merge() {
     }
 }
 
+/// An outbox longer than [`tideway_store::OUTBOX_TAIL`] loads only its
+/// newest keys for a first page; merges that read past them load the rest,
+/// keep what was written meanwhile, and equal the whole merge.
+#[tokio::test]
+async fn long_outboxes_load_their_tail_and_the_rest_when_read_past_it() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let tail = tideway_store::OUTBOX_TAIL as u64;
+    // Authors 1 and 2 post far more than the tail, 3 and 4 a few.
+    let mut all: Vec<Key> = Vec::new();
+    {
+        let s = open(tmp.path(), SyncMode::Buffer, 10).expect("open");
+        for i in 0..(3 * tail) {
+            for a in [1u64, 2, 3, 4] {
+                if a <= 2 || i % 97 == 0 {
+                    let id = 10_000 + i * 10 + a;
+                    s.create_item(Item::new(ItemId(id), UserId(a), ItemKind::Post), false, Millis(1))
+                        .await
+                        .expect("create");
+                    all.push(id);
+                }
+            }
+        }
+    }
+    let authors = [UserId(1), UserId(2), UserId(3), UserId(4)];
+    let tail_of = |s: &Store<FjallJournal>, a: u64| {
+        let st = s.state();
+        st.users.get(&UserId(a)).map(|u| (u.outbox.len(), u.outbox_from))
+    };
+    let whole = |all: &[Key], range: KeyRange, dir: Direction, limit: usize| -> Vec<Key> {
+        let mut v: Vec<Key> = all.iter().copied().filter(|k| range.contains(*k)).collect();
+        v.sort_unstable();
+        if dir == Direction::Older {
+            v.reverse();
+        }
+        v.truncate(limit);
+        v
+    };
+    all.sort_unstable();
+    let newest_of_1: Vec<Key> = all.iter().copied().filter(|k| k % 10 == 1).collect();
+    let deep = newest_of_1[newest_of_1.len() - tail as usize - 5];
+    let ranges = [
+        KeyRange::ALL,
+        KeyRange { above: Some(deep), below: None },
+        KeyRange { above: None, below: Some(deep) },
+        KeyRange { above: Some(all[3]), below: Some(deep) },
+    ];
+    for range in ranges {
+        for dir in [Direction::Older, Direction::Newer] {
+            for limit in [1, 20, 200, 10_000] {
+                let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen");
+                let got = s.outbox_merge(&authors, range, dir, limit).await.expect("merge");
+                assert_eq!(got, whole(&all, range, dir, limit), "cold: {range:?} {dir:?} {limit}");
+            }
+        }
+    }
+    // A first page loads the long outboxes' tails only.
+    let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen");
+    let page = s.outbox_merge(&authors, KeyRange::ALL, Direction::Older, 20).await.expect("merge");
+    assert_eq!(page, whole(&all, KeyRange::ALL, Direction::Older, 20));
+    let (held, from) = tail_of(&s, 1).expect("author 1's outbox is loaded");
+    assert_eq!(held as u64, tail, "only the newest keys of a long outbox are loaded");
+    assert_eq!(from, *newest_of_1.iter().rev().nth(tail as usize - 1).expect("long"));
+    assert_eq!(tail_of(&s, 3).map(|t| t.1), Some(0), "a short outbox is loaded whole");
+    // Written while only the tail is here: a newest key, and one older
+    // than the tail (an item imported late keeps its id).
+    for id in [900_000_001, 5_001] {
+        s.create_item(Item::new(ItemId(id), UserId(1), ItemKind::Post), false, Millis(1)).await.expect("create");
+        all.push(id);
+    }
+    all.sort_unstable();
+    let two = s.outbox_merge(&authors[..1], KeyRange::ALL, Direction::Older, 2).await.expect("merge");
+    let by_1: Vec<Key> = all.iter().copied().filter(|k| k % 10 == 1).collect();
+    assert_eq!(two, whole(&by_1, KeyRange::ALL, Direction::Older, 2));
+    assert_ne!(tail_of(&s, 1).map(|t| t.1), Some(0), "a page within the tail loads nothing more");
+    // Reading past the tail loads the rest, with both writes.
+    let every = s.outbox_merge(&authors, KeyRange::ALL, Direction::Older, 100_000).await.expect("merge");
+    assert_eq!(every, whole(&all, KeyRange::ALL, Direction::Older, 100_000));
+    assert_eq!(tail_of(&s, 1).map(|t| t.1), Some(0), "the whole outbox is here now");
+    drop(s);
+    let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen");
+    let every = s.outbox_merge(&authors, KeyRange::ALL, Direction::Newer, 100_000).await.expect("merge");
+    assert_eq!(every, whole(&all, KeyRange::ALL, Direction::Newer, 100_000), "after a reopen");
+}
+
 /// `prepare_jobs` loads what the next step's jobs read (their authors'
 /// counters and follower lists), skips the jobs a worker holds, and claims
 /// nothing.

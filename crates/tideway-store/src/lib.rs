@@ -70,6 +70,6 @@ pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use memory::{MemoryStore, NoJournal};
 pub use profile::{Profile, Profiled};
 pub use split::{Durable, Shared, Split};
-pub use state::{Applied, State, Unit, UnitData};
+pub use state::{Applied, OUTBOX_TAIL, State, Unit, UnitData};
 pub use store::{DEFAULT_BODY_CACHE, Disk, Journal, Store, Stored, Ticket, is_stripped, stripped_body};
 pub use traits::*;

@@ -370,7 +370,10 @@ pub fn run(cfg: &Config, args: &ImportArgs) -> Result<Summary, String> {
         flush(&mut importer, &mut batch)?;
         s.items_secs = t.elapsed().as_secs_f64();
     }
+    let bar = ProgressBar::new_spinner().with_message("making the import durable and compacting its tables");
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     importer.finish().map_err(|e| format!("making the import durable: {e}"))?;
+    bar.finish_and_clear();
     Ok(s)
 }
 

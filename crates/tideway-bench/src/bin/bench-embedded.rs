@@ -192,6 +192,22 @@ fn by_followees(readers: &[UserId], each: &[u64], following: &HashMap<u64, u64>)
     Ok(out.join("; "))
 }
 
+/// Cold latencies by the reader's place in the run, in quarters: whether
+/// the first readers pay for what later ones find loaded.
+fn by_quarter(each: &[u64]) -> Result<String, String> {
+    let q = each.len().div_ceil(4).max(1);
+    let mut out = Vec::new();
+    for (i, part) in each.chunks(q).enumerate() {
+        let mut h = hist()?;
+        for ns in part {
+            h.record(*ns).map_err(|e| e.to_string())?;
+        }
+        let (p50, p99) = pct(&h);
+        out.push(format!("readers {}–{}: p50 {p50:.0} µs, p99 {p99:.0} µs", i * q + 1, i * q + part.len()));
+    }
+    Ok(out.join("; "))
+}
+
 fn row(what: &str, ours: String, base: String) {
     println!("| {what} | {ours} | {base} |");
 }
@@ -403,6 +419,7 @@ async fn run() -> Result<(), String> {
         by_followees(&readers, &cold_each, &following)?,
         String::new(),
     );
+    row("home first page (20), cold, by the reader's place in the run", by_quarter(&cold_each)?, String::new());
     row(
         "home first page (20), warm: the same readers again",
         format!("p50 {w50:.1} µs, p99 {w99:.1} µs"),

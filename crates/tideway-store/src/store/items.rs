@@ -185,7 +185,9 @@ impl<J: Journal> Items for Store<J> {
             let mut judged: Vec<(Key, UserId)> = Vec::new();
             for &a in authors {
                 match st.user_for(Unit::Outbox(a)) {
-                    Ok(Some(u)) => lists.push(u.outbox.as_slice()),
+                    Ok(Some(u)) if u.outbox_answers(range, dir, limit) => lists.push(u.outbox.as_slice()),
+                    // Only its tail is here, and the merge may read past it.
+                    Ok(Some(_)) => need.push(Unit::OutboxAll(a)),
                     Ok(None) => {}
                     Err(unit) if authors.len() <= JUDGED_FROM => need.push(unit),
                     Err(unit) => match st.user_for(Unit::Head(a)) {
