@@ -708,6 +708,29 @@ async fn long_outboxes_load_their_tail_and_the_rest_when_read_past_it() {
             }
         }
     }
+    // A budget of one byte, and users nobody follows read between the
+    // merges: the authors' tails and rests are let go and loaded again.
+    let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen").with_index_budget(1);
+    let mut others = (100..).map(UserId);
+    for _ in 0..3 {
+        for range in ranges {
+            for dir in [Direction::Older, Direction::Newer] {
+                for limit in [20, 10_000] {
+                    let got = s.outbox_merge(&authors, range, dir, limit).await.expect("merge");
+                    assert_eq!(got, whole(&all, range, dir, limit), "tiny budget: {range:?} {dir:?} {limit}");
+                    // Two loads: the first finds the authors used, the second lets them go.
+                    for _ in 0..2 {
+                        let some: Vec<UserId> = others.by_ref().take(10).collect();
+                        s.outbox_merge(&some, KeyRange::ALL, Direction::Older, 20).await.expect("merge");
+                    }
+                }
+            }
+        }
+    }
+    let ix = s.index_stats().expect("lazy");
+    // (3 rounds × 16 merges of the authors, each after two of others)
+    assert_eq!(ix.misses, 3 * 16 * 3, "every merge loaded what it read again: {ix:?}");
+    drop(s);
     // A first page loads the long outboxes' tails only.
     let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen");
     let page = s.outbox_merge(&authors, KeyRange::ALL, Direction::Older, 20).await.expect("merge");
