@@ -178,6 +178,8 @@ impl<J: Journal> Items for Store<J> {
         // of all of them. Up to `JUDGED_FROM` authors, every missing outbox
         // is loaded at once (a round fewer). A third pass (the index let go
         // of counters read by the first) loads what it misses, as before.
+        // Newest first, `JUDGED_BATCH` outboxes a round: the keys of the
+        // authors who posted last often leave the others out.
         let passes = std::sync::atomic::AtomicU32::new(0);
         self.read(|st, need| {
             let pass = passes.fetch_add(1, Ordering::Relaxed);
@@ -199,7 +201,15 @@ impl<J: Journal> Items for Store<J> {
                 }
             }
             if need.is_empty() && !judged.is_empty() {
-                need.extend(outboxes_that_may_place(&lists, &judged, range, dir, limit).map(Unit::Outbox));
+                // Newest first, a batch at a time: the keys of the outboxes
+                // loaded raise the bound that leaves the others out.
+                let batch = if dir == Direction::Older {
+                    judged.sort_unstable_by(|x, y| y.cmp(x));
+                    JUDGED_BATCH
+                } else {
+                    usize::MAX
+                };
+                need.extend(outboxes_that_may_place(&lists, &judged, range, dir, limit).take(batch).map(Unit::Outbox));
             }
             if need.is_empty() { merge_sorted(&lists, range, dir, limit) } else { Vec::new() }
         })
@@ -343,6 +353,10 @@ impl<J: Journal> Pages for Store<J> {}
 /// Outbox merges of more authors than this judge them by their newest key
 /// before loading their outboxes.
 const JUDGED_FROM: usize = 16;
+
+/// Outboxes a judged merge loads a round, the authors with the newest keys
+/// first.
+const JUDGED_BATCH: usize = 16;
 
 /// Of the authors whose outboxes are not here (`judged`: each with the
 /// newest key of their outbox), those whose outbox may hold one of the
