@@ -37,7 +37,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use tideway_core::live::Session;
-use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::notify::Verb;
 use tideway_core::{Item, ItemId, Key, Millis, Relation, UserId};
 
@@ -334,21 +334,6 @@ struct Skips {
 
 /// Skips kept before pruning the durable ones.
 const SKIPS_KEPT: usize = 4096;
-
-/// The keys of two ascending lists, ascending, each once.
-fn merge_union(a: &[Key], b: &[Key]) -> Vec<Key> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut i, mut j) = (0, 0);
-    while i < a.len() && j < b.len() {
-        let k = a[i].min(b[j]);
-        out.push(k);
-        i += usize::from(a[i] == k);
-        j += usize::from(b[j] == k);
-    }
-    out.extend_from_slice(&a[i..]);
-    out.extend_from_slice(&b[j..]);
-    out
-}
 
 fn insert_sorted(v: &mut Vec<Key>, k: Key) {
     match v.last() {
@@ -712,7 +697,7 @@ impl State {
             // write since it loaded, the disk every key before the read
             // began, and no key leaves an outbox, so both together are all.
             UnitData::Outbox { keys, from: 0 } if s.outbox_from != 0 && was_loaded & OUTBOX != 0 => {
-                s.outbox = merge_union(&s.outbox, &keys);
+                s.outbox = merge_sorted(&[&s.outbox, &keys], KeyRange::ALL, Direction::Newer, usize::MAX);
                 s.outbox_from = 0;
             }
             UnitData::Outbox { keys, from } => {
@@ -1247,8 +1232,9 @@ mod tests {
 
     #[test]
     fn an_outbox_tail_answers_only_what_it_holds() {
-        assert_eq!(merge_union(&[1, 3, 5, 9], &[2, 3, 6]), vec![1, 2, 3, 5, 6, 9]);
-        assert_eq!(merge_union(&[], &[4]), vec![4]);
+        let union = |a: &[Key], b: &[Key]| merge_sorted(&[a, b], KeyRange::ALL, Direction::Newer, usize::MAX);
+        assert_eq!(union(&[1, 3, 5, 9], &[2, 3, 6]), vec![1, 2, 3, 5, 6, 9]);
+        assert_eq!(union(&[], &[4]), vec![4]);
         // Every key from 10 on is held (and one older, written meanwhile).
         let u = UserState { outbox: vec![2, 10, 12, 14, 16], outbox_from: 10, ..UserState::default() };
         let older =
