@@ -165,7 +165,7 @@ impl Importer {
         for item in items {
             item_ops(item, true, &mut ops)?;
             let head = self.head(item.author)?;
-            head.newest = head.newest.max(item.id.0);
+            head.note_key(item.id.0);
             if !item.deleted {
                 head.items += 1;
                 self.counters.items_live += 1;

@@ -16,7 +16,7 @@
 //! | `user_inserts` | user (8) + insertion key (8) | item (8)          |
 //! | `edges`   | kind (1) + from (8) + to (8) | since, ms (8)          |
 //! | `edges_in` | `f` + to (8) + since (8) + from (8); `b` + to (8) + from (8) | empty |
-//! | `users`   | user (8)                     | following, followers, live items, newest outbox key (4 × 8; 3 × 8 before it was kept) |
+//! | `users`   | user (8)                     | following, followers, live items, newest outbox key (4 × 8; 3 × 8 before it was kept), then the count (1) and the outbox's newest keys, ascending (≤ 8 × 8; absent before they were kept) |
 //! | `jobs`    | job key (8)                  | job, JSON              |
 //! | `reactions` | item (8) + user (8) + kind | empty                  |
 //! | `promotions` | promotion id (8)          | promotion, JSON        |
@@ -100,14 +100,38 @@ pub(crate) fn millis_u64(m: Millis) -> u64 {
 }
 
 pub(crate) fn head_value(h: &Head) -> Vec<u8> {
-    key_of(&[h.following, h.followers, h.items, h.newest])
+    let mut v = key_of(&[h.following, h.followers, h.items, h.newest]);
+    if let Some(recent) = h.recent() {
+        v.push(recent.len() as u8);
+        v.extend(recent.iter().flat_map(|k| k.to_be_bytes()));
+    }
+    v
 }
 
-/// A user's counters: 32 bytes, or 24 as written before the newest key of
-/// the outbox was kept (it is then unknown, and read from the outbox).
+/// A user's counters: 33 bytes and 8 a recent key (`Head::recent`), or 32
+/// as written before the recent keys were kept, or 24 before the newest key
+/// was (what is missing is unknown, and read from the outbox).
 pub(crate) fn head_of(v: &[u8]) -> Result<Head, StoreError> {
     let newest = if v.len() >= 32 { u64_at(v, 24)? } else { Head::NEWEST_UNKNOWN };
-    Ok(Head { following: u64_at(v, 0)?, followers: u64_at(v, 8)?, items: u64_at(v, 16)?, newest })
+    let mut head = Head {
+        following: u64_at(v, 0)?,
+        followers: u64_at(v, 8)?,
+        items: u64_at(v, 16)?,
+        newest,
+        recent: [0; Head::RECENT],
+        recent_len: Head::RECENT_UNKNOWN,
+    };
+    if let Some(&n) = v.get(32) {
+        let n = usize::from(n);
+        if n > Head::RECENT || v.len() != 33 + 8 * n {
+            return Err(StoreError::corrupt(format!("counters of {} bytes with {n} recent keys", v.len())));
+        }
+        for (i, k) in head.recent[..n].iter_mut().enumerate() {
+            *k = u64_at(v, 33 + 8 * i)?;
+        }
+        head.recent_len = n as u8;
+    }
+    Ok(head)
 }
 
 pub(crate) fn counters_value(c: &Counters) -> Vec<u8> {

@@ -153,7 +153,7 @@ impl FjallJournal {
             let (k, v) = g.into_inner().map_err(io)?;
             let (author, id) = (u64_at(&k, 0)?, u64_at(&k, 8)?);
             let h = heads.entry(author).or_default();
-            h.newest = h.newest.max(id);
+            h.note_key(id);
             if v.first() == Some(&1) {
                 h.items += 1;
                 c.items_live += 1;

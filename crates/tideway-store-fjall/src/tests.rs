@@ -584,15 +584,17 @@ async fn jobs_beyond_the_window_wait_on_disk_and_each_runs_once() {
     assert_eq!(done.len(), 40);
 }
 
-/// Outboxes judged by the newest key in their authors' counters (loaded only
-/// if they may place) merge to what the whole outboxes do, in every range,
-/// direction and limit, from a cold index and a partly loaded one, and for
-/// counters stored before the newest key was kept (24 bytes).
+/// Outboxes judged by their authors' counters (the newest keys kept there
+/// standing in for them, the outboxes loaded only if they may place) merge
+/// to what the whole outboxes do, in every range, direction and limit, from
+/// a cold index and a partly loaded one, and for counters stored before the
+/// newest key was kept (24 bytes) or the recent keys were (32 bytes).
 #[tokio::test]
 async fn outbox_merges_judged_by_the_newest_key_equal_the_whole_merge() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let authors: Vec<UserId> = (1..=40).map(UserId).collect();
     let mut all: Vec<Key> = Vec::new();
+    let mut author_of = std::collections::HashMap::new();
     {
         let s = open(tmp.path(), SyncMode::Buffer, 10).expect("open");
         let mut id = 1_000;
@@ -604,6 +606,7 @@ async fn outbox_merges_judged_by_the_newest_key_equal_the_whole_merge() {
                     let item = Item::new(ItemId(id), UserId(a), ItemKind::Post);
                     s.create_item(item, false, Millis(1)).await.expect("create");
                     all.push(id);
+                    author_of.insert(id, a);
                     // Deleted items keep their place in the outbox.
                     if id % 9 == 0 {
                         s.update_item(ItemId(id), &tideway_store::ItemChange::Delete).await.expect("delete");
@@ -613,14 +616,39 @@ async fn outbox_merges_judged_by_the_newest_key_equal_the_whole_merge() {
         }
     }
     {
-        // Author 7's counters as stored before the newest key was kept.
+        // Author 30's counters as stored before the newest key was kept, and
+        // author 31's before the recent keys were.
         let j = FjallJournal::open(tmp.path(), SyncMode::Buffer, 1 << 20).expect("journal").0;
-        let key = 7u64.to_be_bytes();
-        let v = j.users.get(key).expect("read").expect("author 7 is known");
-        j.users.insert(key, v[..24].to_vec()).expect("write");
+        for (a, len) in [(30u64, 24), (31, 32)] {
+            let key = a.to_be_bytes();
+            let v = j.users.get(key).expect("read").expect("the author is known");
+            assert_eq!(v.len(), 33 + 8 * tideway_store::Head::RECENT, "author {a} posted more than the recent keys");
+            j.users.insert(key, v[..len].to_vec()).expect("write");
+        }
         j.db.persist(PersistMode::SyncAll).expect("persist");
     }
     all.sort_unstable();
+    {
+        // A cold first page reads the counters, and the outboxes of only
+        // the authors whose kept keys may all be taken (or are not known).
+        let s = open(tmp.path(), SyncMode::Buffer, 10).expect("reopen");
+        let got = s.outbox_merge(&authors, KeyRange::ALL, Direction::Older, 20).await.expect("merge");
+        assert_eq!(got, all.iter().rev().take(20).copied().collect::<Vec<Key>>());
+        let twentieth = got[19];
+        let st = s.state();
+        let read: Vec<u64> =
+            authors.iter().filter(|a| st.loaded(tideway_store::Unit::Outbox(**a))).map(|a| a.0).collect();
+        for a in &read {
+            let mut keys: Vec<Key> = all.iter().copied().filter(|k| author_of[k] == *a).collect();
+            keys.reverse();
+            if keys.is_empty() {
+                continue; // (no counters: known to have nothing)
+            }
+            let may = keys.len() > tideway_store::Head::RECENT && keys[tideway_store::Head::RECENT - 1] > twentieth;
+            assert!(*a == 30 || *a == 31 || may, "author {a}'s outbox was read: {keys:?}");
+        }
+        assert!(read.len() <= 8, "{} of 40 outboxes read: {read:?}", read.len());
+    }
     let whole = |range: KeyRange, dir: Direction, limit: usize| -> Vec<Key> {
         let mut v: Vec<Key> = all.iter().copied().filter(|k| range.contains(*k)).collect();
         if dir == Direction::Older {

@@ -76,15 +76,74 @@ pub struct Head {
     /// followee whose newest key cannot place (`Store::outbox_merge`).
     #[serde(default = "newest_unknown")]
     pub newest: Key,
+    /// The outbox's newest keys, ascending, in `recent[..recent_len]`: the
+    /// newest [`Head::RECENT`], or the whole outbox when it holds fewer.
+    /// `recent_len` is [`Head::RECENT_UNKNOWN`] when the counters were
+    /// stored before these were kept. An outbox merge takes them in place
+    /// of the outbox when they hold what it takes (`Store::outbox_merge`).
+    #[serde(default)]
+    pub recent: [Key; Head::RECENT],
+    #[serde(default = "recent_unknown")]
+    pub recent_len: u8,
 }
 
 fn newest_unknown() -> Key {
     Head::NEWEST_UNKNOWN
 }
 
+fn recent_unknown() -> u8 {
+    Head::RECENT_UNKNOWN
+}
+
 impl Head {
     /// `newest` of counters stored without it (it is then not known).
     pub const NEWEST_UNKNOWN: Key = Key::MAX;
+    /// How many of the outbox's newest keys the counters keep: a rebuild's
+    /// merge of 100 keys from dozens of followees takes fewer than this
+    /// from most of them, whose outboxes it then leaves on disk.
+    pub const RECENT: usize = 8;
+    /// `recent_len` of counters stored without them.
+    pub const RECENT_UNKNOWN: u8 = u8::MAX;
+
+    /// The outbox's newest keys, ascending (all of them when fewer than
+    /// [`Head::RECENT`]), if they are known.
+    pub fn recent(&self) -> Option<&[Key]> {
+        self.recent.get(..usize::from(self.recent_len))
+    }
+
+    /// Notes that `key` entered the outbox (a key it holds is a no-op).
+    pub fn note_key(&mut self, key: Key) {
+        self.newest = self.newest.max(key);
+        let Some(held) = self.recent() else { return };
+        let n = held.len();
+        let at = held.partition_point(|&k| k < key);
+        if held.get(at) == Some(&key) {
+            return;
+        }
+        if n < Self::RECENT {
+            // All of the outbox is here: the key joins it.
+            self.recent.copy_within(at..n, at + 1);
+            self.recent[at] = key;
+            self.recent_len += 1;
+        } else if at > 0 {
+            // Newer than the oldest kept: that one leaves (an older key
+            // than all kept changes nothing they say).
+            self.recent.copy_within(1..at, 0);
+            self.recent[at - 1] = key;
+        }
+    }
+
+    /// Learns the recent keys from the outbox's newest keys (`tail`,
+    /// ascending: the whole outbox, or at least its newest
+    /// [`Head::RECENT`]), if they were not known.
+    pub fn learn_recent(&mut self, tail: &[Key]) {
+        if self.recent_len == Self::RECENT_UNKNOWN {
+            let from = tail.len().saturating_sub(Self::RECENT);
+            let keep = &tail[from..];
+            self.recent[..keep.len()].copy_from_slice(keep);
+            self.recent_len = keep.len() as u8;
+        }
+    }
 }
 
 /// Store-wide counters.

@@ -125,10 +125,11 @@ impl UnitData {
 }
 
 /// The newest keys of an outbox that [`Unit::Outbox`] loads: more than a
-/// rebuild (200) or a page takes, so those never read past them. An
-/// outbox of the Twitter graph's most followed author holds ~19,000 keys at
-/// 10M items, and a first page loaded them all.
-pub const OUTBOX_TAIL: usize = 256;
+/// rebuild (100) or a page (at most 100) takes, so those never read past
+/// them. An outbox of the Twitter graph's most followed author holds
+/// ~19,000 keys at 10M items, and a first page loaded them all; a tail of
+/// 256 was read at twice the cost of this one for the same pages.
+pub const OUTBOX_TAIL: usize = 128;
 
 /// Followers a user may have for the set to be loaded whole; a bigger one
 /// stays on disk and is read a page (a list page, a fan-out chunk) at a time.
@@ -717,8 +718,12 @@ impl State {
         let s = self.users.get_mut(&u).expect("the user was just loaded");
         // Counters stored before the newest key was kept learn it once both
         // they and the outbox are here (written with them at their next change).
-        if s.loaded & (HEAD | OUTBOX) == HEAD | OUTBOX && s.head.newest == Head::NEWEST_UNKNOWN {
-            s.head.newest = s.outbox.last().copied().unwrap_or(0);
+        if s.loaded & (HEAD | OUTBOX) == HEAD | OUTBOX {
+            if s.head.newest == Head::NEWEST_UNKNOWN {
+                s.head.newest = s.outbox.last().copied().unwrap_or(0);
+            }
+            // (a tail holds more than the newest `Head::RECENT` keys)
+            s.head.learn_recent(&s.outbox);
         }
         let (was, now) = (s.held.counted, s.bytes());
         s.held = Held::new(true, now);
@@ -1078,7 +1083,7 @@ impl State {
         let is_live = !item.deleted;
         if prev_live.is_none() {
             let head = &mut self.head_mut(item.author, ap).head;
-            head.newest = head.newest.max(item.id.0);
+            head.note_key(item.id.0);
             if let Some(s) = self.unit_mut(Unit::Outbox(item.author), ap) {
                 insert_sorted(&mut s.outbox, item.id.0);
             }
@@ -1314,7 +1319,12 @@ mod tests {
         assert_eq!(once.counters, twice.counters);
         assert_eq!(twice.counters.items_live, 2);
         assert_eq!(twice.counters.users, 3);
-        assert_eq!(twice.users[&UserId(1)].head, Head { following: 0, followers: 1, items: 1, newest: 1 });
+        let mut recent = [0; Head::RECENT];
+        recent[0] = 1;
+        assert_eq!(
+            twice.users[&UserId(1)].head,
+            Head { following: 0, followers: 1, items: 1, newest: 1, recent, recent_len: 1 }
+        );
         assert_eq!(twice.reposts.get(&ItemId(1)).map(Vec::len), Some(1));
         assert_eq!(twice.users[&UserId(1)].outbox, vec![1]);
     }
@@ -1349,9 +1359,7 @@ mod tests {
         assert_eq!(s.users[&UserId(1)].head.followers, 1, "its counters are");
         assert_eq!(s.counters.users, 2, "both were known");
         let derived = s.derived(&ap);
-        assert!(
-            derived.contains(&Change::PutHead(UserId(1), Head { following: 0, followers: 1, items: 0, newest: 0 }))
-        );
+        assert!(derived.contains(&Change::PutHead(UserId(1), Head { followers: 1, ..Head::default() })));
         assert!(derived.contains(&Change::PutCounters(s.counters)));
 
         s.note_skips(&ap.skipped, 7, 6);

@@ -423,7 +423,7 @@ impl FeedService {
 /// that cannot place). The inbox is complete above the floor this sets; a
 /// page below it is pulled from the outboxes, and fan-out fills it from
 /// the top up to the cap.
-pub(crate) const REBUILD_KEYS: usize = 200;
+pub(crate) const REBUILD_KEYS: usize = 100;
 
 /// `F(u)` from the users `u` follows: with `u`, by id (a page asks whether
 /// someone is in it by a binary search; engines list followees in any order).

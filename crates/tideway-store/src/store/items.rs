@@ -171,31 +171,44 @@ impl<J: Journal> Items for Store<J> {
         dir: Direction,
         limit: usize,
     ) -> Result<Vec<Key>> {
-        // A lazy index judges an author whose outbox is not loaded by the
-        // newest key of it (in their counters, a point read): the outbox is
-        // loaded only if it may hold one of the keys taken. A rebuild after
-        // a start reads the outboxes of the followees who posted lately, not
-        // of all of them. Up to `JUDGED_FROM` authors, every missing outbox
-        // is loaded at once (a round fewer). A third pass (the index let go
-        // of counters read by the first) loads what it misses, as before.
-        // Newest first, `JUDGED_BATCH` outboxes a round: the keys of the
-        // authors who posted last often leave the others out.
+        // A lazy index judges an author whose outbox is not loaded by their
+        // counters (a point read): the outbox's newest keys kept there
+        // (`Head::recent`) stand in for it when they hold all the merge may
+        // take from it, and it is loaded only if it may hold one of the keys
+        // taken below them. A rebuild after a start reads the counters of
+        // the followees and few outboxes. Up to `JUDGED_FROM` authors, every
+        // missing outbox is loaded at once (a round fewer), unless their
+        // counters are here. A third pass (the index let go of counters read
+        // by the first) loads what it misses, as before. Newest first,
+        // `JUDGED_BATCH` outboxes a round: the keys of the authors who
+        // posted last often leave the others out.
         let passes = std::sync::atomic::AtomicU32::new(0);
         self.read(|st, need| {
             let pass = passes.fetch_add(1, Ordering::Relaxed);
             let mut lists: Vec<&[Key]> = Vec::with_capacity(authors.len());
-            let mut judged: Vec<(Key, UserId)> = Vec::new();
+            let mut judged: Vec<Judged> = Vec::new();
             for &a in authors {
                 match st.user_for(Unit::Outbox(a)) {
                     Ok(Some(u)) if u.outbox_answers(range, dir, limit) => lists.push(u.outbox.as_slice()),
                     // Only its tail is here, and the merge may read past it.
                     Ok(Some(_)) => need.push(Unit::OutboxAll(a)),
                     Ok(None) => {}
-                    Err(unit) if authors.len() <= JUDGED_FROM => need.push(unit),
                     Err(unit) => match st.user_for(Unit::Head(a)) {
-                        Ok(Some(u)) => judged.push((u.head.newest, a)),
+                        Ok(Some(u)) => match u.head.recent() {
+                            Some(recent) => {
+                                lists.push(recent);
+                                // Its other keys are below the oldest kept.
+                                if recent.len() == crate::Head::RECENT
+                                    && let Some(below) = recent[0].checked_sub(1)
+                                {
+                                    judged.push(Judged { bound: below, author: a, is_key: false });
+                                }
+                            }
+                            None if authors.len() <= JUDGED_FROM => need.push(unit),
+                            None => judged.push(Judged { bound: u.head.newest, author: a, is_key: true }),
+                        },
                         Ok(None) => {}
-                        Err(_) if pass >= 2 => need.push(unit),
+                        Err(_) if pass >= 2 || authors.len() <= JUDGED_FROM => need.push(unit),
                         Err(head) => need.push(head),
                     },
                 }
@@ -204,7 +217,7 @@ impl<J: Journal> Items for Store<J> {
                 // Newest first, a batch at a time: the keys of the outboxes
                 // loaded raise the bound that leaves the others out.
                 let batch = if dir == Direction::Older {
-                    judged.sort_unstable_by(|x, y| y.cmp(x));
+                    judged.sort_unstable_by_key(|j| std::cmp::Reverse((j.bound, j.author)));
                     JUDGED_BATCH
                 } else {
                     usize::MAX
@@ -358,22 +371,34 @@ const JUDGED_FROM: usize = 16;
 /// first.
 const JUDGED_BATCH: usize = 16;
 
-/// Of the authors whose outboxes are not here (`judged`: each with the
-/// newest key of their outbox), those whose outbox may hold one of the
-/// `limit` keys in `range` that a merge of `lists` and of theirs takes in
-/// the order of `dir`.
+/// An author of an outbox merge whose outbox is not here, judged by their
+/// counters: none of its keys beyond those in the merge's lists is above
+/// `bound`, which is itself one of its keys when `is_key` (the newest: the
+/// outbox's recent keys are not known), or not (they are, and in the lists:
+/// `bound` is just below the oldest of them).
+#[derive(Debug, Clone, Copy)]
+struct Judged {
+    bound: Key,
+    author: UserId,
+    is_key: bool,
+}
+
+/// Of the authors whose outboxes are not here (`judged`), those whose
+/// outbox may hold one of the `limit` keys in `range` that a merge of
+/// `lists` and of theirs takes in the order of `dir`.
 ///
-/// Older-ward: the keys known to be in the range (the loaded lists', and
-/// the newest key of each judged author when it lies in the range: a key of
-/// that outbox) are at least `limit` from some key `t` up; an outbox whose
-/// newest key is below `t` holds nothing above `t`, so the `limit` keys
-/// taken are all from outboxes with a newest key at or above `t`, which
-/// are loaded. Newer-ward, only an outbox with nothing above the range's
-/// floor can be left out. A newest key of 0 (an empty outbox, or an item
-/// of key 0) is not counted as a known key; an unknown one is loaded.
+/// Older-ward: the keys known to be in the range (the lists', and each
+/// judged bound that is a key of its outbox when it lies in the range) are
+/// at least `limit` from some key `t` up; an outbox with no key other than
+/// the listed ones above `t` adds nothing to what is taken, so the `limit`
+/// keys taken are all from the lists and the outboxes with a bound at or
+/// above `t`, which are loaded. Newer-ward, only an outbox with nothing
+/// unlisted above the range's floor can be left out. A bound of 0 (an
+/// empty outbox, or an item of key 0) is not counted as a known key; an
+/// unknown one is loaded.
 fn outboxes_that_may_place<'a>(
     lists: &[&[Key]],
-    judged: &'a [(Key, UserId)],
+    judged: &'a [Judged],
     range: KeyRange,
     dir: Direction,
     limit: usize,
@@ -385,7 +410,8 @@ fn outboxes_that_may_place<'a>(
             known.extend(
                 judged
                     .iter()
-                    .map(|(n, _)| *n)
+                    .filter(|j| j.is_key)
+                    .map(|j| j.bound)
                     .filter(|&n| n != 0 && n != crate::Head::NEWEST_UNKNOWN && range.contains(n)),
             );
             if known.len() >= limit && limit > 0 {
@@ -397,10 +423,10 @@ fn outboxes_that_may_place<'a>(
             }
         }
     };
-    judged.iter().filter_map(move |&(newest, a)| {
-        let may = newest == crate::Head::NEWEST_UNKNOWN
-            || (range.above.is_none_or(|above| newest > above) && threshold.is_none_or(|t| newest >= t));
-        may.then_some(a)
+    judged.iter().filter_map(move |j| {
+        let may = j.bound == crate::Head::NEWEST_UNKNOWN
+            || (range.above.is_none_or(|above| j.bound > above) && threshold.is_none_or(|t| j.bound >= t));
+        may.then_some(j.author)
     })
 }
 
@@ -409,7 +435,9 @@ mod tests {
     use super::*;
 
     fn placed(lists: &[&[Key]], judged: &[(Key, UserId)], range: KeyRange, dir: Direction, limit: usize) -> Vec<u64> {
-        outboxes_that_may_place(lists, judged, range, dir, limit).map(|u| u.0).collect()
+        let judged: Vec<Judged> =
+            judged.iter().map(|&(bound, author)| Judged { bound, author, is_key: true }).collect();
+        outboxes_that_may_place(lists, &judged, range, dir, limit).map(|u| u.0).collect()
     }
 
     #[test]
@@ -438,5 +466,61 @@ mod tests {
         let above = KeyRange { above: Some(86), below: None };
         assert_eq!(placed(&lists, &judged, above, Direction::Newer, 1), vec![1, 5]);
         assert_eq!(placed(&lists, &judged, above, older, 10), vec![1, 5]);
+    }
+
+    #[test]
+    fn recent_keys_stand_in_for_their_outbox_down_to_their_bound() {
+        let older = Direction::Older;
+        // Author 1's outbox is loaded: 100, 90, 80. Author 2's counters keep
+        // its newest keys 95, 85, 75: its others are at most 74. Author 3's
+        // keep 60, 50, 40: its others are at most 39.
+        let lists: [&[Key]; 3] = [&[80, 90, 100], &[75, 85, 95], &[40, 50, 60]];
+        let judged = [
+            Judged { bound: 74, author: UserId(2), is_key: false },
+            Judged { bound: 39, author: UserId(3), is_key: false },
+        ];
+        let placed = |range, dir, limit| -> Vec<u64> {
+            outboxes_that_may_place(&lists, &judged, range, dir, limit).map(|u| u.0).collect()
+        };
+        // The 6 newest are all listed (100 down to 75): no outbox is read.
+        assert_eq!(placed(KeyRange::ALL, older, 6), Vec::<u64>::new());
+        // The 7th listed is 60, below author 2's bound: its older keys may
+        // place; author 3's cannot.
+        assert_eq!(placed(KeyRange::ALL, older, 7), vec![2]);
+        // A bound is not a key: with fewer listed keys than the limit, every
+        // bound may place (it is not counted toward the limit either).
+        assert_eq!(placed(KeyRange::ALL, older, 10), vec![2, 3]);
+        // Newer than 74: author 2 has nothing unlisted above it.
+        let above = KeyRange { above: Some(74), below: None };
+        assert_eq!(placed(above, Direction::Newer, 1), Vec::<u64>::new());
+        let above = KeyRange { above: Some(73), below: None };
+        assert_eq!(placed(above, Direction::Newer, 1), vec![2]);
+    }
+
+    #[test]
+    fn counters_keep_the_newest_keys_of_the_outbox() {
+        let mut h = crate::Head::default();
+        assert_eq!(h.recent(), Some(&[][..]), "a new user's outbox is empty, and known to be");
+        for k in [5, 3, 9, 1, 7, 2, 8, 6] {
+            h.note_key(k);
+        }
+        assert_eq!(h.recent(), Some(&[1, 2, 3, 5, 6, 7, 8, 9][..]), "all of an outbox of 8");
+        h.note_key(4);
+        assert_eq!(h.recent(), Some(&[2, 3, 4, 5, 6, 7, 8, 9][..]), "the oldest leaves");
+        h.note_key(1);
+        h.note_key(6);
+        assert_eq!(h.recent(), Some(&[2, 3, 4, 5, 6, 7, 8, 9][..]), "older than all, or held: no change");
+        h.note_key(20);
+        assert_eq!(h.recent(), Some(&[3, 4, 5, 6, 7, 8, 9, 20][..]));
+        assert_eq!(h.newest, 20);
+        // Counters stored before the keys were kept learn them from the outbox.
+        let mut old = crate::Head { recent_len: crate::Head::RECENT_UNKNOWN, ..crate::Head::default() };
+        old.note_key(50);
+        assert_eq!(old.recent(), None, "not known: a key alone says nothing of the others");
+        old.learn_recent(&(1..=300).collect::<Vec<Key>>());
+        assert_eq!(old.recent(), Some(&[293, 294, 295, 296, 297, 298, 299, 300][..]));
+        let mut small = crate::Head { recent_len: crate::Head::RECENT_UNKNOWN, ..crate::Head::default() };
+        small.learn_recent(&[4, 8]);
+        assert_eq!(small.recent(), Some(&[4, 8][..]));
     }
 }
