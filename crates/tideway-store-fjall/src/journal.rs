@@ -5,10 +5,13 @@ use crate::layout::{
     Op, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64, note_op,
     session_ops,
 };
+use crate::synclog::{self, SyncLog};
 use crate::{DATA_DIR, SyncMode, io};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex};
+use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tideway_store::{Change, Disk, Journal, State, StoreError, Ticket};
 
 /// The fjall journal.
@@ -45,11 +48,47 @@ pub struct FjallJournal {
     /// stores made before this bound), so the journal rotates them itself.
     memtables: Mutex<[u64; SPACES]>,
     memtable_cap: u64,
+    /// With [`SyncMode::Fsync`], where group commit makes a round durable
+    /// (`synclog.rs`), and the rounds on their way there.
+    log: Option<Logged>,
+    /// Set when a write to the log failed: what it held may not be on
+    /// disk, so no later write is acknowledged until a restart replays it.
+    log_failed: AtomicBool,
+}
+
+/// Group commit through the sync log: rounds are written to the log
+/// concurrently (each caller of [`Journal::sync`] finding its ticket in no
+/// round leads one), and committed to fjall one after the other in the
+/// order they were placed in the log.
+struct Logged {
+    log: Mutex<SyncLog>,
+    /// The log's file, written outside its lock.
+    file: std::fs::File,
+    rounds: Mutex<Rounds>,
+    /// Wakes callers waiting for a round to be committed.
+    committed: Condvar,
+}
+
+#[derive(Default)]
+struct Rounds {
+    /// Every ticket up to this is committed to fjall and in the log.
+    durable: Ticket,
+    /// Every ticket up to this is in a round.
+    taken: Ticket,
+    /// A round runs alone (the log is full, or its batch is larger than
+    /// the log): no other is led until it is done.
+    alone: bool,
+    /// The next round's place in the order, and the next to commit.
+    next_order: u64,
+    next_commit: u64,
+    /// Rounds written to the log, not yet committed, by their order.
+    written: std::collections::BTreeMap<u64, (Vec<Op>, Ticket)>,
+    failed: bool,
 }
 
 /// Keyspaces ([`Space`]'s variants), in the order of their discriminants.
 const SPACES: usize = 18;
-const ALL_SPACES: [Space; SPACES] = [
+pub(crate) const ALL_SPACES: [Space; SPACES] = [
     Space::Meta,
     Space::Items,
     Space::Bodies,
@@ -123,7 +162,7 @@ impl FjallJournal {
         let memtable = memtable_cap(block_cache);
         let opts = || KeyspaceCreateOptions::default().max_memtable_size(memtable);
         let ks = |name: &str| db.keyspace(name, opts).map_err(io);
-        let j = FjallJournal {
+        let mut j = FjallJournal {
             meta: ks("meta")?,
             items: ks("items")?,
             // Bodies are read only for items known to exist, and their index
@@ -160,7 +199,20 @@ impl FjallJournal {
             sync_done: Condvar::new(),
             memtables: Mutex::new([0; SPACES]),
             memtable_cap: memtable,
+            log: None,
+            log_failed: AtomicBool::new(false),
         };
+        let next_seq = j.replay_log(dir)?;
+        if sync == SyncMode::Fsync {
+            let log = SyncLog::open(dir, next_seq).map_err(log_io)?;
+            let file = log.writer().map_err(log_io)?;
+            j.log = Some(Logged {
+                log: Mutex::new(log),
+                file,
+                rounds: Mutex::new(Rounds::default()),
+                committed: Condvar::new(),
+            });
+        }
         j.ensure_format()?;
         let state = j.load()?;
         Ok((j, state))
@@ -235,7 +287,10 @@ impl Journal for FjallJournal {
     }
 
     fn durable(&self) -> Ticket {
-        self.synced.lock().0
+        match &self.log {
+            Some(l) => l.rounds.lock().durable,
+            None => self.synced.lock().0,
+        }
     }
 
     /// The keyspaces, read back by the lazy index (`load.rs`).
@@ -244,6 +299,7 @@ impl Journal for FjallJournal {
     }
 
     fn health(&self) -> Result<(), StoreError> {
+        self.log_ok()?;
         // A no-op flush to the OS: fails once fjall has poisoned itself.
         self.db.persist(PersistMode::Buffer).map_err(io)
     }
@@ -256,6 +312,9 @@ impl Journal for FjallJournal {
     /// On an I/O error fjall poisons the database: every later write fails
     /// and `/readyz` answers 503 until a restart reloads from disk.
     fn sync(&self, ticket: Ticket) -> Result<(), StoreError> {
+        if let Some(l) = &self.log {
+            return self.sync_logged(l, ticket);
+        }
         let mode = match self.sync {
             SyncMode::Fsync => PersistMode::SyncData,
             SyncMode::Buffer => PersistMode::Buffer,
@@ -319,6 +378,12 @@ impl FjallJournal {
     }
 
     pub(crate) fn flush(&self, ops: Vec<Op>, mode: PersistMode) -> Result<(), StoreError> {
+        self.commit(ops)?;
+        self.db.persist(mode).map_err(io)
+    }
+
+    /// Writes a batch to fjall's memtables and (buffered) journal.
+    fn commit(&self, ops: Vec<Op>) -> Result<(), StoreError> {
         if !ops.is_empty() {
             let mut written = [0u64; SPACES];
             let mut b = self.db.batch();
@@ -337,7 +402,166 @@ impl FjallJournal {
             b.commit().map_err(io)?;
             self.rotate_full_memtables(&written)?;
         }
-        self.db.persist(mode).map_err(io)
+        Ok(())
+    }
+
+    /// Group commit with the sync log. A caller whose ticket no round holds
+    /// leads one: it takes every queued batch and places it as the log's
+    /// next frame, then writes the frame outside any lock, so the next
+    /// round can be written while this one is. Written rounds are
+    /// committed to fjall (unsynced) in their order, by whichever caller
+    /// finds the next one written; a ticket is durable once its round is
+    /// committed. When the log is full, a round waits for every round
+    /// before it, persists fjall and starts the log over (`synclog.rs`);
+    /// a batch larger than the log is persisted by fjall itself.
+    fn sync_logged(&self, l: &Logged, ticket: Ticket) -> Result<(), StoreError> {
+        let mut g = l.rounds.lock();
+        loop {
+            self.log_ok()?;
+            if g.failed {
+                return Err(Self::log_failed_error());
+            }
+            if g.durable >= ticket {
+                return Ok(());
+            }
+            if g.taken >= ticket || g.alone {
+                l.committed.wait(&mut g);
+                continue;
+            }
+            let (ops, upto) = {
+                let mut p = self.pending.lock();
+                (std::mem::take(&mut p.0), p.1)
+            };
+            g.taken = upto;
+            let mut payload = Vec::new();
+            synclog::encode_ops(&ops, &mut payload);
+            let placed = {
+                let mut log = l.log.lock();
+                match ops.is_empty() {
+                    true => None,
+                    false if log.fits(payload.len()) => match log.reserve(&payload) {
+                        Ok(placed) => Some(placed),
+                        Err(e) => {
+                            // Its batch is lost: no round after it may commit.
+                            g.failed = true;
+                            l.committed.notify_all();
+                            return Err(log_io(e));
+                        }
+                    },
+                    false => {
+                        // Alone: once every round before it is committed.
+                        drop(log);
+                        g.alone = true;
+                        while g.next_commit < g.next_order && !g.failed {
+                            l.committed.wait(&mut g);
+                        }
+                        if g.failed {
+                            g.alone = false;
+                            return Err(Self::log_failed_error());
+                        }
+                        drop(g);
+                        let res = self.commit_alone(l, ops, &payload);
+                        g = l.rounds.lock();
+                        g.alone = false;
+                        match res {
+                            Ok(()) => g.durable = g.durable.max(upto),
+                            Err(e) => {
+                                g.failed = true;
+                                l.committed.notify_all();
+                                return Err(e);
+                            }
+                        }
+                        l.committed.notify_all();
+                        continue;
+                    }
+                }
+            };
+            let order = g.next_order;
+            g.next_order += 1;
+            if let Some((at, frame)) = placed {
+                drop(g);
+                let res = l.file.write_all_at(&frame, at);
+                g = l.rounds.lock();
+                if let Err(e) = res {
+                    self.log_failed.store(true, Ordering::Release);
+                    g.failed = true;
+                    l.committed.notify_all();
+                    return Err(log_io(e));
+                }
+            }
+            g.written.insert(order, (ops, upto));
+            loop {
+                let next = g.next_commit;
+                let Some((ops, upto)) = g.written.remove(&next) else { break };
+                g.next_commit += 1;
+                if let Err(e) = self.commit(ops) {
+                    g.failed = true;
+                    l.committed.notify_all();
+                    return Err(e);
+                }
+                g.durable = g.durable.max(upto);
+            }
+            l.committed.notify_all();
+        }
+    }
+
+    /// A round alone: a batch larger than the log is persisted by fjall;
+    /// otherwise fjall is persisted (it then holds all the log held), the
+    /// log starts over, and the batch is its first frame.
+    fn commit_alone(&self, l: &Logged, ops: Vec<Op>, payload: &[u8]) -> Result<(), StoreError> {
+        let mut log = l.log.lock();
+        if !log.could_hold(payload.len()) {
+            drop(log);
+            return self.flush(ops, PersistMode::SyncData);
+        }
+        self.meta.insert(synclog::BASE_KEY, log.next_seq().to_le_bytes()).map_err(io)?;
+        self.db.persist(PersistMode::SyncData).map_err(io)?;
+        log.wrap();
+        let (at, frame) = log.reserve(payload).map_err(log_io)?;
+        if let Err(e) = l.file.write_all_at(&frame, at) {
+            self.log_failed.store(true, Ordering::Release);
+            return Err(log_io(e));
+        }
+        drop(log);
+        self.commit(ops)
+    }
+
+    /// Fails once a write to the sync log has.
+    fn log_ok(&self) -> Result<(), StoreError> {
+        if self.log_failed.load(Ordering::Acquire) {
+            return Err(Self::log_failed_error());
+        }
+        Ok(())
+    }
+
+    fn log_failed_error() -> StoreError {
+        StoreError::unavailable_because(
+            tideway_store::Engine::Embedded,
+            "a write to the sync log (or a commit after it) failed; restart to recover from the disk",
+        )
+    }
+
+    /// Replays into fjall the frames of the sync log it may not hold
+    /// (`synclog.rs`), persists them, and returns the sequence number the
+    /// log's next frame takes.
+    fn replay_log(&self, dir: &Path) -> Result<u64, StoreError> {
+        let base = match self.meta.get(synclog::BASE_KEY).map_err(io)? {
+            Some(v) => u64::from_le_bytes(
+                v.as_ref().try_into().map_err(|_| StoreError::corrupt("the sync log's base in meta"))?,
+            ),
+            None => 0,
+        };
+        let found = SyncLog::recover(dir, base).map_err(log_io)?;
+        if !found.payloads.is_empty() {
+            tracing::info!(frames = found.payloads.len(), "replaying the sync log");
+            for p in &found.payloads {
+                let ops = synclog::decode_ops(p).ok_or_else(|| StoreError::corrupt("a frame of the sync log"))?;
+                self.commit(ops)?;
+            }
+            self.meta.insert(synclog::BASE_KEY, found.next_seq.to_le_bytes()).map_err(io)?;
+            self.db.persist(PersistMode::SyncAll).map_err(io)?;
+        }
+        Ok(found.next_seq)
     }
 
     /// Counts what a batch wrote to each memtable and hands the full ones
@@ -364,4 +588,9 @@ impl FjallJournal {
         }
         Ok(())
     }
+}
+
+/// An I/O error of the sync log: the disk cannot serve.
+fn log_io(e: std::io::Error) -> StoreError {
+    StoreError::unavailable(tideway_store::Engine::Embedded, e)
 }

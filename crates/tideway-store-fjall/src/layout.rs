@@ -78,6 +78,11 @@ impl Space {
     pub(crate) fn index(self) -> usize {
         self as usize
     }
+
+    /// The keyspace at this position, if there is one.
+    pub(crate) fn from_index(i: usize) -> Option<Space> {
+        crate::journal::ALL_SPACES.get(i).copied()
+    }
 }
 
 pub(crate) fn u64_at(b: &[u8], at: usize) -> Result<u64, StoreError> {

@@ -19,6 +19,8 @@
 //!   hold, and their codecs;
 //! - `journal.rs`: [`FjallJournal`], the encoding of changes, group commit
 //!   and point reads;
+//! - `synclog.rs`: the log of fixed size each round of group commit is
+//!   made durable in, and its replay at open;
 //! - `load.rs`: reading the units of the lazy index;
 //! - `migrate.rs`: opening a directory of an older format, and rebuilding
 //!   the derived indexes;
@@ -32,6 +34,7 @@ mod journal;
 mod layout;
 mod load;
 mod migrate;
+mod synclog;
 #[cfg(test)]
 mod tests;
 
