@@ -9,7 +9,6 @@ use crate::synclog::{self, SyncLog};
 use crate::{DATA_DIR, SyncMode, io};
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 use parking_lot::{Condvar, Mutex};
-use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tideway_store::{Change, Disk, Journal, State, StoreError, Ticket};
@@ -49,41 +48,11 @@ pub struct FjallJournal {
     memtables: Mutex<[u64; SPACES]>,
     memtable_cap: u64,
     /// With [`SyncMode::Fsync`], where group commit makes a round durable
-    /// (`synclog.rs`), and the rounds on their way there.
-    log: Option<Logged>,
+    /// (`synclog.rs`), with the buffer its payloads are encoded in.
+    log: Option<Mutex<(SyncLog, Vec<u8>)>>,
     /// Set when a write to the log failed: what it held may not be on
     /// disk, so no later write is acknowledged until a restart replays it.
     log_failed: AtomicBool,
-}
-
-/// Group commit through the sync log: rounds are written to the log
-/// concurrently (each caller of [`Journal::sync`] finding its ticket in no
-/// round leads one), and committed to fjall one after the other in the
-/// order they were placed in the log.
-struct Logged {
-    log: Mutex<SyncLog>,
-    /// The log's file, written outside its lock.
-    file: std::fs::File,
-    rounds: Mutex<Rounds>,
-    /// Wakes callers waiting for a round to be committed.
-    committed: Condvar,
-}
-
-#[derive(Default)]
-struct Rounds {
-    /// Every ticket up to this is committed to fjall and in the log.
-    durable: Ticket,
-    /// Every ticket up to this is in a round.
-    taken: Ticket,
-    /// A round runs alone (the log is full, or its batch is larger than
-    /// the log): no other is led until it is done.
-    alone: bool,
-    /// The next round's place in the order, and the next to commit.
-    next_order: u64,
-    next_commit: u64,
-    /// Rounds written to the log, not yet committed, by their order.
-    written: std::collections::BTreeMap<u64, (Vec<Op>, Ticket)>,
-    failed: bool,
 }
 
 /// Keyspaces ([`Space`]'s variants), in the order of their discriminants.
@@ -205,13 +174,7 @@ impl FjallJournal {
         let next_seq = j.replay_log(dir)?;
         if sync == SyncMode::Fsync {
             let log = SyncLog::open(dir, next_seq).map_err(log_io)?;
-            let file = log.writer().map_err(log_io)?;
-            j.log = Some(Logged {
-                log: Mutex::new(log),
-                file,
-                rounds: Mutex::new(Rounds::default()),
-                committed: Condvar::new(),
-            });
+            j.log = Some(Mutex::new((log, Vec::new())));
         }
         j.ensure_format()?;
         let state = j.load()?;
@@ -287,10 +250,7 @@ impl Journal for FjallJournal {
     }
 
     fn durable(&self) -> Ticket {
-        match &self.log {
-            Some(l) => l.rounds.lock().durable,
-            None => self.synced.lock().0,
-        }
+        self.synced.lock().0
     }
 
     /// The keyspaces, read back by the lazy index (`load.rs`).
@@ -306,15 +266,13 @@ impl Journal for FjallJournal {
 
     /// Group commit. The first caller to find no flush running becomes the
     /// leader: it takes every queued batch, commits them as one atomic fjall
-    /// batch and persists once; callers arriving meanwhile wait and are
+    /// batch and persists once (with `fsync`, as one frame of the sync log:
+    /// [`Self::commit_logged`]); callers arriving meanwhile wait and are
     /// covered by the next leader's flush. (fjall holds its journal lock
     /// during an fsync, so batching must happen here to share fsyncs.)
     /// On an I/O error fjall poisons the database: every later write fails
     /// and `/readyz` answers 503 until a restart reloads from disk.
     fn sync(&self, ticket: Ticket) -> Result<(), StoreError> {
-        if let Some(l) = &self.log {
-            return self.sync_logged(l, ticket);
-        }
         let mode = match self.sync {
             SyncMode::Fsync => PersistMode::SyncData,
             SyncMode::Buffer => PersistMode::Buffer,
@@ -334,7 +292,10 @@ impl Journal for FjallJournal {
                 let mut p = self.pending.lock();
                 (std::mem::take(&mut p.0), p.1)
             };
-            let res = self.flush(ops, mode);
+            let res = match &self.log {
+                Some(log) => self.commit_logged(log, ops),
+                None => self.flush(ops, mode),
+            };
             g = self.synced.lock();
             g.1 = false;
             if res.is_ok() {
@@ -405,140 +366,47 @@ impl FjallJournal {
         Ok(())
     }
 
-    /// Group commit with the sync log. A caller whose ticket no round holds
-    /// leads one: it takes every queued batch and places it as the log's
-    /// next frame, then writes the frame outside any lock, so the next
-    /// round can be written while this one is. Written rounds are
-    /// committed to fjall (unsynced) in their order, by whichever caller
-    /// finds the next one written; a ticket is durable once its round is
-    /// committed. When the log is full, a round waits for every round
-    /// before it, persists fjall and starts the log over (`synclog.rs`);
-    /// a batch larger than the log is persisted by fjall itself.
-    fn sync_logged(&self, l: &Logged, ticket: Ticket) -> Result<(), StoreError> {
-        let mut g = l.rounds.lock();
-        loop {
-            self.log_ok()?;
-            if g.failed {
-                return Err(Self::log_failed_error());
-            }
-            if g.durable >= ticket {
-                return Ok(());
-            }
-            if g.taken >= ticket || g.alone {
-                l.committed.wait(&mut g);
-                continue;
-            }
-            let (ops, upto) = {
-                let mut p = self.pending.lock();
-                (std::mem::take(&mut p.0), p.1)
-            };
-            g.taken = upto;
-            let mut payload = Vec::new();
-            synclog::encode_ops(&ops, &mut payload);
-            let placed = {
-                let mut log = l.log.lock();
-                match ops.is_empty() {
-                    true => None,
-                    false if log.fits(payload.len()) => match log.reserve(&payload) {
-                        Ok(placed) => Some(placed),
-                        Err(e) => {
-                            // Its batch is lost: no round after it may commit.
-                            g.failed = true;
-                            l.committed.notify_all();
-                            return Err(log_io(e));
-                        }
-                    },
-                    false => {
-                        // Alone: once every round before it is committed.
-                        drop(log);
-                        g.alone = true;
-                        while g.next_commit < g.next_order && !g.failed {
-                            l.committed.wait(&mut g);
-                        }
-                        if g.failed {
-                            g.alone = false;
-                            return Err(Self::log_failed_error());
-                        }
-                        drop(g);
-                        let res = self.commit_alone(l, ops, &payload);
-                        g = l.rounds.lock();
-                        g.alone = false;
-                        match res {
-                            Ok(()) => g.durable = g.durable.max(upto),
-                            Err(e) => {
-                                g.failed = true;
-                                l.committed.notify_all();
-                                return Err(e);
-                            }
-                        }
-                        l.committed.notify_all();
-                        continue;
-                    }
-                }
-            };
-            let order = g.next_order;
-            g.next_order += 1;
-            if let Some((at, frame)) = placed {
-                drop(g);
-                let res = l.file.write_all_at(&frame, at);
-                g = l.rounds.lock();
-                if let Err(e) = res {
-                    self.log_failed.store(true, Ordering::Release);
-                    g.failed = true;
-                    l.committed.notify_all();
-                    return Err(log_io(e));
-                }
-            }
-            g.written.insert(order, (ops, upto));
-            loop {
-                let next = g.next_commit;
-                let Some((ops, upto)) = g.written.remove(&next) else { break };
-                g.next_commit += 1;
-                if let Err(e) = self.commit(ops) {
-                    g.failed = true;
-                    l.committed.notify_all();
-                    return Err(e);
-                }
-                g.durable = g.durable.max(upto);
-            }
-            l.committed.notify_all();
+    /// Group commit's round with the sync log: the batch is made durable
+    /// as one frame of the log, then committed to fjall unsynced. A batch
+    /// too large for the log is persisted by fjall itself. When the log is
+    /// full, fjall is persisted first (then it holds all the log held) and
+    /// the log starts over (`synclog.rs`).
+    fn commit_logged(&self, log: &Mutex<(SyncLog, Vec<u8>)>, ops: Vec<Op>) -> Result<(), StoreError> {
+        self.log_ok()?;
+        if ops.is_empty() {
+            return Ok(());
         }
-    }
-
-    /// A round alone: a batch larger than the log is persisted by fjall;
-    /// otherwise fjall is persisted (it then holds all the log held), the
-    /// log starts over, and the batch is its first frame.
-    fn commit_alone(&self, l: &Logged, ops: Vec<Op>, payload: &[u8]) -> Result<(), StoreError> {
-        let mut log = l.log.lock();
+        let mut guard = log.lock();
+        let (log, payload) = &mut *guard;
+        synclog::encode_ops(&ops, payload);
         if !log.could_hold(payload.len()) {
-            drop(log);
+            drop(guard);
             return self.flush(ops, PersistMode::SyncData);
         }
-        self.meta.insert(synclog::BASE_KEY, log.next_seq().to_le_bytes()).map_err(io)?;
-        self.db.persist(PersistMode::SyncData).map_err(io)?;
-        log.wrap();
-        let (at, frame) = log.reserve(payload).map_err(log_io)?;
-        if let Err(e) = l.file.write_all_at(&frame, at) {
+        if !log.fits(payload.len()) {
+            self.meta.insert(synclog::BASE_KEY, log.next_seq().to_le_bytes()).map_err(io)?;
+            self.db.persist(PersistMode::SyncData).map_err(io)?;
+            log.wrap();
+        }
+        if let Err(e) = log.append(payload) {
+            // What it held may not be on disk: no later round may be
+            // acknowledged over the gap.
             self.log_failed.store(true, Ordering::Release);
             return Err(log_io(e));
         }
-        drop(log);
+        drop(guard);
         self.commit(ops)
     }
 
     /// Fails once a write to the sync log has.
     fn log_ok(&self) -> Result<(), StoreError> {
         if self.log_failed.load(Ordering::Acquire) {
-            return Err(Self::log_failed_error());
+            return Err(StoreError::unavailable_because(
+                tideway_store::Engine::Embedded,
+                "a write to the sync log failed; restart to recover from the disk",
+            ));
         }
         Ok(())
-    }
-
-    fn log_failed_error() -> StoreError {
-        StoreError::unavailable_because(
-            tideway_store::Engine::Embedded,
-            "a write to the sync log (or a commit after it) failed; restart to recover from the disk",
-        )
     }
 
     /// Replays into fjall the frames of the sync log it may not hold

@@ -65,6 +65,8 @@ pub(crate) struct SyncLog {
     at: u64,
     /// The next frame's sequence number.
     seq: u64,
+    /// The frame being built, kept for its capacity.
+    frame: Vec<u8>,
 }
 
 /// The frames a log held at open, to be replayed, and where the log's
@@ -78,24 +80,24 @@ impl SyncLog {
     /// Reads the frames to replay from `dir`'s log, if it has one, given
     /// the base recorded in fjall.
     pub(crate) fn recover(dir: &Path, base: u64) -> io::Result<Recovered> {
-        let path = dir.join(LOG_FILE);
         let mut payloads = Vec::new();
         let mut next_seq = base;
-        let bytes = match std::fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
+        let file = match File::open(dir.join(LOG_FILE)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Recovered { payloads, next_seq }),
             Err(e) => return Err(e),
         };
-        let mut at = 0usize;
-        while let Some((seq, payload, len)) = frame_at(&bytes, at) {
+        // Read a frame at a time: the chain is usually short, the file 8 MiB.
+        let mut at = 0u64;
+        while let Some((seq, payload)) = frame_at(&file, at)? {
             // The chain starts at offset 0 with the base's frame and goes
             // on one sequence number at a time.
             if seq != next_seq {
                 break;
             }
-            payloads.push(payload.to_vec());
+            at += Self::frame_len(payload.len());
+            payloads.push(payload);
             next_seq = seq + 1;
-            at += len;
         }
         Ok(Recovered { payloads, next_seq })
     }
@@ -118,7 +120,7 @@ impl SyncLog {
             File::open(dir)?.sync_all()?;
         }
         let file = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DSYNC).open(&path)?;
-        Ok(SyncLog { file, bytes: LOG_BYTES, at: 0, seq: next_seq })
+        Ok(SyncLog { file, bytes: LOG_BYTES, at: 0, seq: next_seq, frame: Vec::new() })
     }
 
     /// The bytes a frame of this payload takes.
@@ -149,15 +151,7 @@ impl SyncLog {
     }
 
     /// Writes one frame; returns once the disk has it.
-    #[cfg(test)]
     pub(crate) fn append(&mut self, payload: &[u8]) -> io::Result<()> {
-        let (at, frame) = self.reserve(payload)?;
-        self.file.write_all_at(&frame, at)
-    }
-
-    /// Places the next frame: its offset and its bytes, to be written
-    /// there ([`write`](Self::write)), possibly while later frames are.
-    pub(crate) fn reserve(&mut self, payload: &[u8]) -> io::Result<(u64, Vec<u8>)> {
         let len = Self::frame_len(payload.len());
         debug_assert!(self.at + len <= self.bytes);
         let plen = u32::try_from(payload.len()).map_err(|_| io::Error::other("sync log frame over 4 GiB"))?;
@@ -165,41 +159,51 @@ impl SyncLog {
         crc.update(&self.seq.to_le_bytes());
         crc.update(&plen.to_le_bytes());
         crc.update(payload);
-        let mut f = Vec::with_capacity(len as usize);
+        let f = &mut self.frame;
+        f.clear();
         f.extend_from_slice(MAGIC);
         f.extend_from_slice(&self.seq.to_le_bytes());
         f.extend_from_slice(&plen.to_le_bytes());
         f.extend_from_slice(&crc.finalize().to_le_bytes());
         f.extend_from_slice(payload);
         f.resize(len as usize, 0);
-        let at = self.at;
+        self.file.write_all_at(f, self.at)?;
         self.at += len;
         self.seq += 1;
-        Ok((at, f))
-    }
-
-    /// A handle to write reserved frames through, outside the log's lock.
-    pub(crate) fn writer(&self) -> io::Result<File> {
-        self.file.try_clone()
+        Ok(())
     }
 }
 
-/// The frame at `at`, if a whole one with a good checksum is there:
-/// (its sequence number, its payload, its length in bytes).
-fn frame_at(bytes: &[u8], at: usize) -> Option<(u64, &[u8], usize)> {
-    let head = bytes.get(at..at + HEADER)?;
-    if &head[..4] != MAGIC {
-        return None;
+/// The frame at `at`, if a whole one with a good checksum is there: its
+/// sequence number and its payload.
+fn frame_at(file: &File, at: u64) -> io::Result<Option<(u64, Vec<u8>)>> {
+    let mut head = [0u8; HEADER];
+    match file.read_exact_at(&mut head, at) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
     }
-    let seq = u64::from_le_bytes(head[4..12].try_into().ok()?);
-    let plen = u32::from_le_bytes(head[12..16].try_into().ok()?);
-    let crc = u32::from_le_bytes(head[16..20].try_into().ok()?);
-    let payload = bytes.get(at + HEADER..at + HEADER + plen as usize)?;
+    let word = |r: std::ops::Range<usize>| -> [u8; 4] { head[r].try_into().unwrap_or_default() };
+    if &head[..4] != MAGIC {
+        return Ok(None);
+    }
+    let seq = u64::from_le_bytes(head[4..12].try_into().unwrap_or_default());
+    let plen = u32::from_le_bytes(word(12..16));
+    let crc = u32::from_le_bytes(word(16..20));
+    if SyncLog::frame_len(plen as usize) > LOG_BYTES {
+        return Ok(None);
+    }
+    let mut payload = vec![0u8; plen as usize];
+    match file.read_exact_at(&mut payload, at + HEADER as u64) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(e),
+    }
     let mut h = crc32fast::Hasher::new();
     h.update(&seq.to_le_bytes());
     h.update(&plen.to_le_bytes());
-    h.update(payload);
-    (h.finalize() == crc).then_some((seq, payload, SyncLog::frame_len(plen as usize) as usize))
+    h.update(&payload);
+    Ok((h.finalize() == crc).then_some((seq, payload)))
 }
 
 /// A batch's writes as a frame's payload: for each, a tag (0 put, 1
