@@ -138,6 +138,9 @@ impl Bench {
         cfg.storage.data_dir = dir.path().to_owned();
         cfg.storage.sync = if args.fsync { SyncKind::Fsync } else { SyncKind::Buffer };
         cfg.storage.cache_size = tideway_service::config::ByteSize::parse(&args.cache_size)?;
+        if let Some(size) = &args.index_size {
+            cfg.storage.index_size = tideway_service::config::ByteSize::parse(size)?;
+        }
         cfg.storage.backend = match args.backend.as_str() {
             "memory" => BackendKind::Memory,
             "embedded" => BackendKind::Embedded,

@@ -66,6 +66,10 @@ struct Args {
     /// cache), like `storage.cache_size`: `64MiB`, `64KiB`…
     #[arg(long, default_value = "64MiB")]
     cache_size: String,
+    /// The embedded store's index budget, like `storage.index_size`
+    /// (default: the server's default).
+    #[arg(long)]
+    index_size: Option<String>,
     /// Length of each post's body text (0: the short default text).
     #[arg(long, default_value_t = 0)]
     body_bytes: usize,

@@ -45,7 +45,9 @@ pub fn mix_tideway(
 ) -> Result<(f64, f64), String> {
     let stop = std::sync::atomic::AtomicBool::new(false);
     let mut rng = StdRng::seed_from_u64(seed + u64::from(ratio));
+    let ix_before = block(svc.stats()).ok().and_then(|s| s.index);
     let mut reads = hist()?;
+    let mut writes = hist()?;
     let t = Instant::now();
     std::thread::scope(|scope| -> Result<(), String> {
         let worker = FanoutWorker::new(svc.clone());
@@ -61,7 +63,9 @@ pub fn mix_tideway(
             for i in 0..n {
                 if i % (ratio as usize + 1) == ratio as usize {
                     let a = users[dist.sample(&mut rng)];
+                    let s = Instant::now();
                     block(svc.create_item(NewItem::new(UserId(a), ItemKind::Post))).map_err(|e| e.to_string())?;
+                    writes.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
                 } else {
                     let u = readers[rng.random_range(0..readers.len())];
                     let s = Instant::now();
@@ -75,7 +79,29 @@ pub fn mix_tideway(
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         result
     })?;
-    Ok((n as f64 / t.elapsed().as_secs_f64(), reads.value_at_quantile(0.99) as f64 / 1000.0))
+    let secs = t.elapsed().as_secs_f64();
+    let ix_after = block(svc.stats()).ok().and_then(|s| s.index);
+    if let (Some(a), Some(b)) = (ix_before, ix_after) {
+        eprintln!(
+            "mix {ratio}:1: the index missed {} times, loaded {} units, let {} holders go ({} of {} MiB used)",
+            b.misses - a.misses,
+            b.loads - a.loads,
+            b.evictions - a.evictions,
+            b.bytes >> 20,
+            b.budget >> 20
+        );
+    }
+    let ms = |h: &hdrhistogram::Histogram<u64>| (h.len() as f64 * h.mean()) / 1e6;
+    eprintln!(
+        "mix {ratio}:1 on tideway: {n} ops in {:.0} ms: reads {:.0} ms (p50 {} µs), writes {:.0} ms (p50 {} µs, p99 {} µs)",
+        secs * 1000.0,
+        ms(&reads),
+        reads.value_at_quantile(0.5) / 1000,
+        ms(&writes),
+        writes.value_at_quantile(0.5) / 1000,
+        writes.value_at_quantile(0.99) / 1000,
+    );
+    Ok((n as f64 / secs, reads.value_at_quantile(0.99) as f64 / 1000.0))
 }
 
 /// The same mix on the seeds' Redis push design: a write pushes the item to
