@@ -200,7 +200,7 @@ impl Default for StorageConfig {
             data_dir: PathBuf::from("./data"),
             sync: SyncKind::Fsync,
             cache_size: ByteSize(64 << 20),
-            index_size: ByteSize(256 << 20),
+            index_size: ByteSize(default_index_size()),
             url: None,
         }
     }
@@ -391,6 +391,40 @@ pub const REDACTED: &str = "<redacted>";
 /// for `256MiB`) is more likely than a wish.
 pub const MIN_INDEX_SIZE: u64 = 64 << 10;
 
+/// The default `storage.index_size`: an eighth of the memory this process
+/// may use (the machine's, or its cgroup's limit when that is lower),
+/// between 256 MiB and 4 GiB; 256 MiB when neither can be read. The index
+/// is what keeps pages warm: a fixed 256 MiB let a million users who each
+/// followed one account push the Twitter graph's readers out on a 24 GiB
+/// machine (docs/benchmarks.md, 2026-12-04).
+pub fn default_index_size() -> u64 {
+    let read = |path: &str| std::fs::read_to_string(path).ok();
+    index_size_for(
+        read("/proc/meminfo").as_deref().and_then(mem_total),
+        // cgroup v2, then v1 (whose "no limit" is a huge number).
+        read("/sys/fs/cgroup/memory.max")
+            .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+            .as_deref()
+            .and_then(|v| v.trim().parse::<u64>().ok()),
+    )
+}
+
+/// [`default_index_size`] given the machine's memory and a cgroup limit.
+fn index_size_for(total: Option<u64>, limit: Option<u64>) -> u64 {
+    const LEAST: u64 = 256 << 20;
+    match total.into_iter().chain(limit).min() {
+        Some(mem) => (mem / 8).clamp(LEAST, 4 << 30),
+        None => LEAST,
+    }
+}
+
+/// `MemTotal` of `/proc/meminfo`, in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kib.checked_mul(1024)
+}
+
 /// Secrets never print: not in logs, not in `tideway config`.
 impl std::fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -526,6 +560,23 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_default_index_is_an_eighth_of_memory_within_bounds() {
+        use super::{index_size_for, mem_total};
+        let gib = 1u64 << 30;
+        assert_eq!(mem_total("MemTotal:       24683792 kB\nMemFree: 1 kB\n"), Some(24_683_792 * 1024));
+        assert_eq!(mem_total("MemFree: 1 kB\n"), None);
+        // 24 GiB: 3 GiB; a cgroup's lower limit wins; the bounds hold.
+        assert_eq!(index_size_for(Some(24 * gib), None), 3 * gib);
+        assert_eq!(index_size_for(Some(24 * gib), Some(4 * gib)), gib / 2);
+        assert_eq!(index_size_for(Some(24 * gib), Some(u64::MAX / 2)), 3 * gib);
+        assert_eq!(index_size_for(Some(gib), None), 256 << 20);
+        assert_eq!(index_size_for(Some(512 * gib), None), 4 * gib);
+        assert_eq!(index_size_for(None, None), 256 << 20);
+        // What the machine gives is within the bounds.
+        assert!((256 << 20..=4 * gib).contains(&super::default_index_size()));
+    }
+
     use super::*;
 
     #[test]

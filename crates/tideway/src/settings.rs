@@ -33,6 +33,16 @@ pub fn load(file: Option<&Path>, listen: Option<SocketAddr>, data_dir: Option<Pa
 /// the types so it cannot drift (a test compares it with the committed copy).
 pub fn example_toml() -> String {
     let body = toml::to_string_pretty(&Config::default()).unwrap_or_default();
+    // The index's default depends on the machine: said, not printed.
+    let body = body
+        .lines()
+        .map(|l| match l.starts_with("index_size = ") {
+            true => "# index_size: an eighth of memory, 256MiB to 4GiB, unless set\n# index_size = \"1GiB\"".to_owned(),
+            false => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
     format!(
         "# tideway configuration: every setting with its default.\n\
          # Each can be overridden by the environment as TIDEWAY_<SECTION>__<KEY>,\n\
