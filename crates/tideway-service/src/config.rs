@@ -560,9 +560,10 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
     fn the_default_index_is_an_eighth_of_memory_within_bounds() {
-        use super::{index_size_for, mem_total};
         let gib = 1u64 << 30;
         assert_eq!(mem_total("MemTotal:       24683792 kB\nMemFree: 1 kB\n"), Some(24_683_792 * 1024));
         assert_eq!(mem_total("MemFree: 1 kB\n"), None);
@@ -574,10 +575,8 @@ mod tests {
         assert_eq!(index_size_for(Some(512 * gib), None), 4 * gib);
         assert_eq!(index_size_for(None, None), 256 << 20);
         // What the machine gives is within the bounds.
-        assert!((256 << 20..=4 * gib).contains(&super::default_index_size()));
+        assert!((256 << 20..=4 * gib).contains(&default_index_size()));
     }
-
-    use super::*;
 
     #[test]
     fn urls_show_without_their_passwords() {
