@@ -65,7 +65,11 @@ impl<T: Ord + Copy> SortedBlocks<T> {
     /// Adds `v`; false if it was already there.
     pub fn insert(&mut self, v: T) -> bool {
         if self.blocks.is_empty() {
-            let mut b = Vec::with_capacity(4);
+            // Exact: a million users who follow one account each (a
+            // celebrity's followers) hold one entry in each follow list,
+            // and room for four was 48 bytes more a list. A second entry
+            // grows it to five ([`grow`]).
+            let mut b = Vec::with_capacity(1);
             b.push(v);
             // Most sets never need a second block.
             self.blocks.reserve_exact(1);
@@ -165,6 +169,21 @@ impl<T: Ord + Copy> SortedBlocks<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A set of one entry (most of a celebrity's followers follow only it)
+    /// holds that entry and one block, and grows from there as before.
+    #[test]
+    fn a_single_entry_takes_room_for_one() {
+        let mut s = SortedBlocks::default();
+        assert!(s.insert((7u64, 7u64)));
+        assert_eq!(s.heap_bytes(), std::mem::size_of::<Vec<(u64, u64)>>() + 16);
+        for i in 0..BLOCK as u64 * 3 {
+            s.insert((i, i));
+        }
+        assert_eq!(s.len(), BLOCK * 3);
+        assert!(s.iter().zip(s.iter().skip(1)).all(|(a, b)| a < b), "still ascending");
+        assert!(s.heap_bytes() < BLOCK * 3 * 16 * 3 / 2, "blocks fill: {}", s.heap_bytes());
+    }
     use rand::{Rng, SeedableRng, rngs::StdRng};
     use std::collections::BTreeSet;
 
