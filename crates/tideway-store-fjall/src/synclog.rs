@@ -4,10 +4,11 @@
 //! fjall's journal appends to a file that grows, so its `fdatasync` also
 //! commits the file's new size: on this project's machines that costs
 //! 150–270 µs, against ~70–120 µs for a write opened with `O_DSYNC` into
-//! blocks already written, and less again with `O_DIRECT` (docs/
-//! benchmarks.md, "Durable writes through a sync log"). So group commit writes each round's batch here first, as one
-//! frame into a file of fixed size whose blocks were written with zeros
-//! when it was made, and hands the batch to fjall without syncing fjall.
+//! blocks already written, and less again with `O_DIRECT` as well
+//! (docs/benchmarks.md, "Durable writes through a sync log"). So group
+//! commit writes each round's batch here first, as one frame into a file
+//! of fixed size whose blocks were written with zeros when it was made, and
+//! hands the batch to fjall without syncing fjall.
 //!
 //! A frame starts on a block boundary and fills whole blocks:
 //!

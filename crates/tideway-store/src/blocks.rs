@@ -169,6 +169,8 @@ impl<T: Ord + Copy> SortedBlocks<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng, rngs::StdRng};
+    use std::collections::BTreeSet;
 
     /// A set of one entry (most of a celebrity's followers follow only it)
     /// holds that entry and one block, and grows from there as before.
@@ -184,8 +186,6 @@ mod tests {
         assert!(s.iter().zip(s.iter().skip(1)).all(|(a, b)| a < b), "still ascending");
         assert!(s.heap_bytes() < BLOCK * 3 * 16 * 3 / 2, "blocks fill: {}", s.heap_bytes());
     }
-    use rand::{Rng, SeedableRng, rngs::StdRng};
-    use std::collections::BTreeSet;
 
     fn check(s: &SortedBlocks<u32>, m: &BTreeSet<u32>) {
         assert_eq!(s.len(), m.len());
