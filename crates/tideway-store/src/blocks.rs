@@ -69,8 +69,7 @@ impl<T: Ord + Copy> SortedBlocks<T> {
             // celebrity's followers) hold one entry in each follow list,
             // and room for four was 48 bytes more a list. A second entry
             // grows it to five ([`grow`]).
-            let mut b = Vec::with_capacity(1);
-            b.push(v);
+            let b = vec![v];
             // Most sets never need a second block.
             self.blocks.reserve_exact(1);
             self.blocks.push(b);
