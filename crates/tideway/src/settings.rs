@@ -36,9 +36,12 @@ pub fn example_toml() -> String {
     // The index's default depends on the machine: said, not printed.
     let body = body
         .lines()
-        .map(|l| match l.starts_with("index_size = ") {
-            true => "# index_size: an eighth of memory, 256MiB to 4GiB, unless set\n# index_size = \"1GiB\"".to_owned(),
-            false => l.to_owned(),
+        .map(|l| {
+            if l.starts_with("index_size = ") {
+                "# index_size: an eighth of memory, 256MiB to 4GiB, unless set\n# index_size = \"1GiB\"".to_owned()
+            } else {
+                l.to_owned()
+            }
         })
         .collect::<Vec<_>>()
         .join("\n")
