@@ -10,13 +10,15 @@
 # items written, the growth per item written, and the growth beyond the
 # configured budgets (cache_size + index_size) per item. With READ_CONNS > 0,
 # as many wrk connections read random users' homes all the while the posts
-# are written (scripts/bench/home.lua): a soak of writes and reads.
-#   USERS FOLLOWS WRITE CACHE INDEX READ_CONNS BASELINE_BIN   (defaults below)
+# are written (scripts/bench/home.lua): a soak of writes and reads. SYNC is
+# storage.sync: buffer by default (the figures of docs/benchmarks.md before
+# 2026-12-05), fsync as the server's own default.
+#   USERS FOLLOWS WRITE CACHE INDEX READ_CONNS SYNC BASELINE_BIN   (defaults below)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
 USERS="${USERS:-2000}" FOLLOWS="${FOLLOWS:-50}" WRITE="${WRITE:-45s}"
-CACHE="${CACHE:-64MiB}" INDEX="${INDEX:-256MiB}" READ_CONNS="${READ_CONNS:-0}"
+CACHE="${CACHE:-64MiB}" INDEX="${INDEX:-256MiB}" READ_CONNS="${READ_CONNS:-0}" SYNC="${SYNC:-buffer}"
 PORT="${PORT:-18251}"
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 cargo build -q --release --locked -p tideway
@@ -37,7 +39,7 @@ for i in "${!BINS[@]}"; do
   # (a binary without storage.index_size would refuse the variable: only this tree's gets it)
   extra=(); [ "$name" = "this tree" ] && extra=("TIDEWAY_STORAGE__INDEX_SIZE=$INDEX")
   env "${extra[@]}" TIDEWAY_SERVER__LISTEN="127.0.0.1:$PORT" TIDEWAY_STORAGE__DATA_DIR="$WORK/data" \
-    TIDEWAY_STORAGE__SYNC=buffer TIDEWAY_STORAGE__CACHE_SIZE="$CACHE" TIDEWAY_LOG=warn "$bin" serve > "$WORK/log" 2>&1 &
+    TIDEWAY_STORAGE__SYNC="$SYNC" TIDEWAY_STORAGE__CACHE_SIZE="$CACHE" TIDEWAY_LOG=warn "$bin" serve > "$WORK/log" 2>&1 &
   PID=$!
   for _ in $(seq 100); do curl -sf "127.0.0.1:$PORT/readyz" >/dev/null && break; sleep 0.1; done
   kill -0 "$PID" 2>/dev/null || { cat "$WORK/log"; exit 1; }

@@ -179,6 +179,7 @@ async fn concurrent_loads_and_writes(budget: u64) {
     }
     let mut fans = 0u64;
     let mut posts = 1usize;
+    let mut likes = 0u64;
     for round in 0..6u64 {
         let s = std::sync::Arc::new(open(dir.path(), SyncMode::Fsync, 10).expect("reopen"));
         let mut tasks = Vec::new();
@@ -204,6 +205,17 @@ async fn concurrent_loads_and_writes(budget: u64) {
                 }
             }));
         }
+        // Likes by distinct users while the liked item's unit is let go
+        // and loaded again: every load must hold every like acknowledged.
+        for t in 0..4u64 {
+            let s = s.clone();
+            let base = 50_000 + round * 1000 + t * 100;
+            tasks.push(tokio::spawn(async move {
+                for i in 0..25 {
+                    assert!(s.set_reaction(ItemId(999), UserId(base + i), "like", true, &[]).await.expect("like"));
+                }
+            }));
+        }
         for _ in 0..3 {
             let s = s.clone();
             tasks.push(tokio::spawn(async move {
@@ -220,10 +232,12 @@ async fn concurrent_loads_and_writes(budget: u64) {
         }
         fans += 100;
         posts += 20;
+        likes += 100;
         assert_eq!(followers(&s, 1).await.len() as u64, fans, "round {round}: the loaded followers");
         assert_eq!(outbox(&s, 1).await.len(), posts, "round {round}: the loaded outbox");
         let h = s.hydration(&[ItemId(999)], None).await.expect("hydration");
         assert_eq!(h[0].0.replies, posts as u64 - 1, "round {round}: the loaded replies");
+        assert_eq!(h[0].0.of_kind("like"), likes, "round {round}: the loaded likes");
         assert_eq!(s.counts(star).await.expect("counts").followers, fans);
         eprintln!("round {round}: loads and retries {:?}, index {:?}", s.load_counts(), s.index_stats());
     }
