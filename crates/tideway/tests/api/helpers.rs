@@ -11,8 +11,10 @@ pub struct TestServer {
     pub client: reqwest::Client,
     pub token: Option<String>,
     shutdown: Option<oneshot::Sender<()>>,
+    /// The server; it owns its data directory, removed once it has stopped
+    /// (a server dropped with the test shuts down cleanly, and writes its
+    /// inbox snapshot, after the test's own end).
     task: Option<tokio::task::JoinHandle<Result<(), String>>>,
-    _dir: tempfile::TempDir,
 }
 
 pub async fn spawn() -> TestServer {
@@ -38,16 +40,20 @@ pub async fn spawn_with(edit: impl FnOnce(&mut Config)) -> TestServer {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let (tx, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(tideway::server::serve(listener, cfg, None, async move {
-        let _ = rx.await;
-    }));
+    let task = tokio::spawn(async move {
+        let served = tideway::server::serve(listener, cfg, None, async move {
+            let _ = rx.await;
+        })
+        .await;
+        drop(dir);
+        served
+    });
     TestServer {
         base: format!("http://{addr}"),
         client: reqwest::Client::new(),
         token: None,
         shutdown: Some(tx),
         task: Some(task),
-        _dir: dir,
     }
 }
 
