@@ -58,7 +58,8 @@ for i in "${!BINS[@]}"; do
     n=$(curl -sf "127.0.0.1:$PORT/v1/stats" |
       python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["items"], "items,", d["fanout"]["pending"], "fan-out jobs pending")' ||
       echo "?")
-    echo "   writing: $(mib "$(rss "$PID")") at $n"
+    pinned=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_disk_pinned_bytes / {print $2}')
+    echo "   writing: $(mib "$(rss "$PID")") at $n${pinned:+, pinned by the tables: $(mib "$pinned")}"
   done
   wait "$WRK" || true
   if [ -n "$READER" ]; then
@@ -77,7 +78,10 @@ for u in range(1, int(sys.argv[2]) + 1):
 PY
   read_all=$(rss "$PID")
   idx=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_index_bytes / {print $2}')
-  echo "   $items items written ($(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk")); after writing $(mib "$written"), after reading every home $(mib "$read_all")${idx:+; index holds $(mib "$idx")}"
+  pinned=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_disk_pinned_bytes / {print $2}')
+  pins=""
+  [ -n "$pinned" ] && pins="; pinned by the tables: $(mib "$pinned"), $(awk -v p="$pinned" -v n="$items" 'BEGIN { printf "%.1f", p / n }') B per item"
+  echo "   $items items written ($(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk")); after writing $(mib "$written"), after reading every home $(mib "$read_all")${idx:+; index holds $(mib "$idx")}$pins"
   budgets=$(python3 -c 'import sys
 def b(s):
     for u, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

@@ -404,6 +404,28 @@ async fn fan_out_progress_written_between_syncs_is_durable_at_close() {
     assert_eq!(jobs.iter().map(|j| j.cursor).collect::<Vec<_>>(), vec![Some((Millis(1), UserId(5)))]);
 }
 
+/// What the tables keep in memory for their data (filters and block
+/// indexes, outside the budgets) is counted, and grows with the data: no
+/// tables, nothing; a larger import, more.
+#[tokio::test]
+async fn what_the_tables_pin_is_counted_and_grows_with_the_data() {
+    let pinned = |follows: u64| {
+        let dir = tempfile::tempdir().expect("tempdir");
+        if follows > 0 {
+            let mut im = Importer::open(dir.path()).expect("importer");
+            let edges: Vec<(UserId, UserId)> = (0..follows).map(|i| (UserId(i + 10), UserId(i % 97 + 1))).collect();
+            im.ingest_follows(&edges, Millis(5), &mut |_| {}).expect("follows");
+            im.finish().expect("finish");
+        }
+        let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+        s.index_stats().expect("lazy").disk_pinned
+    };
+    let (none, some, more) = (pinned(0), pinned(20_000), pinned(200_000));
+    assert_eq!(none, 0, "an empty store has no tables");
+    assert!(some > 0, "the imported tables pin their filters and indexes");
+    assert!(more > 2 * some, "ten times the follows pin more: {some} then {more}");
+}
+
 /// An import is cut before `finish` (which writes the counters): the
 /// next open finds the mark and rebuilds them from what was written.
 #[tokio::test]

@@ -91,6 +91,9 @@ pub struct IndexStats {
     pub loads: u64,
     /// Holders let go to stay within the budget.
     pub evictions: u64,
+    /// Bytes the disk keeps in memory for the data it holds, outside this
+    /// budget and the caches ([`Disk::pinned_bytes`](crate::Disk::pinned_bytes)).
+    pub disk_pinned: u64,
 }
 
 /// Per-item counts kept by the store.

@@ -78,6 +78,13 @@ pub trait Disk: Send + Sync {
     fn item_units_floor(&self) -> Result<u64> {
         Ok(u64::MAX)
     }
+    /// Bytes the disk keeps in memory for the data it holds, outside the
+    /// caches and the index's budget (the embedded store: the filters and
+    /// block indexes of its tables that stay loaded). It grows with the
+    /// data; 0 when unknown.
+    fn pinned_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// The journal's [`Disk`]; only a lazy store asks (so never the memory

@@ -287,6 +287,7 @@ impl<J: Journal> Store<J> {
             misses: self.misses.load(Ordering::Relaxed),
             loads: self.loads.load(Ordering::Relaxed),
             evictions,
+            disk_pinned: self.journal.disk().map_or(0, |d| d.pinned_bytes()),
         })
     }
 
