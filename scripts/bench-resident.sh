@@ -56,10 +56,13 @@ for i in "${!BINS[@]}"; do
   while kill -0 "$WRK" 2>/dev/null; do
     sleep 5
     n=$(curl -sf "127.0.0.1:$PORT/v1/stats" |
-      python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["items"], "items,", d["fanout"]["pending"], "fan-out jobs pending")' ||
+      python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["items"], "items,", d["fanout"]["pending"], "fan-out jobs pending, inboxes", (d["inboxes"] or {}).get("bytes", 0) >> 20, "MiB")' ||
       echo "?")
-    pinned=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_disk_pinned_bytes / {print $2}')
-    echo "   writing: $(mib "$(rss "$PID")") at $n${pinned:+, pinned by the tables: $(mib "$pinned")}"
+    m=$(curl -sf "127.0.0.1:$PORT/metrics" || true)
+    pinned=$(awk '/^tideway_disk_pinned_bytes / {print $2}' <<<"$m")
+    buffered=$(awk '/^tideway_disk_buffered_bytes / {print $2}' <<<"$m")
+    ixb=$(awk '/^tideway_index_bytes / {print $2}' <<<"$m")
+    echo "   writing: $(mib "$(rss "$PID")") at $n${ixb:+, index $(mib "$ixb")}${pinned:+, pinned by the tables $(mib "$pinned")}${buffered:+, memtables $(mib "$buffered")}"
   done
   wait "$WRK" || true
   if [ -n "$READER" ]; then

@@ -714,6 +714,7 @@ async fn scrape_gauges(st: &AppState) {
         metrics::counter!("tideway_index_loads_total").absolute(ix.loads);
         metrics::counter!("tideway_index_evictions_total").absolute(ix.evictions);
         metrics::gauge!("tideway_disk_pinned_bytes").set(ix.disk_pinned as f64);
+        metrics::gauge!("tideway_disk_buffered_bytes").set(ix.disk_buffered as f64);
     }
 }
 

@@ -330,6 +330,12 @@ impl Disk for FjallJournal {
         self.keyspaces().iter().map(|k| (k.tree.pinned_filter_size() + k.tree.pinned_block_index_size()) as u64).sum()
     }
 
+    /// The memtables of every keyspace, active and sealed (each rotated at
+    /// a quarter of the block cache, see `journal::memtable_cap`).
+    fn buffered_bytes(&self) -> u64 {
+        self.db.write_buffer_size()
+    }
+
     fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>, StoreError> {
         ids.iter()
             .map(|id| match self.live.get(prefixed(b's', *id)).map_err(io)? {

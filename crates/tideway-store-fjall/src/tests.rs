@@ -426,6 +426,20 @@ async fn what_the_tables_pin_is_counted_and_grows_with_the_data() {
     assert!(more > 2 * some, "ten times the follows pin more: {some} then {more}");
 }
 
+/// Recent writes held in the memtables are counted until written out.
+#[tokio::test]
+async fn what_the_memtables_hold_is_counted() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = open(dir.path(), SyncMode::Buffer, 10).expect("open");
+    let empty = s.index_stats().expect("lazy").disk_buffered;
+    for i in 0..200 {
+        let item = Item { idempotency_key: None, ..post(1000 + i, 1) };
+        s.create_item(item, false, Millis(1)).await.expect("create");
+    }
+    let written = s.index_stats().expect("lazy").disk_buffered;
+    assert!(written > empty + 200 * 50, "200 items are in the memtables: {empty} then {written}");
+}
+
 /// An import is cut before `finish` (which writes the counters): the
 /// next open finds the mark and rebuilds them from what was written.
 #[tokio::test]

@@ -94,6 +94,9 @@ pub struct IndexStats {
     /// Bytes the disk keeps in memory for the data it holds, outside this
     /// budget and the caches ([`Disk::pinned_bytes`](crate::Disk::pinned_bytes)).
     pub disk_pinned: u64,
+    /// Bytes of recent writes the disk holds in memory until they are
+    /// written out ([`Disk::buffered_bytes`](crate::Disk::buffered_bytes)).
+    pub disk_buffered: u64,
 }
 
 /// Per-item counts kept by the store.

@@ -85,6 +85,12 @@ pub trait Disk: Send + Sync {
     fn pinned_bytes(&self) -> u64 {
         0
     }
+    /// Bytes of recent writes the disk holds in memory until it writes them
+    /// out (the embedded store: fjall's memtables, bounded per keyspace by
+    /// `storage.cache_size`); 0 when unknown.
+    fn buffered_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// The journal's [`Disk`]; only a lazy store asks (so never the memory

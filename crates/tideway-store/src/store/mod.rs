@@ -288,6 +288,7 @@ impl<J: Journal> Store<J> {
             loads: self.loads.load(Ordering::Relaxed),
             evictions,
             disk_pinned: self.journal.disk().map_or(0, |d| d.pinned_bytes()),
+            disk_buffered: self.journal.disk().map_or(0, |d| d.buffered_bytes()),
         })
     }
 
