@@ -80,8 +80,9 @@ for u in range(1, int(sys.argv[2]) + 1):
     assert r.status == 200, r.status
 PY
   read_all=$(rss "$PID")
-  idx=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_index_bytes / {print $2}')
-  pinned=$(curl -sf "127.0.0.1:$PORT/metrics" | awk '/^tideway_disk_pinned_bytes / {print $2}')
+  m=$(curl -sf "127.0.0.1:$PORT/metrics" || true)
+  idx=$(awk '/^tideway_index_bytes / {print $2}' <<<"$m")
+  pinned=$(awk '/^tideway_disk_pinned_bytes / {print $2}' <<<"$m")
   pins=""
   [ -n "$pinned" ] && pins="; pinned by the tables: $(mib "$pinned"), $(awk -v p="$pinned" -v n="$items" 'BEGIN { printf "%.1f", p / n }') B per item"
   echo "   $items items written ($(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk")); after writing $(mib "$written"), after reading every home $(mib "$read_all")${idx:+; index holds $(mib "$idx")}$pins"

@@ -274,21 +274,26 @@ impl<J: Journal> Store<J> {
 
     /// The index's residency now (`None` when eager: nothing is let go).
     pub fn index_stats(&self) -> Option<IndexStats> {
-        let st = self.state.read();
-        if !st.lazy {
-            return None;
-        }
-        let (bytes, holders, evictions) = st.residency();
+        let (bytes, holders, evictions, budget) = {
+            let st = self.state.read();
+            if !st.lazy {
+                return None;
+            }
+            let (bytes, holders, evictions) = st.residency();
+            (bytes, holders, evictions, st.budget())
+        };
+        // (the disk's figures read outside the index's lock)
+        let disk = self.journal.disk();
         Some(IndexStats {
             bytes: bytes as u64,
-            budget: st.budget() as u64,
+            budget: budget as u64,
             holders: holders as u64,
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             loads: self.loads.load(Ordering::Relaxed),
             evictions,
-            disk_pinned: self.journal.disk().map_or(0, |d| d.pinned_bytes()),
-            disk_buffered: self.journal.disk().map_or(0, |d| d.buffered_bytes()),
+            disk_pinned: disk.map_or(0, |d| d.pinned_bytes()),
+            disk_buffered: disk.map_or(0, |d| d.buffered_bytes()),
         })
     }
 
