@@ -6,7 +6,8 @@
 # binary knows it), USERS users following FOLLOWS others each
 # (scripts/bench/populate.py), then 32 wrk connections posting 380-byte items
 # by random authors for WRITE (scripts/bench/post.lua), then every user's home
-# read once. Prints the resident set (VmRSS) every 5 s and at each step, the
+# read once. Prints the resident set (VmRSS) every 5 s and at each step (the
+# last 15 s after the reads, once the allocator's purge delay passed), the
 # items written, the growth per item written, and the growth beyond the
 # configured budgets (cache_size + index_size) per item. With READ_CONNS > 0,
 # as many wrk connections read random users' homes all the while the posts
@@ -80,12 +81,16 @@ for u in range(1, int(sys.argv[2]) + 1):
     assert r.status == 200, r.status
 PY
   read_all=$(rss "$PID")
+  # Freed memory stays with the allocator for its purge delay (10 s,
+  # tideway_engines::allocator): the resident set once it has passed.
+  sleep 15
+  rest=$(rss "$PID")
   m=$(curl -sf "127.0.0.1:$PORT/metrics" || true)
   idx=$(awk '/^tideway_index_bytes / {print $2}' <<<"$m")
   pinned=$(awk '/^tideway_disk_pinned_bytes / {print $2}' <<<"$m")
   pins=""
   [ -n "$pinned" ] && pins="; pinned by the tables: $(mib "$pinned"), $(awk -v p="$pinned" -v n="$items" 'BEGIN { printf "%.1f", p / n }') B per item"
-  echo "   $items items written ($(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk")); after writing $(mib "$written"), after reading every home $(mib "$read_all")${idx:+; index holds $(mib "$idx")}$pins"
+  echo "   $items items written ($(grep -o 'Requests/sec: *[0-9.]*' "$WORK/wrk")); after writing $(mib "$written"), after reading every home $(mib "$read_all"), 15 s later $(mib "$rest")${idx:+; index holds $(mib "$idx")}$pins"
   budgets=$(python3 -c 'import sys
 def b(s):
     for u, m in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):

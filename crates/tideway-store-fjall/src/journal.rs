@@ -129,23 +129,26 @@ impl FjallJournal {
         // fjall's default is 64 MiB per keyspace: with the 18 here, recent
         // writes alone could hold over a GiB before anything is written out.
         let memtable = memtable_cap(block_cache);
-        let opts = || KeyspaceCreateOptions::default().max_memtable_size(memtable);
+        // Filters and block indexes are read through the block cache, none
+        // pinned: fjall's default pins the first levels' (outside any
+        // budget), and a table flushed to the first level and then moved
+        // down whole keeps them pinned until a restart, so what stayed in
+        // memory grew by ~3 bytes per item written (docs/benchmarks.md,
+        // 2026-12-05). fjall stores a keyspace's options when it creates it:
+        // directories created before keep their pinning.
+        let opts = || {
+            KeyspaceCreateOptions::default()
+                .max_memtable_size(memtable)
+                .index_block_pinning_policy(fjall::config::PinningPolicy::all(false))
+                .filter_block_pinning_policy(fjall::config::PinningPolicy::all(false))
+        };
         let ks = |name: &str| db.keyspace(name, opts).map_err(io);
         let mut j = FjallJournal {
             meta: ks("meta")?,
             items: ks("items")?,
-            // Bodies are read only for items known to exist, and their index
-            // grows with their bytes: no filter on the last level, and index
-            // blocks go through the (bounded) block cache instead of being
-            // pinned in memory.
-            bodies: db
-                .keyspace("bodies", || {
-                    opts()
-                        .expect_point_read_hits(true)
-                        .index_block_pinning_policy(fjall::config::PinningPolicy::all(false))
-                        .filter_block_pinning_policy(fjall::config::PinningPolicy::all(false))
-                })
-                .map_err(io)?,
+            // Bodies are read only for items known to exist: no filter on
+            // the last level.
+            bodies: db.keyspace("bodies", || opts().expect_point_read_hits(true)).map_err(io)?,
             outbox: ks("outbox")?,
             reposts: ks("reposts")?,
             replies: ks("replies")?,
@@ -455,6 +458,18 @@ impl FjallJournal {
             self.space(ALL_SPACES[i]).rotate_memtable().map_err(io)?;
         }
         Ok(())
+    }
+
+    /// Writes every keyspace's memtable out as a table, and waits (tests).
+    #[cfg(test)]
+    pub(crate) fn flush_memtables(&self) -> Result<(), StoreError> {
+        self.keyspaces().iter().try_for_each(|k| k.rotate_memtable_and_wait().map_err(io))
+    }
+
+    /// How many tables the keyspaces hold (tests).
+    #[cfg(test)]
+    pub(crate) fn table_count(&self) -> usize {
+        self.keyspaces().iter().map(|k| k.table_count()).sum()
     }
 }
 
