@@ -323,10 +323,10 @@ impl Disk for FjallJournal {
     }
 
     /// The filters and block indexes fjall keeps loaded for its tables
-    /// outside the block cache: only large tables' top-level indexes in a
-    /// directory created since nothing else is pinned (`FjallJournal::open`),
-    /// and in an older one fjall's default pins too (3.1 bytes per item
-    /// after 6.6M posts, docs/benchmarks.md).
+    /// outside the block cache. Keyspaces created with nothing pinned
+    /// (`FjallJournal::open`, since 2026-12-05) keep only large tables'
+    /// top-level indexes; older ones keep fjall's default pins too (3.1
+    /// bytes per item after 6.6M posts, docs/benchmarks.md).
     fn pinned_bytes(&self) -> u64 {
         use fjall::AbstractTree;
         self.keyspaces().iter().map(|k| (k.tree.pinned_filter_size() + k.tree.pinned_block_index_size()) as u64).sum()

@@ -80,8 +80,8 @@ pub trait Disk: Send + Sync {
     }
     /// Bytes the disk keeps in memory for the data it holds, outside the
     /// caches and the index's budget (the embedded store: the filters and
-    /// block indexes of its tables that stay loaded). It grows with the
-    /// data; 0 when unknown.
+    /// block indexes of its tables that stay loaded, next to nothing in a
+    /// directory it created, see `FjallJournal::open`); 0 when unknown.
     fn pinned_bytes(&self) -> u64 {
         0
     }
