@@ -64,7 +64,7 @@ struct Args {
     backend: String,
     /// Bytes of item bodies the embedded store keeps in memory (its body
     /// cache), like `storage.cache_size`: `64MiB`, `64KiB`…
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "128MiB")]
     cache_size: String,
     /// The embedded store's index budget, like `storage.index_size`
     /// (default: the server's default).

@@ -6,6 +6,7 @@
 //! Everything here is a pure type or function so that the storage backends,
 //! the service and the reference model in the tests all share one meaning.
 
+pub mod body;
 pub mod cursor;
 pub mod entry;
 pub mod error;
@@ -19,10 +20,11 @@ pub mod posting;
 pub mod promote;
 pub mod time;
 
+pub use body::Body;
 pub use cursor::{Cursor, FeedScope, LiveCursor};
 pub use entry::{Appearance, AppearanceKind, Entry, FollowStatus, ListKind, Relation};
 pub use error::DomainError;
 pub use ids::{IdGenerator, ItemId, Key, UserId};
-pub use item::{Body, Item, ItemKind, NewItem, ObjectRef, Visibility};
+pub use item::{Item, ItemKind, NewItem, ObjectRef, Visibility};
 pub use posting::PostingFeed;
 pub use time::Millis;

@@ -325,7 +325,7 @@ pub struct SessionJson {
     /// Null until it ends.
     pub ended_at: Option<String>,
     #[schema(value_type = Object)]
-    pub body: serde_json::Map<String, serde_json::Value>,
+    pub body: Body,
 }
 
 impl From<&tideway_core::live::Session> for SessionJson {
@@ -337,7 +337,7 @@ impl From<&tideway_core::live::Session> for SessionJson {
             scheduled_start: s.scheduled_start.to_rfc3339(),
             started_at: s.started_at.map(Millis::to_rfc3339),
             ended_at: s.ended_at.map(Millis::to_rfc3339),
-            body: (*s.body).clone(),
+            body: Body(s.body.clone()),
         }
     }
 }

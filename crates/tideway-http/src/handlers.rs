@@ -62,7 +62,7 @@ pub async fn create_item(
     let new = NewItem {
         author,
         kind,
-        body: b.body.unwrap_or_default(),
+        body: b.body.map(tideway_core::Body::from).unwrap_or_default(),
         visibility: b.visibility.as_deref().map(Visibility::parse).transpose()?.unwrap_or(Visibility::Public),
         tags: b.tags.unwrap_or_default(),
         mentions,
@@ -117,7 +117,7 @@ pub async fn patch_item(
 ) -> ApiResult<axum::Json<ItemEnvelope>> {
     let id = extract::item("id", &id)?;
     let visibility = b.visibility.as_deref().map(Visibility::parse).transpose()?;
-    let body = b.body;
+    let body = b.body.map(tideway_core::Body::from);
     let view = st.svc.patch_item(id, body, visibility, actor.user()).await?;
     Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
 }
@@ -563,7 +563,7 @@ pub async fn create_session(
     let anchor = extract::user("anchor", &b.anchor)?;
     actor.act_as(anchor)?;
     let at = Millis::parse_rfc3339("scheduled_start", &b.scheduled_start)?;
-    let s = st.svc.create_session(anchor, at, b.body.unwrap_or_default()).await?;
+    let s = st.svc.create_session(anchor, at, b.body.map(tideway_core::Body::from).unwrap_or_default()).await?;
     Ok((StatusCode::CREATED, axum::Json(SessionEnvelope { session: SessionJson::from(&s) })))
 }
 

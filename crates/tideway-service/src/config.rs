@@ -199,7 +199,7 @@ impl Default for StorageConfig {
             backend: BackendKind::Embedded,
             data_dir: PathBuf::from("./data"),
             sync: SyncKind::Fsync,
-            cache_size: ByteSize(64 << 20),
+            cache_size: ByteSize(tideway_store::DEFAULT_CACHE_SIZE),
             index_size: ByteSize(default_index_size()),
             url: None,
         }
@@ -612,6 +612,6 @@ mod tests {
             assert!(ByteSize::parse(bad).is_err(), "{bad}");
         }
         let printed = serde_json::to_string(&StorageConfig::default().cache_size).unwrap_or_default();
-        assert_eq!(printed, "\"64MiB\"");
+        assert_eq!(printed, "\"128MiB\"");
     }
 }

@@ -33,30 +33,15 @@ struct Weight;
 impl quick_cache::Weighter<Key, (Record, u64)> for Weight {
     fn weight(&self, _: &Key, (r, _): &(Record, u64)) -> u64 {
         match r {
-            Record::Item(i) => {
-                let listed = i.tags.iter().map(|t| t.len() + 24).sum::<usize>() + i.mentions.len() * 8;
-                (ITEM_BASE + listed + json_bytes(&i.body)) as u64
-            }
+            Record::Item(i) => (ITEM_BASE + i.heap_bytes()) as u64,
             Record::Insert { .. } => 64,
         }
     }
 }
 
-/// An item's own memory beside its body and lists, with the cache's slot.
-const ITEM_BASE: usize = 256;
-
-/// About the memory of a JSON object held as `serde_json` values.
-fn json_bytes(m: &serde_json::Map<String, serde_json::Value>) -> usize {
-    fn value(v: &serde_json::Value) -> usize {
-        32 + match v {
-            serde_json::Value::String(s) => s.len(),
-            serde_json::Value::Array(a) => a.iter().map(value).sum(),
-            serde_json::Value::Object(o) => json_bytes(o),
-            _ => 0,
-        }
-    }
-    m.iter().map(|(k, v)| 48 + k.len() + value(v)).sum()
-}
+/// An item's own memory beside what it points to (its shared allocation,
+/// 256 B as the allocator sizes it), with the cache's slot.
+const ITEM_BASE: usize = 256 + 112;
 
 /// Item and insertion records by key, each with an item epoch it was
 /// current at, weighed, bounded.

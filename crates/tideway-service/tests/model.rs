@@ -1225,9 +1225,10 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let at = now + rng.random_range(-5..50);
                 let mut body = serde_json::Map::new();
                 body.insert("n".into(), serde_json::json!(step));
+                let body = tideway_core::Body::new(&body);
                 let s = h.svc().create_session(UserId(a), Millis(at), body.clone()).await.expect("create a session");
                 assert_eq!(
-                    (s.anchor, s.scheduled_start, s.started_at, s.ended_at, &*s.body),
+                    (s.anchor, s.scheduled_start, s.started_at, s.ended_at, &s.body),
                     (UserId(a), Millis(at), None, None, &body),
                     "{ctx}: a new session"
                 );

@@ -312,7 +312,8 @@ impl Journal for FjallJournal {
 
 /// The most bytes a keyspace's memtable takes before it is written out:
 /// a quarter of the block cache, between 1 and 32 MiB (8 MiB for the
-/// default `storage.cache_size` of 64 MiB, whose half is the block cache).
+/// default `storage.cache_size` of 128 MiB, whose quarter is the block
+/// cache).
 pub(crate) fn memtable_cap(block_cache: u64) -> u64 {
     (block_cache / 4).clamp(1 << 20, 32 << 20)
 }

@@ -155,7 +155,7 @@ pub(crate) fn item_ops(item: &Item, new: bool, ops: &mut Vec<Op>) -> Result<(), 
     let live = !item.deleted;
     let record = Item { body: tideway_store::stripped_body(), ..item.clone() };
     ops.push(Op::Put(Space::Items, key_of(&[id]), json(&record)?));
-    ops.push(Op::Put(Space::Bodies, key_of(&[id]), json(&*item.body)?));
+    ops.push(Op::Put(Space::Bodies, key_of(&[id]), item.body.as_str().as_bytes().to_vec()));
     ops.push(Op::Put(Space::Outbox, key_of(&[item.author.0, id]), vec![u8::from(live)]));
     if new && let Some(k) = &item.idempotency_key {
         let mut key = key_of(&[item.author.0]);

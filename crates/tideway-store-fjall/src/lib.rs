@@ -64,19 +64,20 @@ fn io(e: fjall::Error) -> StoreError {
 
 /// Opens the embedded backend in `dir` with the default cache size.
 pub fn open(dir: &Path, sync: SyncMode, inbox_cap: usize) -> Result<Store<FjallJournal>, StoreError> {
-    open_cached(dir, sync, inbox_cap, tideway_store::DEFAULT_BODY_CACHE)
+    open_cached(dir, sync, inbox_cap, tideway_store::DEFAULT_CACHE_SIZE)
 }
 
 /// Opens the embedded backend in `dir`, its caches bounded by `cache_bytes`
-/// in all: half for fjall's blocks (as stored, compressed), half for the
-/// decoded records and bodies pages read (see `Store::with_body_cache`).
+/// in all: a quarter for fjall's blocks (as stored, compressed), three
+/// quarters for the decoded records and bodies pages read, weighed by the
+/// memory they hold (see `Store::with_body_cache`).
 pub fn open_cached(
     dir: &Path,
     sync: SyncMode,
     inbox_cap: usize,
     cache_bytes: u64,
 ) -> Result<Store<FjallJournal>, StoreError> {
-    let blocks = (cache_bytes / 2).max(1 << 20);
+    let blocks = (cache_bytes / 4).max(1 << 20);
     let (journal, state) = FjallJournal::open(dir, sync, blocks)?;
-    Ok(Store::new(journal, state, inbox_cap).with_body_cache(cache_bytes - cache_bytes / 2))
+    Ok(Store::new(journal, state, inbox_cap).with_body_cache(cache_bytes - cache_bytes / 4))
 }

@@ -6,7 +6,6 @@ use crate::journal::FjallJournal;
 use crate::layout::{counters_of, decode_record, head_of, key_of, millis_u64, note_prefix, prefixed, u64_at};
 use fjall::Keyspace;
 use std::collections::HashMap;
-use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, Key, Millis, UserId};
 use tideway_store::job_window::{JOB_WINDOW, JobWindow};
@@ -236,26 +235,26 @@ impl Disk for FjallJournal {
 
     /// Point reads of the records (fjall's block cache and the OS page
     /// cache serve the warm ones): an item, else an insertion.
-    fn read_records(&self, keys: &[Key]) -> Result<Vec<tideway_store::Stored<Record>>, StoreError> {
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>, StoreError> {
         keys.iter()
             .map(|key| {
                 if let Some(v) = self.items.get(key.to_be_bytes()).map_err(io)? {
-                    return Ok(Some((Record::Item(decode_record(ItemId(*key), &v)?), v.len())));
+                    return Ok(Some(Record::Item(decode_record(ItemId(*key), &v)?)));
                 }
                 let Some(v) = self.inserts.get(key.to_be_bytes()).map_err(io)? else { return Ok(None) };
                 let (user, item) = (UserId(u64_at(&v, 0)?), ItemId(u64_at(&v, 8)?));
-                Ok(Some((Record::Insert { key: *key, user, item }, v.len())))
+                Ok(Some(Record::Insert { key: *key, user, item }))
             })
             .collect()
     }
 
-    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<tideway_store::Stored<tideway_core::Body>>, StoreError> {
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<tideway_core::Body>>, StoreError> {
         ids.iter()
             .map(|id| {
                 let Some(v) = self.bodies.get(id.0.to_be_bytes()).map_err(io)? else { return Ok(None) };
-                let body: serde_json::Map<String, serde_json::Value> =
-                    serde_json::from_slice(&v).map_err(|e| StoreError::corrupt_by(format!("body of {id}"), e))?;
-                Ok(Some((Arc::new(body), v.len())))
+                let body = tideway_core::Body::from_json(&v)
+                    .map_err(|e| StoreError::corrupt_by(format!("body of {id}"), e))?;
+                Ok(Some(body))
             })
             .collect()
     }

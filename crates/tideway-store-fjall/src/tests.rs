@@ -250,12 +250,12 @@ async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
     body.insert("text".into(), serde_json::json!("hello"));
     {
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("open");
-        let item = Item { body: Arc::new(body.clone()), ..post(100, 1) };
+        let item = Item { body: tideway_core::Body::new(&body), ..post(100, 1) };
         s.create_item(item, false, Millis(1)).await.expect("create");
         // Durable: the index keeps no record; the caches and the disk do.
         assert!(s.state().item(ItemId(100)).is_none());
         assert_eq!(s.cache_usage().0, 1);
-        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
+        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(tideway_core::Body::new(&body))]);
     }
     {
         let s = open(dir.path(), SyncMode::Fsync, 10).expect("reopen").with_body_cache(1 << 16);
@@ -276,9 +276,13 @@ async fn bodies_live_on_disk_and_survive_a_visibility_patch_across_reopens() {
         other => panic!("{other:?}"),
     };
     assert!(stripped().await, "the record is read without its body");
-    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))], "still on disk");
+    assert_eq!(
+        s.bodies(&[ItemId(100)]).await.expect("bodies"),
+        vec![Some(tideway_core::Body::new(&body))],
+        "still on disk"
+    );
     assert!(!stripped().await, "the body read once is cached with its record");
-    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body))]);
+    assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(tideway_core::Body::new(&body))]);
     assert_eq!(s.cache_usage().0, 1, "one entry: the record with its body");
 }
 
@@ -314,7 +318,7 @@ async fn a_tideway_2_directory_is_migrated_in_place() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut body = serde_json::Map::new();
     body.insert("text".into(), serde_json::json!("old"));
-    let original = Item { body: Arc::new(body.clone()), ..post(100, 1) };
+    let original = Item { body: tideway_core::Body::new(&body), ..post(100, 1) };
     let reply = Item { reply_to: Some(ItemId(100)), idempotency_key: None, ..post(101, 2) };
     let repost = Item { repost_of: Some(ItemId(100)), kind: ItemKind::Repost, idempotency_key: None, ..post(102, 3) };
     {
@@ -334,7 +338,7 @@ async fn a_tideway_2_directory_is_migrated_in_place() {
         let h = s.hydration(&[ItemId(100)], Some(UserId(3))).await.expect("hydration");
         assert_eq!((h[0].0.replies, h[0].0.reposts), (1, 1));
         assert_eq!(h[0].1.as_ref().map(|m| m.reposted), Some(true));
-        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(Arc::new(body.clone()))]);
+        assert_eq!(s.bodies(&[ItemId(100)]).await.expect("bodies"), vec![Some(tideway_core::Body::new(&body))]);
         match s.records(&[100]).await.expect("records").pop().flatten() {
             Some(Record::Item(i)) => assert_eq!(i.tags, ["rust"]),
             other => panic!("{other:?}"),

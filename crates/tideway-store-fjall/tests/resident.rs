@@ -17,7 +17,6 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::sync::Arc;
 use tideway_core::{Item, ItemId, ItemKind, UserId};
 use tideway_store::Items;
 
@@ -82,7 +81,7 @@ fn write_fixture() {
         let mut body = serde_json::Map::new();
         body.insert("text".into(), serde_json::Value::String(text.clone()));
         Item {
-            body: Arc::new(body),
+            body: tideway_core::Body::new(&body),
             tags: vec!["rust".into()],
             ..Item::new(id(i + 1), UserId((i + 1) % 100 + 1), ItemKind::Post)
         }
@@ -104,7 +103,11 @@ async fn measure_fixture() {
         let records = store.records(&keys).await.expect("records");
         assert!(records.iter().all(|r| matches!(r, Some(tideway_store::Record::Item(i)) if i.tags == ["rust"])));
         let bodies = store.bodies(&ids).await.expect("bodies");
-        assert!(bodies.iter().all(|b| b.as_ref().is_some_and(|b| b["text"].as_str().is_some_and(|t| t.len() == BODY))));
+        assert!(
+            bodies
+                .iter()
+                .all(|b| b.as_ref().is_some_and(|b| b.to_map()["text"].as_str().is_some_and(|t| t.len() == BODY)))
+        );
     }
     let (_, cached) = store.cache_usage();
     assert!(cached <= CACHE, "the cache holds {cached} bytes");

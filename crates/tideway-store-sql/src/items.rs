@@ -300,9 +300,8 @@ impl Items for SqlStore {
         let mut found: HashMap<u64, Body> = HashMap::new();
         for row in self.fetch(&format!("SELECT id, body FROM tw_items WHERE id IN ({m})"), &binds).await? {
             let b = text(&row, 1)?;
-            let body: serde_json::Map<String, serde_json::Value> =
-                serde_json::from_str(&b).map_err(|e| StoreError::corrupt_by("an item body", e))?;
-            found.insert(int(&row, 0)? as u64, Arc::new(body));
+            let body = Body::from_json(b.as_bytes()).map_err(|e| StoreError::corrupt_by("an item body", e))?;
+            found.insert(int(&row, 0)? as u64, body);
         }
         Ok(ids.iter().map(|i| found.get(&i.0).cloned()).collect())
     }

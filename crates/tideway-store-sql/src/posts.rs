@@ -357,7 +357,9 @@ mod tests {
     /// A post by `author` whose body's `text` is `text`.
     fn post(id: u64, author: u64, text: &str) -> Item {
         let mut item = Item::new(ItemId(id), UserId(author), ItemKind::Post);
-        std::sync::Arc::make_mut(&mut item.body).insert("text".into(), serde_json::Value::String(text.to_owned()));
+        let mut body = serde_json::Map::new();
+        body.insert("text".into(), serde_json::Value::String(text.to_owned()));
+        item.body = tideway_core::Body::new(&body);
         item
     }
 
@@ -406,7 +408,7 @@ mod tests {
         let got = store.bodies(&[ItemId(101), ItemId(316)]).await.expect("bodies");
         assert_eq!(got.len(), 2);
         for b in got {
-            assert_eq!(b.expect("stored").get("text"), Some(&serde_json::Value::String(body.to_owned())));
+            assert_eq!(b.expect("stored").to_map().get("text"), Some(&serde_json::Value::String(body.to_owned())));
         }
         store.close().await;
         db.drop().await.expect("drop the database");

@@ -66,7 +66,9 @@ pub(crate) fn in_list(vals: impl IntoIterator<Item = i64>) -> (String, Vec<i64>)
 pub(crate) fn item_of(record: &str, body: Option<&str>) -> Result<Arc<Item>> {
     let mut item: Item = serde_json::from_str(record).map_err(|e| StoreError::corrupt_by("an item record", e))?;
     item.body = match body {
-        Some(b) => Arc::new(serde_json::from_str(b).map_err(|e| StoreError::corrupt_by("an item body", e))?),
+        Some(b) => {
+            tideway_core::Body::from_json(b.as_bytes()).map_err(|e| StoreError::corrupt_by("an item body", e))?
+        }
         None => tideway_store::stripped_body(),
     };
     Ok(Arc::new(item))
@@ -76,8 +78,7 @@ pub(crate) fn item_of(record: &str, body: Option<&str>) -> Result<Arc<Item>> {
 pub(crate) fn record_json(item: &Item) -> Result<(String, String)> {
     let record = Item { body: tideway_store::stripped_body(), ..item.clone() };
     let r = serde_json::to_string(&record).map_err(|e| StoreError::corrupt_by("encoding an item", e))?;
-    let b = serde_json::to_string(&*item.body).map_err(|e| StoreError::corrupt_by("encoding a body", e))?;
-    Ok((r, b))
+    Ok((r, item.body.as_str().to_owned()))
 }
 
 /// A job's row: `k, author, cur_since, cur_user, created`.

@@ -71,5 +71,5 @@ pub use memory::{MemoryStore, NoJournal};
 pub use profile::{Profile, Profiled};
 pub use split::{Durable, Shared, Split};
 pub use state::{Applied, OUTBOX_TAIL, State, Unit, UnitData};
-pub use store::{DEFAULT_BODY_CACHE, Disk, Journal, Store, Stored, Ticket, is_stripped, stripped_body};
+pub use store::{DEFAULT_BODY_CACHE, DEFAULT_CACHE_SIZE, Disk, Journal, Store, Ticket, is_stripped, stripped_body};
 pub use traits::*;

@@ -126,7 +126,7 @@ pub struct ViewerMarks {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ItemChange {
     /// Replaces the body and/or the visibility (`None`: unchanged).
-    Patch { body: Option<serde_json::Map<String, serde_json::Value>>, visibility: Option<Visibility> },
+    Patch { body: Option<tideway_core::Body>, visibility: Option<Visibility> },
     /// Soft delete: the id stays as a tombstone.
     Delete,
 }
@@ -136,7 +136,7 @@ impl ItemChange {
     pub fn apply(&self, item: &Item) -> Item {
         match self {
             ItemChange::Patch { body, visibility } => Item {
-                body: body.clone().map(std::sync::Arc::new).unwrap_or_else(|| item.body.clone()),
+                body: body.clone().unwrap_or_else(|| item.body.clone()),
                 visibility: visibility.unwrap_or(item.visibility),
                 rev: item.rev.wrapping_add(1),
                 ..item.clone()

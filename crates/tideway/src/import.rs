@@ -231,7 +231,7 @@ fn parse_item(text: &str, now: Millis, skew_ms: i64) -> Result<NewItem, String> 
         .map(|m| UserId::parse("mentions", m).map_err(|e| e.to_string()))
         .collect::<Result<Vec<_>, _>>()?;
     let new = NewItem {
-        body: it.body.unwrap_or_default(),
+        body: it.body.map(tideway_core::Body::from).unwrap_or_default(),
         visibility: it
             .visibility
             .as_deref()
@@ -272,7 +272,7 @@ fn for_each_item(
 fn item_of(new: NewItem, id: u64) -> Item {
     Item {
         visibility: new.visibility,
-        body: std::sync::Arc::new(new.body),
+        body: new.body,
         tags: new.tags,
         mentions: new.mentions,
         object: new.object,

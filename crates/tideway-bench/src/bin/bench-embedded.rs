@@ -14,7 +14,7 @@
 //! (inboxes rebuilt) and warm pages.
 //!
 //!   cargo run --release -p tideway-bench --bin bench-embedded -- \
-//!       [--graph twitter] [--items 1000000] [--body-bytes 400] [--cache-size 64MiB] \
+//!       [--graph twitter] [--items 1000000] [--body-bytes 400] [--cache-size 128MiB] \
 //!       [--readers 2000] [--memory-baseline true] [--drop-page-cache true] \
 //!       [--postgres postgres://postgres@127.0.0.1:5432/test]
 //!
@@ -67,7 +67,7 @@ struct Args {
     #[arg(long, default_value_t = 400)]
     body_bytes: usize,
     /// `storage.cache_size` of the embedded store.
-    #[arg(long, default_value = "64MiB")]
+    #[arg(long, default_value = "128MiB")]
     cache_size: String,
     /// Readers sampled (users who follow someone).
     #[arg(long, default_value_t = 2000)]
@@ -267,7 +267,7 @@ async fn run() -> Result<(), String> {
         let id = ids.at(Millis(start + i as i64)).map_err(|e| e.to_string())?;
         let mut body = serde_json::Map::new();
         body.insert("text".into(), serde_json::Value::String(text.clone()));
-        Ok(Item { body: Arc::new(body), ..Item::new(ItemId(id), author, ItemKind::Post) })
+        Ok(Item { body: tideway_core::Body::new(&body), ..Item::new(ItemId(id), author, ItemKind::Post) })
     };
 
     // ------------------------------------------------------------ import

@@ -25,7 +25,6 @@
 
 use clap::Parser;
 use hdrhistogram::Histogram;
-use std::sync::Arc;
 use std::time::Instant;
 use tideway_core::live::Session;
 use tideway_core::{Millis, UserId};
@@ -82,7 +81,7 @@ const VIEWER: UserId = UserId(1_000_000);
 fn sessions(args: &Args, now: Millis) -> Vec<Session> {
     let mut body = serde_json::Map::new();
     body.insert("title".into(), serde_json::json!("a session of the benchmark"));
-    let body = Arc::new(body);
+    let body = tideway_core::Body::new(&body);
     let mut out = Vec::new();
     let mut id = 1u64 << 40;
     let mut next = || {

@@ -40,7 +40,9 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
             let a = users[dist.sample(rng)];
             let mut new = NewItem::new(UserId(a), ItemKind::Post);
             let text = if args.body_bytes == 0 { "benchmark post".to_owned() } else { "x".repeat(args.body_bytes) };
-            new.body.insert("text".to_owned(), serde_json::Value::from(text));
+            let mut body = serde_json::Map::new();
+            body.insert("text".to_owned(), serde_json::Value::from(text));
+            new.body = tideway_core::Body::new(&body);
             let (item, _) = block(svc.create_item(new)).map_err(|e| e.to_string())?;
             posted.push((item.item.id.0, a));
         }

@@ -175,7 +175,7 @@ impl FeedService {
                 id: ItemId(id),
                 author,
                 kind: new.kind.clone(),
-                body: std::sync::Arc::new(new.body.clone()),
+                body: new.body.clone(),
                 visibility: new.visibility,
                 tags: new.tags.clone(),
                 mentions: new.mentions.clone(),
@@ -370,7 +370,7 @@ impl FeedService {
     pub async fn patch_item(
         &self,
         id: ItemId,
-        body: Option<serde_json::Map<String, serde_json::Value>>,
+        body: Option<tideway_core::Body>,
         visibility: Option<Visibility>,
         actor: Option<UserId>,
     ) -> Result<ItemView> {

@@ -42,12 +42,12 @@ impl FeedService {
         &self,
         anchor: UserId,
         scheduled_start: Millis,
-        body: serde_json::Map<String, serde_json::Value>,
+        body: tideway_core::Body,
     ) -> Result<Session> {
         check_body(&body)?;
         let now = self.write_now()?;
         check_schedule("scheduled_start", scheduled_start, now)?;
-        let session = Session::new(self.ids.next(now)?, anchor, scheduled_start, std::sync::Arc::new(body));
+        let session = Session::new(self.ids.next(now)?, anchor, scheduled_start, body);
         if !self.backend.create_session(session.clone(), MAX_OPEN_SESSIONS).await? {
             return Err(ServiceError::LimitExceeded(format!(
                 "anchor {anchor} has {MAX_OPEN_SESSIONS} sessions upcoming or live; end or start one first"

@@ -82,7 +82,7 @@ impl<J: Journal> Items for Store<J> {
             for (n, k) in keys.iter().enumerate() {
                 let found = match (st.records.get(k), &self.caches) {
                     (Some(r), _) => Some(r.clone()),
-                    (None, Some(c)) => c.items.get(k).map(|(r, _)| r),
+                    (None, Some(c)) => c.items.get(k),
                     (None, None) => None,
                 };
                 if found.is_none() && self.caches.is_some() {
@@ -112,7 +112,7 @@ impl<J: Journal> Items for Store<J> {
             )
             .await?;
         for ((n, _), got) in missing.into_iter().zip(read) {
-            out[n] = got.map(|(r, _)| r);
+            out[n] = got;
         }
         Ok(out)
     }
@@ -126,7 +126,7 @@ impl<J: Journal> Items for Store<J> {
                 match (st.item(*id), &self.caches) {
                     (Some(i), _) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
                     (_, Some(c)) => match c.items.get(&id.0) {
-                        Some((Record::Item(i), _)) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
+                        Some(Record::Item(i)) if !is_stripped(&i.body) => out.push(Some(i.body.clone())),
                         _ => {
                             missing.push((n, *id));
                             out.push(None);
@@ -147,19 +147,19 @@ impl<J: Journal> Items for Store<J> {
                 |c, read| {
                     for ((_, id), got) in missing.iter().zip(read) {
                         // The cached record (read without its body) made whole.
-                        if let Some((body, size)) = got
-                            && let Some((Record::Item(i), was)) = c.items.get(&id.0)
+                        if let Some(body) = got
+                            && let Some(Record::Item(i)) = c.items.get(&id.0)
                             && is_stripped(&i.body)
                         {
                             let whole = Arc::new(Item { body: body.clone(), ..(*i).clone() });
-                            c.items.insert(id.0, (Record::Item(whole), was + size));
+                            c.items.insert(id.0, Record::Item(whole));
                         }
                     }
                 },
             )
             .await?;
         for ((n, _), got) in missing.into_iter().zip(read) {
-            out[n] = got.map(|(b, _)| b);
+            out[n] = got;
         }
         Ok(out)
     }

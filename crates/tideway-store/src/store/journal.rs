@@ -6,14 +6,10 @@ use crate::change::{Change, Record};
 use crate::error::{Engine, StoreError};
 use crate::state::{Unit, UnitData};
 use crate::traits::*;
-use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{Body, ItemId, Key, UserId};
 
 pub use crate::state::Ticket;
-
-/// A stored value read back, with its stored size in bytes.
-pub type Stored<T> = Option<(T, usize)>;
 
 /// Where changes go to become durable. Every method is required: what a
 /// journal that keeps its data to read back must also provide is the
@@ -55,10 +51,10 @@ pub trait Disk: Send + Sync {
         limit: usize,
     ) -> Result<Vec<FollowerPos>>;
     /// Stored records (items without their bodies, see [`stripped_body`];
-    /// insertions), with their stored size in bytes.
-    fn read_records(&self, keys: &[Key]) -> Result<Vec<Stored<Record>>>;
-    /// The stored bodies of items, with their stored size in bytes.
-    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Stored<Body>>>;
+    /// insertions).
+    fn read_records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
+    /// The stored bodies of items.
+    fn read_bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<Body>>>;
     /// Whether an item with this id is stored.
     fn has_item(&self, id: ItemId) -> Result<bool>;
     /// The stored item created by `author` with this idempotency key.
@@ -111,5 +107,5 @@ pub fn stripped_body() -> Body {
 /// Whether an item's body was left on disk.
 pub fn is_stripped(body: &Body) -> bool {
     static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(stripped_body);
-    Arc::ptr_eq(body, &STRIPPED)
+    Body::ptr_eq(body, &STRIPPED)
 }

@@ -28,7 +28,7 @@ impl<J: Journal> Store<J> {
             return Ok(Some(i.clone()));
         }
         let Some(caches) = &self.caches else { return Ok(None) };
-        if let Some((Record::Item(i), _)) = caches.items.get(&id.0) {
+        if let Some(Record::Item(i)) = caches.items.get(&id.0) {
             return Ok(Some(i));
         }
         // (under the write lock: nothing is updated meanwhile)
@@ -37,7 +37,7 @@ impl<J: Journal> Store<J> {
             caches.items.insert(id.0, v.clone());
         }
         Ok(match read {
-            Some((Record::Item(i), _)) => Some(i),
+            Some(Record::Item(i)) => Some(i),
             _ => None,
         })
     }
@@ -88,12 +88,12 @@ impl<J: Journal> Store<J> {
     /// else the journal (blocking; a write's path, under the write lock).
     pub(super) fn body_now(&self, id: ItemId) -> Result<Option<Body>> {
         if let Some(caches) = &self.caches
-            && let Some((Record::Item(i), _)) = caches.items.get(&id.0)
+            && let Some(Record::Item(i)) = caches.items.get(&id.0)
             && !is_stripped(&i.body)
         {
             return Ok(Some(i.body.clone()));
         }
-        Ok(disk(&*self.journal)?.read_bodies(&[id])?.pop().flatten().map(|(b, _)| b))
+        Ok(disk(&*self.journal)?.read_bodies(&[id])?.pop().flatten())
     }
 
     /// Loads units from a lazy journal into the index. The disk is read

@@ -57,8 +57,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tideway_core::Item;
 
 pub use crate::memory::NoJournal;
-pub use caches::DEFAULT_BODY_CACHE;
-pub use journal::{Disk, Journal, Stored, Ticket, is_stripped, stripped_body};
+pub use caches::{DEFAULT_BODY_CACHE, DEFAULT_CACHE_SIZE};
+pub use journal::{Disk, Journal, Ticket, is_stripped, stripped_body};
 
 /// A backend: index + journal + inboxes.
 pub struct Store<J: Journal> {
@@ -176,17 +176,6 @@ impl<J: Journal> Drop for Store<J> {
             tracing::warn!(error = %e, "fan-out progress could not be made durable at close; it will be repeated");
         }
     }
-}
-
-/// What a cached record weighs beside its body (an estimate of the
-/// decoded record: the item's fields, tags and mentions).
-fn record_size(item: &Item) -> usize {
-    128 + item.tags.iter().map(String::len).sum::<usize>() + 8 * item.mentions.len()
-}
-
-/// What a cached body weighs: its encoded size.
-fn body_size(body: &tideway_core::Body) -> usize {
-    if is_stripped(body) { 0 } else { serde_json::to_vec(&**body).map_or(0, |v| v.len()) }
 }
 
 /// The items a batch of changes writes (they move to the caches once durable).
@@ -320,8 +309,7 @@ impl<J: Journal> Store<J> {
                 st.idempotency.remove(&(item.author, k.clone()));
             }
             // Whole: the write has the body at hand.
-            let size = record_size(item) + body_size(&item.body);
-            caches.items.insert(id.0, (Record::Item(item.clone()), size));
+            caches.items.insert(id.0, Record::Item(item.clone()));
         }
     }
 

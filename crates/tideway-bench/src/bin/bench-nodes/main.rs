@@ -372,7 +372,7 @@ async fn probe(args: &Args) -> Result<(), String> {
         let mut body = serde_json::Map::new();
         body.insert("text".into(), serde_json::Value::String("x".repeat(400)));
         let item = tideway_core::Item {
-            body: Arc::new(body),
+            body: tideway_core::Body::new(&body),
             ..tideway_core::Item::new(tideway_core::ItemId((1_000 + i) << 22), UserId(1 + i % 5), ItemKind::Post)
         };
         sql.create_item(item, false, tideway_core::Millis(1)).await.map_err(|e| e.to_string())?;
