@@ -44,7 +44,9 @@ async fn embedded_backend_loading_every_call_from_disk_conforms() {
 
 /// The embedded store with an index budget of one byte: every load and
 /// every write lets go of what was not used since the last pass (writes not
-/// yet durable included), so reads keep crossing evictions; and a window
+/// yet durable included), so reads keep crossing evictions; the smallest
+/// cache of records (64 KiB, about a hundred records weighed by what they
+/// hold), so records and bodies keep going back to disk too; and a window
 /// of four fan-out jobs (as many as a suite claims at once), so the rest
 /// wait on disk.
 #[tokio::test]
@@ -52,7 +54,7 @@ async fn embedded_backend_under_a_tiny_index_budget_conforms() {
     for (suite, check) in SUITES {
         eprintln!("embedded, tiny index: {suite}");
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = embedded(&dir).with_index_budget(1).with_job_window(4);
+        let store = embedded(&dir).with_index_budget(1).with_body_cache(1).with_job_window(4);
         check(&store).await;
         let ix = store.index_stats().expect("a lazy index");
         assert!(ix.evictions > 0 || ix.holders <= 1, "{suite}: nothing was let go: {ix:?}");
