@@ -33,15 +33,15 @@ struct Weight;
 impl quick_cache::Weighter<Key, (Record, u64)> for Weight {
     fn weight(&self, _: &Key, (r, _): &(Record, u64)) -> u64 {
         match r {
-            Record::Item(i) => (ITEM_BASE + i.heap_bytes()) as u64,
+            Record::Item(_) => (SLOT + r.heap_bytes()) as u64,
             Record::Insert { .. } => 64,
         }
     }
 }
 
-/// An item's own memory beside what it points to (its shared allocation,
-/// 256 B as the allocator sizes it), with the cache's slot.
-const ITEM_BASE: usize = 256 + 112;
+/// The cache's own cost of an item's entry (its slot, its share of the
+/// table, the key it remembers once evicted).
+const SLOT: usize = 112;
 
 /// Item and insertion records by key, each with an item epoch it was
 /// current at, weighed, bounded.

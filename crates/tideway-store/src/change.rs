@@ -25,6 +25,23 @@ pub enum Record {
     Insert { key: Key, user: UserId, item: ItemId },
 }
 
+impl Record {
+    /// The memory this record holds beside the cache slot it sits in: the
+    /// item's shared allocation and what it points to, each allocation as
+    /// the allocator sizes it (a stripped body is shared by all and counted
+    /// by none). What every cache of records weighs by.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Record::Item(i) => {
+                let stripped = if crate::is_stripped(&i.body) { i.body.heap_bytes() } else { 0 };
+                let arc = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Item>();
+                tideway_core::body::allocated(arc) + i.heap_bytes() - stripped
+            }
+            Record::Insert { .. } => 0,
+        }
+    }
+}
+
 /// A durable fan-out job: deliver `key` (an item of `author`) to the inboxes
 /// of `author`'s followers. `cursor` is the last follower already delivered
 /// (followers are walked in id order), so a restart resumes there.

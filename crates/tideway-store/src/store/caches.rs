@@ -13,10 +13,9 @@
 //! was applied may return the version before it, and must not be cached
 //! over (or after) the update's settled record.
 
-use super::is_stripped;
 use crate::change::Record;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tideway_core::{Item, Key};
+use tideway_core::Key;
 
 /// Weighs a cached record by the memory it holds ([`resident_bytes`]), so
 /// that the cache's budget is what it takes.
@@ -34,21 +33,10 @@ impl quick_cache::Weighter<Key, Record> for ResidentWeight {
 /// evicted (an estimate the allocation test checks).
 const ENTRY: usize = 112;
 
-/// The memory a cached record holds: the entry, the item's shared
-/// allocation and what it points to (a stripped body is shared by all and
-/// counted by none).
+/// The memory a cached record holds: its entry and [`Record::heap_bytes`].
 pub(super) fn resident_bytes(r: &Record) -> usize {
-    match r {
-        Record::Item(i) => {
-            let body = if is_stripped(&i.body) { i.body.heap_bytes() } else { 0 };
-            ENTRY + tideway_core::body::allocated(ARC + std::mem::size_of::<Item>()) + i.heap_bytes() - body
-        }
-        Record::Insert { .. } => ENTRY,
-    }
+    ENTRY + r.heap_bytes()
 }
-
-/// The counts ahead of an `Arc`'s value.
-const ARC: usize = 2 * std::mem::size_of::<usize>();
 
 type ItemCache = quick_cache::sync::Cache<Key, Record, ResidentWeight>;
 
@@ -108,7 +96,7 @@ mod tests {
     use std::alloc::{GlobalAlloc, Layout, System};
     use std::cell::Cell;
     use std::sync::Arc;
-    use tideway_core::{Body, ItemId, ItemKind, UserId};
+    use tideway_core::{Body, Item, ItemId, ItemKind, UserId};
 
     struct Counting;
 
