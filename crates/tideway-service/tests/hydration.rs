@@ -59,8 +59,14 @@ async fn home_profile_and_batch_get_cost_a_constant_number_of_calls() {
     constant_calls(&store, &svc, IN_PROCESS_HOME_CALLS).await;
 }
 
-/// In process: the page's reads, each a call (`page_facts` asks the parts).
-const IN_PROCESS_HOME_CALLS: u64 = 10;
+/// In process: the page's reads, each a call (`page_facts` asks the parts):
+/// four first (the followees, the activity mark, the inbox, the hot
+/// authors), then per batch the inbox's keys (the first batch's come with
+/// the first read), the records, the originals they repost and the facts,
+/// then the hydration. A batch is sized to what the page needs, and this
+/// feed's newest keys are reposts of items shown further down, so the first
+/// batch falls short and a second follows: two batches, 12 calls.
+const IN_PROCESS_HOME_CALLS: u64 = 12;
 
 /// On shared engines, a warm page (its records and its reader's followee
 /// list held by the node, the reader marked active lately by it): the
@@ -135,11 +141,16 @@ async fn constant_calls(store: &Counted, svc: &FeedService, home_max: u64) -> Ve
             .await,
         );
     }
-    assert!(home_calls.iter().all(|&c| c == home_calls[0]), "home calls vary with page size: {home_calls:?}");
+    // (in process a page's batches are sized to what it needs, so one
+    // whose keys were filtered takes another batch: calls, not round trips)
+    if store.profile().reads_ahead() {
+        assert!(home_calls.iter().all(|&c| c == home_calls[0]), "home calls vary with page size: {home_calls:?}");
+    }
     let before = store.calls();
     svc.home(UserId(1), &PageRequest { limit: Some(20), ..Default::default() }).await.expect("home");
     let names = store.names_since(before);
-    assert!(home_calls[0] <= home_max, "home page took {} calls, more than {home_max}: {names:?}", home_calls[0]);
+    let most = home_calls.iter().copied().max().unwrap_or(0);
+    assert!(most <= home_max, "a home page took {most} calls, more than {home_max}: {names:?}");
 
     let mut profile_calls = Vec::new();
     for limit in [2, 8] {
@@ -258,4 +269,47 @@ async fn likers_never_seen_load_nothing_of_their_own() {
     svc.react(hidden.item.id, UserId(5), "like", true).await.expect("a follower likes");
     let refused = svc.react(hidden.item.id, UserId(6), "like", true).await.expect_err("not a follower");
     assert!(matches!(refused, tideway_service::ServiceError::NotFound(_)), "{refused:?}");
+}
+
+/// In process a page asks for what it needs and one more key, doubling the
+/// batch each time one falls short: a page behind many filtered keys (a
+/// muted author's 400 posts above the rest) still reads few batches, and
+/// shows exactly the entries the definition gives.
+#[tokio::test]
+async fn in_process_a_page_behind_many_filtered_keys_reads_few_batches() {
+    let engine: Arc<dyn Backend> = Arc::new(Store::in_memory(800));
+    assert!(!engine.profile().round_trips);
+    let opts = ServiceOptions::new(&tideway_service::Config::default(), engine.profile());
+    let store = Arc::new(Counted::new(engine));
+    let backend: Arc<dyn Backend> = store.clone();
+    let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
+    let svc = Arc::new(FeedService::new(backend, opts, clock.clone()).await.expect("service"));
+    let (reader, muted) = (UserId(1), UserId(40));
+    let authors: Vec<UserId> = (2..=5).map(UserId).collect();
+    svc.follow_many(reader, &[authors.clone(), vec![muted]].concat()).await.expect("follow");
+    svc.home(reader, &PageRequest::default()).await.expect("inbox");
+    let mut shown = Vec::new();
+    for _ in 0..10 {
+        for &a in &authors {
+            clock.advance(1);
+            shown.push(svc.create_item(NewItem::new(a, ItemKind::Post)).await.expect("post").0.item.id);
+        }
+    }
+    for _ in 0..400 {
+        clock.advance(1);
+        svc.create_item(NewItem::new(muted, ItemKind::Post)).await.expect("post");
+    }
+    svc.set_mute(reader, muted, true).await.expect("mute");
+    FanoutWorker::new(svc.clone()).drain().await.expect("drain");
+    let before = store.calls();
+    let page = svc.home(reader, &PageRequest { limit: Some(20), ..Default::default() }).await.expect("home");
+    let batches = store.names_since(before).iter().filter(|n| **n == "records").count();
+    let ids: Vec<ItemId> = page.entries.iter().map(|e| e.item.item.id).collect();
+    let want: Vec<ItemId> = shown.iter().rev().take(20).copied().collect();
+    assert_eq!(ids, want, "the 20 newest unmuted posts");
+    assert!(page.next_cursor.is_some(), "20 more remain");
+    // 22, 44, 88, 176, 352 keys: the fifth batch reaches past the 400
+    // muted keys. Batches of a constant size would take 20 (of 22 keys) or
+    // 9 (of 50).
+    assert!(batches <= 5, "{batches} batches for 420 keys");
 }

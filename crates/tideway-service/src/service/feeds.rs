@@ -261,7 +261,7 @@ impl FeedService {
         // activity mark none when this node made it lately). An older-ward
         // page's first inbox read is one of them: it carries the floor (one
         // read of the inbox, not two).
-        let first_n = batch_size(spec.limit + 1);
+        let first_n = batch_size(spec.limit + 1, 0, self.opts.read_ahead);
         let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
         let inbox = async {
             match first {
