@@ -24,7 +24,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::{ItemId, Key, UserId};
-use tideway_store::{Backend, OwnRelations, Received, Record, Signal};
+use tideway_store::{Backend, CACHE_ENTRY_BYTES, OwnRelations, Received, Record, Signal};
 
 /// Weighs a cached record by an estimate of its memory.
 #[derive(Clone)]
@@ -33,15 +33,11 @@ struct Weight;
 impl quick_cache::Weighter<Key, (Record, u64)> for Weight {
     fn weight(&self, _: &Key, (r, _): &(Record, u64)) -> u64 {
         match r {
-            Record::Item(_) => (SLOT + r.heap_bytes()) as u64,
+            Record::Item(_) => (CACHE_ENTRY_BYTES + r.heap_bytes()) as u64,
             Record::Insert { .. } => 64,
         }
     }
 }
-
-/// The cache's own cost of an item's entry (its slot, its share of the
-/// table, the key it remembers once evicted).
-const SLOT: usize = 112;
 
 /// Item and insertion records by key, each with an item epoch it was
 /// current at, weighed, bounded.

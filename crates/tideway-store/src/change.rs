@@ -25,6 +25,13 @@ pub enum Record {
     Insert { key: Key, user: UserId, item: ItemId },
 }
 
+/// A record cache's own cost of an entry, beside [`Record::heap_bytes`]:
+/// its slot (key, value, links and state), its share of the hash table, and
+/// the key it remembers once evicted (an estimate the embedded store's
+/// allocation test checks). The store's cache and a node's copies both
+/// weigh by it.
+pub const CACHE_ENTRY_BYTES: usize = 112;
+
 impl Record {
     /// The memory this record holds beside the cache slot it sits in: the
     /// item's shared allocation and what it points to, each allocation as

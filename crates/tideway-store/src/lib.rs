@@ -63,7 +63,7 @@ pub mod store;
 pub mod traits;
 
 pub use blocks::SortedBlocks;
-pub use change::{Change, Counters, EdgeKind, Head, Job, Promotion, Record};
+pub use change::{CACHE_ENTRY_BYTES, Change, Counters, EdgeKind, Head, Job, Promotion, Record};
 pub use counted::Counted;
 pub use error::{BoxError, Engine, StoreError, redact_url};
 pub use inbox::{InboxRead, InboxSet, InboxStats};

@@ -13,7 +13,7 @@
 //! was applied may return the version before it, and must not be cached
 //! over (or after) the update's settled record.
 
-use crate::change::Record;
+use crate::change::{CACHE_ENTRY_BYTES, Record};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::Key;
 
@@ -28,14 +28,10 @@ impl quick_cache::Weighter<Key, Record> for ResidentWeight {
     }
 }
 
-/// The cache's own cost of an entry: its slot (key, value, links and
-/// state), its share of the hash table, and the key it remembers once
-/// evicted (an estimate the allocation test checks).
-const ENTRY: usize = 112;
-
-/// The memory a cached record holds: its entry and [`Record::heap_bytes`].
+/// The memory a cached record holds: its entry ([`CACHE_ENTRY_BYTES`])
+/// and [`Record::heap_bytes`].
 pub(super) fn resident_bytes(r: &Record) -> usize {
-    ENTRY + r.heap_bytes()
+    CACHE_ENTRY_BYTES + r.heap_bytes()
 }
 
 type ItemCache = quick_cache::sync::Cache<Key, Record, ResidentWeight>;
