@@ -89,7 +89,7 @@ impl Cursor {
     }
 
     pub fn encode(&self, scope: &FeedScope<'_>) -> String {
-        pack(scope, &[self.key, self.aux])
+        CursorEncoder::new(scope).encode(*self)
     }
 
     pub fn decode(s: &str, scope: &FeedScope<'_>) -> Result<Self, DomainError> {
@@ -119,18 +119,48 @@ impl LiveCursor {
     }
 }
 
-fn pack(scope: &FeedScope<'_>, words: &[u64]) -> String {
-    let mut b = [0u8; HEAD + 8 * MAX_WORDS + CHECK];
-    b[0] = VERSION;
-    b[1] = scope.tag();
-    b[2..10].copy_from_slice(&scope.fingerprint().to_be_bytes());
-    for (i, w) in words.iter().enumerate() {
-        b[HEAD + 8 * i..HEAD + 8 * (i + 1)].copy_from_slice(&w.to_be_bytes());
+/// Encodes the cursors of one feed. A page encodes one cursor per entry:
+/// the feed's part of the layout, and of the checksum over it, is worked
+/// out once ([`CursorEncoder::new`]), so each cursor hashes only its words.
+pub struct CursorEncoder {
+    head: [u8; HEAD],
+    /// The checksum's state after its prefix and `head`.
+    checked_head: Fnv,
+}
+
+impl CursorEncoder {
+    pub fn new(scope: &FeedScope<'_>) -> Self {
+        let mut head = [0u8; HEAD];
+        head[0] = VERSION;
+        head[1] = scope.tag();
+        head[2..10].copy_from_slice(&scope.fingerprint().to_be_bytes());
+        let mut checked_head = Fnv::new();
+        checked_head.write(CHECK_PREFIX);
+        checked_head.write(&head);
+        Self { head, checked_head }
     }
-    let body = HEAD + 8 * words.len();
-    let check = checksum(&b[..body]);
-    b[body..body + CHECK].copy_from_slice(&check.to_be_bytes());
-    URL_SAFE_NO_PAD.encode(&b[..body + CHECK])
+
+    /// `c` in this encoder's feed: what `c.encode(scope)` gives.
+    pub fn encode(&self, c: Cursor) -> String {
+        self.pack(&[c.key, c.aux])
+    }
+
+    fn pack(&self, words: &[u64]) -> String {
+        let mut b = [0u8; HEAD + 8 * MAX_WORDS + CHECK];
+        b[..HEAD].copy_from_slice(&self.head);
+        for (i, w) in words.iter().enumerate() {
+            b[HEAD + 8 * i..HEAD + 8 * (i + 1)].copy_from_slice(&w.to_be_bytes());
+        }
+        let body = HEAD + 8 * words.len();
+        let mut h = self.checked_head;
+        h.write(&b[HEAD..body]);
+        b[body..body + CHECK].copy_from_slice(&fold(h.finish()).to_be_bytes());
+        URL_SAFE_NO_PAD.encode(&b[..body + CHECK])
+    }
+}
+
+fn pack(scope: &FeedScope<'_>, words: &[u64]) -> String {
+    CursorEncoder::new(scope).pack(words)
 }
 
 fn unpack<const N: usize>(s: &str, scope: &FeedScope<'_>) -> Result<[u64; N], DomainError> {
@@ -161,6 +191,7 @@ fn unpack<const N: usize>(s: &str, scope: &FeedScope<'_>) -> Result<[u64; N], Do
 
 /// FNV-1a, 64 bit: a stable hash (the same across processes and versions,
 /// unlike std's `RandomState`), used only for fingerprints and checksums.
+#[derive(Clone, Copy)]
 struct Fnv(u64);
 
 impl Fnv {
@@ -178,17 +209,40 @@ impl Fnv {
     }
 }
 
+/// What a cursor's checksum hashes before the cursor's bytes.
+const CHECK_PREFIX: &[u8] = b"tideway-cursor";
+
 fn checksum(bytes: &[u8]) -> u32 {
     let mut h = Fnv::new();
-    h.write(b"tideway-cursor");
+    h.write(CHECK_PREFIX);
     h.write(bytes);
-    let v = h.finish();
+    fold(h.finish())
+}
+
+fn fold(v: u64) -> u32 {
     (v ^ (v >> 32)) as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_encoder_writes_what_encode_writes() {
+        // (the layout and checksum of cursors clients hold must not move)
+        let c = Cursor { key: 0x0123_4567_89ab_cdef, aux: 3 };
+        assert_eq!(c.encode(&FeedScope::Home(7)), "AQFSmivcj_Ux-QEjRWeJq83vAAAAAAAAAAPg7Uxe");
+        let scopes =
+            [FeedScope::Home(7), FeedScope::Tag("rust"), FeedScope::Object("film", "tt01"), FeedScope::Live(2)];
+        for scope in &scopes {
+            let enc = CursorEncoder::new(scope);
+            for c in [Cursor::new(0), Cursor { key: u64::MAX, aux: 41 }, Cursor { key: 1 << 40, aux: u64::MAX }] {
+                let s = enc.encode(c);
+                assert_eq!(s, c.encode(scope));
+                assert_eq!(Cursor::decode(&s, scope), Ok(c));
+            }
+        }
+    }
 
     #[test]
     fn round_trip() {

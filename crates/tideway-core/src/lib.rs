@@ -21,7 +21,7 @@ pub mod promote;
 pub mod time;
 
 pub use body::Body;
-pub use cursor::{Cursor, FeedScope, LiveCursor};
+pub use cursor::{Cursor, CursorEncoder, FeedScope, LiveCursor};
 pub use entry::{Appearance, AppearanceKind, Entry, FollowStatus, ListKind, Relation};
 pub use error::DomainError;
 pub use ids::{IdGenerator, ItemId, Key, UserId};

@@ -148,7 +148,7 @@ impl From<&ItemView> for ItemJson {
             id: i.id.to_string(),
             author: i.author.to_string(),
             kind: i.kind.as_string(),
-            body: Body(v.body.clone()),
+            body: Body(v.body().clone()),
             visibility: vis_str(i.visibility).to_owned(),
             tags: i.tags.clone(),
             mentions: i.mentions.iter().map(UserId::to_string).collect(),

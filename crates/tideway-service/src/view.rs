@@ -6,13 +6,33 @@ use tideway_core::{AppearanceKind, Item, Millis, UserId};
 pub use tideway_store::{ItemCounts, Promotion, ViewerMarks};
 
 /// An item with its counts and, when there is a viewer, the viewer's marks.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct ItemView {
     pub item: Arc<Item>,
-    /// The item's body (the index may keep items without theirs).
-    pub body: tideway_core::Body,
+    /// The item's body when the record came without it (the embedded index
+    /// may keep items without theirs); `None`: the item's own. A page does
+    /// not touch a body it only passes on ([`ItemView::body`]).
+    pub(crate) body: Option<tideway_core::Body>,
     pub counts: ItemCounts,
     pub viewer: Option<ViewerMarks>,
+}
+
+impl ItemView {
+    /// The item's body.
+    pub fn body(&self) -> &tideway_core::Body {
+        self.body.as_ref().unwrap_or(&self.item.body)
+    }
+}
+
+/// Views are equal when they show the same: where a body came from does not
+/// matter.
+impl PartialEq for ItemView {
+    fn eq(&self, other: &Self) -> bool {
+        self.item == other.item
+            && self.body() == other.body()
+            && self.counts == other.counts
+            && self.viewer == other.viewer
+    }
 }
 
 /// Why an entry is on a page.

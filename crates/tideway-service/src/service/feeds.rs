@@ -8,7 +8,7 @@ use crate::item_cache::FolloweeCopy;
 use crate::view::*;
 use std::collections::HashMap;
 use std::sync::Arc;
-use tideway_core::cursor::{Cursor, FeedScope};
+use tideway_core::cursor::{Cursor, CursorEncoder, FeedScope};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::promote::{Slot, weave};
 use tideway_core::{Item, ItemId, Key, Relation, UserId};
@@ -29,7 +29,8 @@ impl FeedService {
         viewer: Option<UserId>,
         promos: &[Promoted],
     ) -> Result<Page> {
-        let enc = |k: Key, index: i64| Cursor { key: k, aux: index as u64 }.encode(scope);
+        let encoder = CursorEncoder::new(scope);
+        let enc = |k: Key, index: i64| encoder.encode(Cursor { key: k, aux: index as u64 });
         if spec.dir == Direction::Newer {
             found.reverse();
         }
@@ -82,23 +83,25 @@ impl FeedService {
             })
             .unzip();
         let views = self.hydrate_known(items, known, viewer).await?;
-        let mut last_cursor = spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default();
-        let entries = rows
-            .into_iter()
-            .zip(views)
-            .map(|((f, _, k), item)| match f {
-                Some(f) => {
-                    last_cursor = enc(f.entry.key, k);
-                    EntryView {
-                        cursor: last_cursor.clone(),
-                        reason: f.entry.reason.into(),
-                        item,
-                        sources: f.entry.sources,
-                    }
+        // A promoted entry takes the cursor of the organic one before it.
+        let mut entries: Vec<EntryView> = Vec::with_capacity(rows.len());
+        for ((f, _, k), item) in rows.into_iter().zip(views) {
+            entries.push(match f {
+                Some(f) => EntryView {
+                    cursor: enc(f.entry.key, k),
+                    reason: f.entry.reason.into(),
+                    item,
+                    sources: f.entry.sources,
+                },
+                None => {
+                    let cursor = match entries.last() {
+                        Some(before) => before.cursor.clone(),
+                        None => spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default(),
+                    };
+                    EntryView { cursor, reason: Reason::Promoted, item, sources: vec![] }
                 }
-                None => EntryView { cursor: last_cursor.clone(), reason: Reason::Promoted, item, sources: vec![] },
-            })
-            .collect();
+            });
+        }
         Ok(Page { entries, next_cursor: next, prev_cursor: prev })
     }
 

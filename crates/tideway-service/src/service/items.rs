@@ -274,9 +274,8 @@ impl FeedService {
                 }
                 // A new item has no replies, reposts or reactions yet, and its
                 // author no marks on it: no storage call to say so.
-                let body = item.body.clone();
                 let viewer = Some(ViewerMarks::default());
-                Ok((ItemView { item, body, counts: ItemCounts::default(), viewer }, true))
+                Ok((ItemView { item, body: None, counts: ItemCounts::default(), viewer }, true))
             }
             CreateOutcome::Existing(item) if item.deleted => Err(ServiceError::Conflict(format!(
                 "idempotency key was used by item {}, which has since been deleted",
@@ -474,7 +473,7 @@ impl FeedService {
             .into_iter()
             .zip(hydration)
             .map(|(item, (counts, viewer))| ItemView {
-                body: bodies.remove(&item.id).unwrap_or_else(|| item.body.clone()),
+                body: if bodies.is_empty() { None } else { bodies.remove(&item.id) },
                 item,
                 counts,
                 viewer,
