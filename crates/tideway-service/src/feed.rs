@@ -373,10 +373,13 @@ impl KeySource for HomeSource<'_> {
 
 /// What an evaluator knows about the records of a batch.
 struct Batch {
-    /// For each key, the original it is an appearance of.
-    originals_of: Vec<Option<ItemId>>,
+    /// For each key, the original it is an appearance of (its index in
+    /// `originals`).
+    originals_of: Vec<Option<usize>>,
+    /// The originals of the batch's keys, each once, in the order first met.
     originals: Vec<ItemId>,
-    items: HashMap<ItemId, Arc<Item>>,
+    /// Each original's item, where it exists (beside `originals`).
+    items: Vec<Option<Arc<Item>>>,
     /// The item records taken from the node's cache, with their `rev` and
     /// the item epoch they were current at: the page's facts check them.
     held: Vec<(ItemId, u32, u64)>,
@@ -426,31 +429,37 @@ async fn load_batch(
     let mut held = Vec::new();
     let recs = read_records(backend, cache, keys, &mut held).await?;
     let mut originals_of = Vec::with_capacity(keys.len());
-    let mut items: HashMap<ItemId, Arc<Item>> = HashMap::with_capacity_and_hasher(keys.len() * 2, Default::default());
-    let mut originals: Vec<ItemId> = Vec::new();
-    let mut seen: HashSet<ItemId> = HashSet::with_capacity_and_hasher(keys.len(), Default::default());
+    let mut originals: Vec<ItemId> = Vec::with_capacity(keys.len());
+    let mut items: Vec<Option<Arc<Item>>> = Vec::with_capacity(keys.len());
+    // (a batch's few originals: one small map, no map per item)
+    let mut index: HashMap<ItemId, usize> = HashMap::with_capacity_and_hasher(keys.len(), Default::default());
     for rec in recs {
-        let orig = match rec {
-            Some(Record::Item(i)) => {
-                let o = i.repost_of.unwrap_or(i.id);
-                items.insert(i.id, i);
-                Some(o)
+        let (orig, item) = match rec {
+            Some(Record::Item(i)) => (i.repost_of.unwrap_or(i.id), Some(i)),
+            Some(Record::Insert { user, item, .. }) if Some(user) == insert_owner => (item, None),
+            _ => {
+                originals_of.push(None);
+                continue;
             }
-            Some(Record::Insert { user, item, .. }) if Some(user) == insert_owner => Some(item),
-            _ => None,
         };
-        if let Some(o) = orig
-            && seen.insert(o)
-        {
-            originals.push(o);
+        let at = *index.entry(orig).or_insert_with(|| {
+            originals.push(orig);
+            items.push(None);
+            originals.len() - 1
+        });
+        // (a repost's own record is not its original's)
+        if let Some(i) = item.filter(|i| i.id == orig) {
+            items[at] = Some(i);
         }
-        originals_of.push(orig);
+        originals_of.push(Some(at));
     }
-    let missing: Vec<Key> = originals.iter().filter(|o| !items.contains_key(o)).map(|o| o.0).collect();
+    let missing: Vec<usize> = (0..originals.len()).filter(|&at| items[at].is_none()).collect();
     if !missing.is_empty() {
-        for rec in read_records(backend, cache, &missing, &mut held).await?.into_iter().flatten() {
-            if let Record::Item(i) = rec {
-                items.insert(i.id, i);
+        let keys: Vec<Key> = missing.iter().map(|&at| originals[at].0).collect();
+        let read = read_records(backend, cache, &keys, &mut held).await?;
+        for (at, rec) in missing.into_iter().zip(read) {
+            if let Some(Record::Item(i)) = rec {
+                items[at] = Some(i);
             }
         }
     }
@@ -492,14 +501,19 @@ impl Batch {
     /// The known originals of the first `n` keys, in order: the items a page
     /// will most likely show.
     fn early(&self, n: usize) -> Vec<ItemId> {
-        let mut seen: HashSet<ItemId> = HashSet::default();
+        let mut seen: HashSet<usize> = HashSet::default();
         self.originals_of
             .iter()
             .take(n)
             .flatten()
-            .filter(|o| self.items.contains_key(o) && seen.insert(**o))
-            .copied()
+            .filter(|&&at| self.items[at].is_some() && seen.insert(at))
+            .map(|&at| self.originals[at])
             .collect()
+    }
+
+    /// The items of the originals that exist.
+    fn original_items(&self) -> impl Iterator<Item = &Arc<Item>> {
+        self.items.iter().flatten()
     }
 }
 
@@ -575,15 +589,18 @@ impl Batch {
     /// The entries of `keys` by `rule` (given an original and its index in
     /// `originals`): each at the key the rule puts it.
     fn entries(&self, keys: &[Key], told: &Told, rule: impl Fn(&Item, usize) -> Option<Entry>) -> Vec<Found> {
-        let per_orig: HashMap<ItemId, usize> = self.originals.iter().enumerate().map(|(i, o)| (*o, i)).collect();
         let mut out = Vec::new();
         for (key, orig) in keys.iter().zip(&self.originals_of) {
-            let Some(o) = orig else { continue };
-            let (Some(item), Some(&idx)) = (self.items.get(o), per_orig.get(o)) else { continue };
+            let Some(idx) = *orig else { continue };
+            let Some(item) = &self.items[idx] else { continue };
             if let Some(e) = rule(item, idx)
                 && e.key == *key
             {
-                out.push(Found { entry: e, item: item.clone(), hydrated: told.hydrated.get(o).cloned() });
+                out.push(Found {
+                    entry: e,
+                    item: item.clone(),
+                    hydrated: told.hydrated.get(&self.originals[idx]).cloned(),
+                });
             }
         }
         out
@@ -662,15 +679,8 @@ pub async fn evaluate_home(
     let early = b.early(ahead);
     // Everything else the rule needs in one call, the reposters' relations
     // with the authors'.
-    let related: Vec<UserId> = b
-        .originals
-        .iter()
-        .filter_map(|o| b.items.get(o))
-        .map(|i| i.author)
-        .filter(|a| *a != user)
-        .collect::<HashSet<_>>()
-        .into_iter()
-        .collect();
+    let related: Vec<UserId> =
+        b.original_items().map(|i| i.author).filter(|a| *a != user).collect::<HashSet<_>>().into_iter().collect();
     let q = PageQuery {
         originals: &b.originals,
         reposters: f_list,
@@ -720,8 +730,7 @@ pub async fn evaluate_profile(
     let early = b.early(ahead);
     let related: Vec<UserId> = match viewer {
         Some(v) => {
-            let people: HashSet<UserId> =
-                b.originals.iter().filter_map(|o| b.items.get(o)).map(|i| i.author).filter(|a| *a != v).collect();
+            let people: HashSet<UserId> = b.original_items().map(|i| i.author).filter(|a| *a != v).collect();
             people.into_iter().collect()
         }
         None => vec![],
