@@ -24,8 +24,9 @@ impl ItemView {
     }
 }
 
-/// Views are equal when they show the same: where a body came from does not
-/// matter.
+/// Views compare their items whole, as they did when every view held its
+/// body, and the bodies they show: whether that body is held by the view or
+/// by its item does not matter.
 impl PartialEq for ItemView {
     fn eq(&self, other: &Self) -> bool {
         self.item == other.item
