@@ -39,6 +39,15 @@ pub fn block<T>(f: impl std::future::Future<Output = T>) -> T {
     RUNTIME.get().expect("the runtime is set first thing in main").block_on(f)
 }
 
+/// Spawns `f` on the runtime's workers (as the server runs its tasks).
+pub fn spawn<F>(f: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    RUNTIME.get().expect("the runtime is set first thing in main").spawn(f)
+}
+
 pub type GraphBytes = Box<dyn Fn() -> usize>;
 
 /// A read:write mix: (reads per write, ops, tideway's (ops/s, read p99 µs),

@@ -2,7 +2,7 @@
 //! durable writes, fan-out running; beside the Redis push design's.
 
 use crate::Args;
-use crate::context::{Bench, block};
+use crate::context::{Bench, block, spawn};
 use crate::measure::hist;
 use crate::phases::baseline::redis_push;
 use rand::distr::{Distribution, weighted::WeightedIndex};
@@ -32,8 +32,9 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
 }
 
 /// A read:write mix against tideway: one client thread; writes are posts by
-/// authors drawn by follower count; a worker thread keeps fan-out running as
-/// the server does. Returns (ops/s, read p99 µs).
+/// authors drawn by follower count; the fan-out worker runs on the runtime as
+/// the server runs it (`FanoutWorker::run`: woken by the event hub when a
+/// post makes work, asleep otherwise). Returns (ops/s, read p99 µs).
 pub fn mix_tideway(
     svc: &Arc<FeedService>,
     readers: &[u64],
@@ -43,43 +44,34 @@ pub fn mix_tideway(
     n: usize,
     seed: u64,
 ) -> Result<(f64, f64), String> {
-    let stop = std::sync::atomic::AtomicBool::new(false);
     let mut rng = StdRng::seed_from_u64(seed + u64::from(ratio));
     let ix_before = block(svc.stats()).ok().and_then(|s| s.index);
     let mut reads = hist()?;
     let mut writes = hist()?;
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let worker = spawn(FanoutWorker::new(svc.clone()).run(cancel.clone()));
     let t = Instant::now();
-    std::thread::scope(|scope| -> Result<(), String> {
-        let worker = FanoutWorker::new(svc.clone());
-        let stop = &stop;
-        scope.spawn(move || {
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                if let Ok(tideway_service::StepOutcome::Idle) = block(worker.step()) {
-                    std::thread::sleep(Duration::from_micros(200));
-                }
+    let result = (|| -> Result<(), String> {
+        for i in 0..n {
+            if i % (ratio as usize + 1) == ratio as usize {
+                let a = users[dist.sample(&mut rng)];
+                let s = Instant::now();
+                block(svc.create_item(NewItem::new(UserId(a), ItemKind::Post))).map_err(|e| e.to_string())?;
+                writes.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
+            } else {
+                let u = readers[rng.random_range(0..readers.len())];
+                let s = Instant::now();
+                block(svc.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
+                    .map_err(|e| e.to_string())?;
+                reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
             }
-        });
-        let result = (|| {
-            for i in 0..n {
-                if i % (ratio as usize + 1) == ratio as usize {
-                    let a = users[dist.sample(&mut rng)];
-                    let s = Instant::now();
-                    block(svc.create_item(NewItem::new(UserId(a), ItemKind::Post))).map_err(|e| e.to_string())?;
-                    writes.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
-                } else {
-                    let u = readers[rng.random_range(0..readers.len())];
-                    let s = Instant::now();
-                    block(svc.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
-                        .map_err(|e| e.to_string())?;
-                    reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
-                }
-            }
-            Ok(())
-        })();
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        result
-    })?;
+        }
+        Ok(())
+    })();
     let secs = t.elapsed().as_secs_f64();
+    cancel.cancel();
+    block(worker).map_err(|e| format!("the fan-out worker failed: {e}"))?;
+    result?;
     let ix_after = block(svc.stats()).ok().and_then(|s| s.index);
     if let (Some(a), Some(b)) = (ix_before, ix_after) {
         eprintln!(
