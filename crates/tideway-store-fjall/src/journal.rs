@@ -15,6 +15,9 @@ use tideway_store::{Change, Disk, Journal, State, StoreError, Ticket};
 
 /// The fjall journal.
 pub struct FjallJournal {
+    /// First, so that it is dropped first: its thread holds the keyspaces,
+    /// and the database closes only once it has stopped.
+    rotator: Rotator,
     pub(crate) db: Database,
     pub(crate) meta: Keyspace,
     pub(crate) items: Keyspace,
@@ -171,9 +174,12 @@ impl FjallJournal {
             sync_done: Condvar::new(),
             memtables: Mutex::new([0; SPACES]),
             memtable_cap: memtable,
+            rotator: Rotator::default(),
             log: None,
             log_failed: AtomicBool::new(false),
         };
+        j.rotator = Rotator::start(j.keyspaces().map(Keyspace::clone))
+            .map_err(|e| StoreError::unavailable(tideway_store::Engine::Embedded, e))?;
         let next_seq = j.replay_log(dir)?;
         if sync == SyncMode::Fsync {
             let log = SyncLog::open(dir, next_seq).map_err(log_io)?;
@@ -436,27 +442,20 @@ impl FjallJournal {
         Ok(found.next_seq)
     }
 
-    /// Counts what a batch wrote to each memtable and hands the full ones
-    /// to fjall's flush workers (they become tables on disk; until then a
-    /// sealed memtable still holds its memory, so the bound is per
-    /// keyspace twice this cap while a flush runs).
+    /// Counts what a batch wrote to each memtable and has the full ones
+    /// handed to fjall's flush workers (they become tables on disk; until
+    /// then a sealed memtable still holds its memory, so the bound is per
+    /// keyspace twice this cap while a flush runs, plus what is written
+    /// while the [`Rotator`] gets to it).
     fn rotate_full_memtables(&self, written: &[u64; SPACES]) -> Result<(), StoreError> {
-        let full: Vec<usize> = {
-            let mut m = self.memtables.lock();
-            (0..SPACES)
-                .filter(|&i| {
-                    debug_assert_eq!(ALL_SPACES[i].index(), i);
-                    m[i] += written[i];
-                    let full = m[i] > self.memtable_cap;
-                    if full {
-                        m[i] = 0;
-                    }
-                    full
-                })
-                .collect()
-        };
-        for i in full {
-            self.space(ALL_SPACES[i]).rotate_memtable().map_err(io)?;
+        let mut m = self.memtables.lock();
+        for (i, w) in written.iter().enumerate() {
+            debug_assert_eq!(ALL_SPACES[i].index(), i);
+            m[i] += w;
+            if m[i] > self.memtable_cap {
+                m[i] = 0;
+                self.rotator.rotate(i);
+            }
         }
         Ok(())
     }
@@ -471,6 +470,54 @@ impl FjallJournal {
     #[cfg(test)]
     pub(crate) fn table_count(&self) -> usize {
         self.keyspaces().iter().map(|k| k.table_count()).sum()
+    }
+}
+
+/// Rotates full memtables on a thread of its own, off the write path.
+/// fjall's rotation takes its journal's lock and then tidies every
+/// keyspace's version history, which waits for a flush or compaction
+/// running meanwhile: inside group commit it held a round, and every
+/// writer behind it, for 134 ms (a fan-out step's progress sync after the
+/// Twitter run's posts, docs/benchmarks.md, 2026-12-06).
+#[derive(Default)]
+struct Rotator {
+    /// Indexes into [`ALL_SPACES`] of the keyspaces to rotate.
+    tx: Option<std::sync::mpsc::Sender<usize>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Rotator {
+    fn start(spaces: [Keyspace; SPACES]) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel::<usize>();
+        let thread = std::thread::Builder::new().name("tideway:rotate".into()).spawn(move || {
+            for i in rx {
+                // A failure here is fjall's journal failing: fjall poisons
+                // itself, and the next write fails and says so.
+                if let Err(e) = spaces[i].rotate_memtable() {
+                    tracing::error!(error = %e, keyspace = i, "rotating a full memtable failed");
+                }
+            }
+        })?;
+        Ok(Self { tx: Some(tx), thread: Some(thread) })
+    }
+
+    /// Asks for keyspace `i`'s memtable to be rotated. Without a thread
+    /// (only while the journal opens) nothing is written yet to rotate.
+    fn rotate(&self, i: usize) {
+        if let Some(tx) = &self.tx {
+            // (the thread outlives the sender: it ends once this is dropped)
+            let _ = tx.send(i);
+        }
+    }
+}
+
+impl Drop for Rotator {
+    /// Stops the thread once it has rotated what it was asked to.
+    fn drop(&mut self) {
+        self.tx = None;
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
     }
 }
 

@@ -446,6 +446,44 @@ async fn the_tables_pin_nothing_however_much_data() {
     small(&s, "after a reopen");
 }
 
+/// A memtable past its cap is rotated by the journal's rotator thread, off
+/// the write path, and written out as a table by fjall's workers, in a
+/// directory whose keyspaces were made with fjall's own 64 MiB limit (as
+/// before 2026-12-05); a reopen right after the store is dropped finds the
+/// directory free (the thread stopped before the database closed).
+#[tokio::test]
+async fn full_memtables_are_rotated_off_the_write_path() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let db = Database::builder(dir.path()).open().expect("fjall");
+        db.keyspace("bodies", KeyspaceCreateOptions::default).expect("bodies, fjall's limit");
+        db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    // A 4 MiB cache: 1 MiB of blocks, so each memtable is capped at 1 MiB.
+    let s = crate::open_cached(dir.path(), SyncMode::Buffer, 10, 4 << 20).expect("open");
+    assert_eq!(s.journal().table_count(), 0);
+    let mut text = serde_json::Map::new();
+    text.insert("t".into(), serde_json::Value::String("x".repeat(2_000)));
+    let body = tideway_core::Body::new(&text);
+    for i in 0..2_000u64 {
+        let item = Item { body: body.clone(), idempotency_key: None, ..post(1000 + i, 1) };
+        s.create_item(item, false, Millis(1)).await.expect("create");
+    }
+    // ~4 MiB of bodies: rotated at least thrice, then flushed by fjall.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while s.journal().table_count() == 0 {
+        assert!(std::time::Instant::now() < until, "no memtable was rotated and written out");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(
+        s.index_stats().expect("lazy").disk_buffered < 3 << 20,
+        "the bodies' memtables were let go once written out"
+    );
+    drop(s);
+    let s = crate::open_cached(dir.path(), SyncMode::Buffer, 10, 4 << 20).expect("reopen at once");
+    assert_eq!(s.bodies(&[ItemId(2999)]).await.expect("bodies"), vec![Some(body)], "the last write, read back");
+}
+
 /// Recent writes held in the memtables are counted until written out.
 #[tokio::test]
 async fn what_the_memtables_hold_is_counted() {
