@@ -4,6 +4,7 @@
 use super::journal::{Journal, disk};
 use super::{Committed, PROGRESS_SYNC, Store};
 use crate::change::{Change, Job};
+use crate::error::{Engine, StoreError};
 use crate::rules::{self, JobState, ProgressEffect};
 use crate::traits::*;
 use async_trait::async_trait;
@@ -13,25 +14,67 @@ use tideway_core::Millis;
 impl<J: Journal> Store<J> {
     /// Reads spilled jobs back from disk once the window has drained to
     /// half (`crate::job_window` says why each job read is a spilled one).
-    /// One refill at a time; a caller that finds one running goes on with
-    /// the jobs held. (An unbounded window, the memory backend's, never
-    /// wants any.)
+    /// The read runs on the blocking pool while workers go on with the jobs
+    /// held (half a window: a read of them is done long before they are);
+    /// a later claim takes what it read. Only a claim that finds nothing
+    /// held waits for it. One refill at a time. (An unbounded window, the
+    /// memory backend's, never wants any.)
     async fn refill_jobs(&self) -> Result<()> {
-        let Ok(_one) = self.refilling.try_lock() else { return Ok(()) };
-        let (held, ticket, want) = {
-            let st = self.state.read();
-            let want = st.jobs.wants();
-            if want == 0 {
-                return Ok(());
+        let running = {
+            let mut slot = self.refill.lock();
+            match slot.take() {
+                Some(read) if read.is_finished() || self.state.read().jobs.held().next().is_none() => read,
+                Some(read) => {
+                    *slot = Some(read);
+                    return Ok(());
+                }
+                None => {
+                    let (held, ticket, want) = {
+                        let st = self.state.read();
+                        let want = st.jobs.wants();
+                        if want == 0 {
+                            return Ok(());
+                        }
+                        (st.jobs.held_keys(), self.last_ticket.load(Ordering::Acquire), want)
+                    };
+                    let journal = self.journal.clone();
+                    // Every job done before the held keys were noted is
+                    // gone from disk once that ticket is durable.
+                    let read = tokio::task::spawn_blocking(move || {
+                        journal.sync(ticket).map_err(RefillError::Sync)?;
+                        disk(&*journal).and_then(|d| d.pending_jobs(&held, want)).map_err(RefillError::Read)
+                    });
+                    let nothing_held = self.state.read().jobs.held().next().is_none();
+                    if !nothing_held {
+                        *slot = Some(read);
+                        return Ok(());
+                    }
+                    read
+                }
             }
-            (st.jobs.held_keys(), self.last_ticket.load(Ordering::Acquire), want)
         };
-        // Every job done before the held keys were noted is gone from disk.
-        self.sync(ticket).await?;
-        let read = self.read_off_runtime(usize::MAX, move |j| disk(j)?.pending_jobs(&held, want)).await?;
+        let read = match running.await {
+            Ok(Ok(jobs)) => jobs,
+            Ok(Err(RefillError::Read(e))) => return Err(e),
+            Ok(Err(RefillError::Sync(e))) => {
+                self.fail(&e);
+                return Err(e);
+            }
+            Err(e) => return Err(StoreError::unavailable(Engine::Embedded, e)),
+        };
         self.state.write().jobs.refill(read);
         Ok(())
     }
+}
+
+/// A refill's read on the blocking pool.
+pub(super) type RefillRead = tokio::task::JoinHandle<std::result::Result<Vec<Job>, RefillError>>;
+
+/// How a refill's read failed: its sync (the store can no longer vouch for
+/// its index) or the read itself (met again by the next claim).
+pub(super) enum RefillError {
+    Sync(StoreError),
+    Read(StoreError),
 }
 
 #[async_trait]

@@ -96,8 +96,9 @@ pub struct Store<J: Journal> {
     /// durable (see [`PROGRESS_SYNC`]).
     last_ticket: Arc<AtomicU64>,
     progress_synced: parking_lot::Mutex<Option<std::time::Instant>>,
-    /// Held while spilled fan-out jobs are read back (one refill at a time).
-    refilling: tokio::sync::Mutex<()>,
+    /// Spilled fan-out jobs being read back on the blocking pool (one
+    /// refill at a time; `jobs.rs`).
+    refill: parking_lot::Mutex<Option<jobs::RefillRead>>,
     /// The syncs of a journal that blocks (see [`Store::sync`]).
     syncs: Syncs,
 }
@@ -217,7 +218,7 @@ impl<J: Journal> Store<J> {
             misses: AtomicU64::new(0),
             last_ticket: Arc::new(AtomicU64::new(0)),
             progress_synced: parking_lot::Mutex::new(None),
-            refilling: tokio::sync::Mutex::new(()),
+            refill: parking_lot::Mutex::new(None),
             syncs: Syncs {
                 durable: Arc::new(tokio::sync::watch::Sender::new((durable, false))),
                 running: Arc::new(AtomicBool::new(false)),
