@@ -2,7 +2,7 @@
 //! memory per inbox entry, each beside the Redis push baseline's.
 
 use crate::context::{Bench, block};
-use crate::measure::rss_bytes;
+use crate::measure::{hist, rss_bytes};
 use crate::phases::baseline::redis_baseline;
 use std::time::Instant;
 
@@ -19,9 +19,20 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     let t = Instant::now();
     let mut delivered = 0usize;
     let mut fan_series: Vec<(f64, f64)> = vec![(0.0, 0.0)];
+    // Each step's time: the longest show where the worker waited (a
+    // refill of the job window, a sync) rather than delivered.
+    let mut steps = hist()?;
+    let mut step_at = Instant::now();
+    let mut slow = std::time::Duration::ZERO;
     while let tideway_service::StepOutcome::Progress { deliveries, .. } =
         block(worker.step()).map_err(|e| e.to_string())?
     {
+        let took = step_at.elapsed();
+        steps.record(took.as_nanos() as u64).map_err(|e| e.to_string())?;
+        if took.as_millis() >= 10 {
+            slow += took;
+        }
+        step_at = Instant::now();
         delivered += deliveries;
         let now = t.elapsed().as_secs_f64();
         if now - fan_series.last().map_or(0.0, |p| p.0) >= 0.05 {
@@ -33,6 +44,14 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     let rss_after = rss_bytes();
     let our_rate = delivered as f64 / fan_s;
     eprintln!("delivered {delivered} of {expected} planned in {fan_s:.2} s");
+    eprintln!(
+        "fan-out steps: {}, p50 {} µs, p99 {} µs, longest {:.1} ms, {:.0} ms in steps of 10 ms or more",
+        steps.len(),
+        steps.value_at_quantile(0.5) / 1000,
+        steps.value_at_quantile(0.99) / 1000,
+        steps.max() as f64 / 1e6,
+        slow.as_secs_f64() * 1e3
+    );
 
     // -------------------------------------------------------------- memory
     let ib = block(backend.inbox_stats()).map_err(|e| e.to_string())?;
