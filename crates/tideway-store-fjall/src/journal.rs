@@ -371,7 +371,7 @@ impl FjallJournal {
                 }
             }
             b.commit().map_err(io)?;
-            self.rotate_full_memtables(&written)?;
+            self.rotate_full_memtables(&written);
         }
         Ok(())
     }
@@ -447,7 +447,7 @@ impl FjallJournal {
     /// then a sealed memtable still holds its memory, so the bound is per
     /// keyspace twice this cap while a flush runs, plus what is written
     /// while the [`Rotator`] gets to it).
-    fn rotate_full_memtables(&self, written: &[u64; SPACES]) -> Result<(), StoreError> {
+    fn rotate_full_memtables(&self, written: &[u64; SPACES]) {
         let mut m = self.memtables.lock();
         for (i, w) in written.iter().enumerate() {
             debug_assert_eq!(ALL_SPACES[i].index(), i);
@@ -457,7 +457,6 @@ impl FjallJournal {
                 self.rotator.rotate(i);
             }
         }
-        Ok(())
     }
 
     /// Writes every keyspace's memtable out as a table, and waits (tests).
@@ -491,10 +490,12 @@ impl Rotator {
         let (tx, rx) = std::sync::mpsc::channel::<usize>();
         let thread = std::thread::Builder::new().name("tideway:rotate".into()).spawn(move || {
             for i in rx {
-                // A failure here is fjall's journal failing: fjall poisons
-                // itself, and the next write fails and says so.
+                // A failure is an I/O error of fjall's (its journal or
+                // version files): the memtable stays active, to be rotated
+                // at the next cap's worth of writes, or by fjall's own
+                // limit; a poisoned journal fails the next write anyway.
                 if let Err(e) = spaces[i].rotate_memtable() {
-                    tracing::error!(error = %e, keyspace = i, "rotating a full memtable failed");
+                    tracing::error!(error = %e, keyspace = ?spaces[i].name(), "rotating a full memtable failed");
                 }
             }
         })?;
