@@ -22,34 +22,30 @@ impl<J: Journal> Store<J> {
     async fn refill_jobs(&self) -> Result<()> {
         let running = {
             let mut slot = self.refill.lock();
-            match slot.take() {
-                Some(read) if read.is_finished() || self.state.read().jobs.held().next().is_none() => read,
-                Some(read) => {
-                    *slot = Some(read);
-                    return Ok(());
-                }
-                None => {
-                    let (held, ticket, want) = {
-                        let st = self.state.read();
-                        let want = st.jobs.wants();
-                        if want == 0 {
-                            return Ok(());
-                        }
-                        (st.jobs.held_keys(), self.last_ticket.load(Ordering::Acquire), want)
-                    };
-                    let journal = self.journal.clone();
-                    // Every job done before the held keys were noted is
-                    // gone from disk once that ticket is durable.
-                    let read = tokio::task::spawn_blocking(move || {
-                        journal.sync(ticket).map_err(RefillError::Sync)?;
-                        disk(&*journal).and_then(|d| d.pending_jobs(&held, want)).map_err(RefillError::Read)
-                    });
-                    let nothing_held = self.state.read().jobs.held().next().is_none();
-                    if !nothing_held {
-                        *slot = Some(read);
+            if slot.is_none() {
+                let (held, ticket, want) = {
+                    let st = self.state.read();
+                    let want = st.jobs.wants();
+                    if want == 0 {
                         return Ok(());
                     }
-                    read
+                    (st.jobs.held_keys(), self.last_ticket.load(Ordering::Acquire), want)
+                };
+                let journal = self.journal.clone();
+                // Every job done before the held keys were noted is gone
+                // from disk once that ticket is durable.
+                *slot = Some(tokio::task::spawn_blocking(move || {
+                    journal.sync(ticket).map_err(RefillError::Sync)?;
+                    disk(&*journal).and_then(|d| d.pending_jobs(&held, want)).map_err(RefillError::Read)
+                }));
+            }
+            // Taken once read, or waited for when nothing else is held.
+            let take = slot.as_ref().is_some_and(|r| r.is_finished()) || self.state.read().jobs.held().next().is_none();
+            match slot.take() {
+                Some(read) if take => read,
+                read => {
+                    *slot = read;
+                    return Ok(());
                 }
             }
         };
