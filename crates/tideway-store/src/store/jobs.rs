@@ -135,10 +135,11 @@ impl<J: Journal> Jobs for Store<J> {
         let recorded = match committed {
             Committed::Nothing(r) => r,
             Committed::Written { out, ticket, .. } => {
-                // Durable at most every PROGRESS_SYNC (see there).
+                // Made durable at most every PROGRESS_SYNC, not waited for
+                // (see there).
                 let due = self.progress_synced.lock().is_none_or(|t| t.elapsed() >= PROGRESS_SYNC);
                 if due {
-                    self.sync(ticket).await?;
+                    self.sync_soon(ticket)?;
                     *self.progress_synced.lock() = Some(std::time::Instant::now());
                 }
                 out
@@ -171,5 +172,94 @@ impl<J: Journal> Jobs for Store<J> {
     async fn clock(&self) -> Result<Option<Millis>> {
         self.health().await?;
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::change::Change;
+    use crate::state::State;
+    use crate::store::{Disk, Journal, Store, Ticket};
+    use crate::traits::*;
+    use parking_lot::{Condvar, Mutex};
+    use std::sync::Arc;
+    use std::time::Duration;
+    use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
+
+    /// A journal whose syncs block while its gate is shut, as a disk that
+    /// takes its time. Tickets count the batches written.
+    #[derive(Default)]
+    struct GatedJournal {
+        /// (the gate is shut, the last ticket written, the last synced)
+        state: Mutex<(bool, Ticket, Ticket)>,
+        opened: Condvar,
+    }
+
+    impl GatedJournal {
+        fn shut(&self, shut: bool) {
+            self.state.lock().0 = shut;
+            self.opened.notify_all();
+        }
+    }
+
+    impl Journal for Arc<GatedJournal> {
+        fn write(&self, _: &[Change]) -> Result<Ticket> {
+            let mut s = self.state.lock();
+            s.1 += 1;
+            Ok(s.1)
+        }
+        fn sync(&self, ticket: Ticket) -> Result<()> {
+            let mut s = self.state.lock();
+            while s.0 {
+                self.opened.wait(&mut s);
+            }
+            s.2 = s.2.max(ticket);
+            Ok(())
+        }
+        fn health(&self) -> Result<()> {
+            Ok(())
+        }
+        fn blocks(&self) -> bool {
+            true
+        }
+        fn durable(&self) -> Ticket {
+            self.state.lock().2
+        }
+        fn disk(&self) -> Option<&dyn Disk> {
+            None
+        }
+    }
+
+    /// A worker step's progress is made durable soon, not waited for: a
+    /// step returns while the disk holds its sync, and the sync it started
+    /// lands once the disk answers, with no write after it to carry it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn progress_starts_a_sync_and_does_not_wait_for_it() {
+        let journal = Arc::new(GatedJournal::default());
+        let store = Store::new(journal.clone(), State::eager(), 800);
+        let item = Item::new(ItemId(10), UserId(1), ItemKind::Post);
+        store.create_item(item, true, Millis(1)).await.expect("post");
+        let jobs = store.claim_jobs(7, Millis(2), 60_000, 10).await.expect("claim");
+        assert_eq!(jobs.iter().map(|j| j.key).collect::<Vec<_>>(), [10], "the post's job");
+
+        journal.shut(true);
+        let step = store.advance(7, &[JobProgress::Checkpoint(10, (Millis(1), UserId(5)))]);
+        let returned = tokio::time::timeout(Duration::from_secs(5), step).await;
+        let (written, durable) = {
+            let s = journal.state.lock();
+            (s.1, s.2)
+        };
+        // (opened before any assertion: a held sync would hold the runtime's
+        // shutdown too)
+        journal.shut(false);
+        let recorded = returned.expect("the step returned while its sync was held").expect("advance");
+        assert_eq!(recorded, [true], "the checkpoint is recorded");
+        assert!(durable < written, "the checkpoint was not durable while the disk held it");
+        let landed = async {
+            while journal.durable() < written {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), landed).await.expect("the sync the step started lands");
     }
 }

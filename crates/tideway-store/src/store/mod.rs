@@ -116,8 +116,9 @@ struct Syncs {
 
 /// How often fan-out progress is made durable. Progress only saves work: a
 /// crash loses every inbox of this process anyway, and a chunk delivered
-/// again is ignored by the inboxes that hold it; so a worker step waits for
-/// the disk at most this often, and a crash repeats at most this much
+/// again is ignored by the inboxes that hold it; so a worker step starts a
+/// sync at most this often and does not wait for it (a progress frame of
+/// 26–60 KB took 4–8 ms), and a crash repeats at most about this much
 /// delivery. (A write that must be durable syncs everything before it.)
 pub const PROGRESS_SYNC: std::time::Duration = std::time::Duration::from_millis(50);
 
@@ -375,15 +376,33 @@ impl<J: Journal> Store<J> {
                 self.fail(&e);
                 return Err(e);
             }
-            if !self.syncs.running.swap(true, Ordering::AcqRel) {
-                let (journal, last) = (self.journal.clone(), self.last_ticket.clone());
-                let (durable, running) = (self.syncs.durable.clone(), self.syncs.running.clone());
-                // Detached: a caller dropped mid-wait strands no one.
-                tokio::task::spawn_blocking(move || sync_while_written(&*journal, &last, &durable, &running));
-            }
+            self.start_syncer();
             // (the sender lives as long as the store)
             let _ = seen.changed().await;
         }
+    }
+
+    /// Starts a syncer on the blocking pool unless one is running; it syncs
+    /// everything journaled so far and publishes it ([`sync_while_written`]).
+    /// Detached: a caller dropped mid-wait, or one that does not wait,
+    /// strands no one.
+    fn start_syncer(&self) {
+        if !self.syncs.running.swap(true, Ordering::AcqRel) {
+            let (journal, last) = (self.journal.clone(), self.last_ticket.clone());
+            let (durable, running) = (self.syncs.durable.clone(), self.syncs.running.clone());
+            tokio::task::spawn_blocking(move || sync_while_written(&*journal, &last, &durable, &running));
+        }
+    }
+
+    /// Makes `ticket` durable soon. A journal that blocks is not waited
+    /// for: its failed sync is met by the next write that waits (which fails
+    /// the store then). For what only saves work, like fan-out progress.
+    fn sync_soon(&self, ticket: Ticket) -> Result<()> {
+        if !self.journal.blocks() {
+            return self.journal.sync(ticket).inspect_err(|e| self.fail(e));
+        }
+        self.start_syncer();
+        Ok(())
     }
 
     /// Decides the changes of a write under the index lock, applies and
