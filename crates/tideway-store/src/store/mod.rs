@@ -106,23 +106,14 @@ pub struct Store<J: Journal> {
 }
 
 /// Group commit without a blocked thread per waiter: one caller at a time
-/// starts a syncer, which syncs everything journaled so far, again and
-/// again while writes keep coming ([`Syncer`]), and every caller waits for
-/// the durable ticket it publishes.
+/// starts a syncer on the blocking pool, which syncs everything journaled so
+/// far, again and again while writes keep coming ([`sync_while_written`]),
+/// and every caller waits for the durable ticket it publishes.
 struct Syncs {
     /// The ticket known durable, and whether a sync failed.
     durable: Arc<tokio::sync::watch::Sender<(Ticket, bool)>>,
     /// A sync is running.
     running: Arc<AtomicBool>,
-}
-
-/// Whether the running task may block its thread for a sync
-/// ([`tokio::task::block_in_place`]): only on a multi-thread runtime, where
-/// a worker hands its other tasks to another thread first (a current-thread
-/// runtime, as in most tests, would panic).
-fn may_block_in_place() -> bool {
-    tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread)
 }
 
 /// How often fan-out progress is made durable. Progress only saves work: a
@@ -137,56 +128,38 @@ pub const PROGRESS_SYNC: std::time::Duration = std::time::Duration::from_millis(
 /// publishes it, back to back while writes keep coming (the next round
 /// starts as the last ends, not when a waiter wakes to start it); stops
 /// when all is durable, or at a failure (published: every waiter fails).
-struct Syncer<J> {
-    journal: Arc<J>,
-    last: Arc<AtomicU64>,
-    durable: Arc<tokio::sync::watch::Sender<(Ticket, bool)>>,
-    running: Arc<AtomicBool>,
-}
-
-impl<J: Journal> Syncer<J> {
-    /// Runs the syncer, which `running` says was started. `inline`: the
-    /// writer that started it runs it on its own thread for as long as
-    /// nobody else wrote (a lone write: no hand-off to a pool thread and
-    /// back, ~2 × 70 µs of wakes on this VM); once a round ends with more
-    /// written, a thread of the blocking pool takes over and the writer
-    /// returns to its work.
-    fn run(self, inline: bool) {
-        /// Publishes a failure unless disarmed: a sync that panics fails
-        /// its waiters instead of leaving them waiting for a syncer that
-        /// is gone.
-        struct Failed<'a>(&'a tokio::sync::watch::Sender<(Ticket, bool)>, &'a AtomicBool);
-        impl Drop for Failed<'_> {
-            fn drop(&mut self) {
-                self.1.store(false, Ordering::Release);
-                self.0.send_modify(|d| d.1 = true);
-            }
+fn sync_while_written<J: Journal>(
+    journal: &J,
+    last: &AtomicU64,
+    durable: &tokio::sync::watch::Sender<(Ticket, bool)>,
+    running: &AtomicBool,
+) {
+    /// Publishes a failure unless disarmed: a sync that panics fails its
+    /// waiters instead of leaving them waiting for a syncer that is gone.
+    struct Failed<'a>(&'a tokio::sync::watch::Sender<(Ticket, bool)>, &'a AtomicBool);
+    impl Drop for Failed<'_> {
+        fn drop(&mut self) {
+            self.1.store(false, Ordering::Release);
+            self.0.send_modify(|d| d.1 = true);
         }
-        let failed = Failed(&self.durable, &self.running);
-        loop {
-            let upto = self.last.load(Ordering::Acquire);
-            if upto > self.durable.borrow().0 {
-                if let Err(e) = self.journal.sync(upto) {
-                    tracing::error!(error = %e, "a sync of the journal failed");
-                    return; // (published by `failed`)
-                }
-                self.durable.send_modify(|d| d.0 = d.0.max(upto));
-                if inline && self.last.load(Ordering::Acquire) > upto {
-                    // (`running` stays set: the pool's syncer is this one)
-                    std::mem::forget(failed);
-                    tokio::task::spawn_blocking(move || self.run(false));
-                    return;
-                }
-                continue;
+    }
+    let failed = Failed(durable, running);
+    loop {
+        let upto = last.load(Ordering::Acquire);
+        if upto > durable.borrow().0 {
+            if let Err(e) = journal.sync(upto) {
+                tracing::error!(error = %e, "a sync of the journal failed");
+                return; // (published by `failed`)
             }
-            // Nothing left: stop, unless a write came between the look and
-            // the stop whose writer saw this syncer running and waits on it.
-            self.running.store(false, Ordering::Release);
-            if self.last.load(Ordering::Acquire) <= self.durable.borrow().0 || self.running.swap(true, Ordering::AcqRel)
-            {
-                std::mem::forget(failed);
-                return;
-            }
+            durable.send_modify(|d| d.0 = d.0.max(upto));
+            continue;
+        }
+        // Nothing left: stop, unless a write came between the look and
+        // the stop whose writer saw this syncer running and waits on it.
+        running.store(false, Ordering::Release);
+        if last.load(Ordering::Acquire) <= durable.borrow().0 || running.swap(true, Ordering::AcqRel) {
+            std::mem::forget(failed);
+            return;
         }
     }
 }
@@ -387,11 +360,9 @@ impl<J: Journal> Store<J> {
     }
 
     /// Waits for `ticket` to be durable; a failure marks the store failed.
-    /// A journal that blocks is synced by one caller at a time for everyone
-    /// ([`Syncs`]): 16 writers waiting cost one thread, not 16, and each
-    /// wakes by a message. The caller that finds no syncer running runs it
-    /// on its own thread while it writes alone, and hands it to the
-    /// blocking pool once others write too ([`Syncer::run`]).
+    /// A journal that blocks is synced on the blocking pool by one caller
+    /// at a time for everyone ([`Syncs`]): 16 writers waiting cost one
+    /// thread, not 16, and each wakes by a message, not a thread hand-off.
     async fn sync(&self, ticket: Ticket) -> Result<()> {
         if !self.journal.blocks() {
             return self.journal.sync(ticket).inspect_err(|e| self.fail(e));
@@ -407,33 +378,21 @@ impl<J: Journal> Store<J> {
                 self.fail(&e);
                 return Err(e);
             }
-            if let Some(syncer) = self.syncer() {
-                if may_block_in_place() {
-                    tokio::task::block_in_place(|| syncer.run(true));
-                    continue;
-                }
-                tokio::task::spawn_blocking(move || syncer.run(false));
-            }
+            self.start_syncer();
             // (the sender lives as long as the store)
             let _ = seen.changed().await;
         }
     }
 
-    /// The syncer to run, unless one is running ([`Syncer::run`]).
-    fn syncer(&self) -> Option<Syncer<J>> {
-        (!self.syncs.running.swap(true, Ordering::AcqRel)).then(|| Syncer {
-            journal: self.journal.clone(),
-            last: self.last_ticket.clone(),
-            durable: self.syncs.durable.clone(),
-            running: self.syncs.running.clone(),
-        })
-    }
-
-    /// Starts a syncer on the blocking pool unless one is running.
-    /// Detached: a caller that does not wait strands no one.
+    /// Starts a syncer on the blocking pool unless one is running; it syncs
+    /// everything journaled so far and publishes it ([`sync_while_written`]).
+    /// Detached: a caller dropped mid-wait, or one that does not wait,
+    /// strands no one.
     fn start_syncer(&self) {
-        if let Some(syncer) = self.syncer() {
-            tokio::task::spawn_blocking(move || syncer.run(false));
+        if !self.syncs.running.swap(true, Ordering::AcqRel) {
+            let (journal, last) = (self.journal.clone(), self.last_ticket.clone());
+            let (durable, running) = (self.syncs.durable.clone(), self.syncs.running.clone());
+            tokio::task::spawn_blocking(move || sync_while_written(&*journal, &last, &durable, &running));
         }
     }
 
