@@ -91,6 +91,11 @@ struct Args {
     /// Likes per phase (one hot item; many items).
     #[arg(long, default_value_t = 100_000)]
     likes: usize,
+    /// Also measure the Redis likes baseline on a `redis-server` of the
+    /// bench's own with `appendfsync always` (durable as ours; needs
+    /// `redis-server` on the PATH, else the row says it was left out).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    durable_redis: bool,
     /// Concurrent likers (the Redis baseline uses as many clients).
     /// Durable writers share fsyncs, so more writers than cores is realistic.
     #[arg(long, default_value_t = 16)]

@@ -1,5 +1,7 @@
 //! Likes: `--likes` likes by distinct users from `--like-threads` writers on
-//! one hot item (its count exact) and on random items; beside Redis's.
+//! one hot item (its count exact) and on random items; beside Redis's, as
+//! the seeds run it (no persistence) and, on a Redis of the bench's own,
+//! made as durable as ours (`appendfsync always`).
 
 use crate::context::{Bench, block};
 use crate::{Args, LikeMode};
@@ -22,16 +24,35 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     if hot_count != given {
         return Err(format!("hot item counted {hot_count} likes for {given} given"));
     }
-    let redis_likes = if args.redis.is_empty() { None } else { redis_likes(args, &item_ids).ok() };
+    let plain_likes = if args.redis.is_empty() { None } else { redis_likes(&args.redis, args, &item_ids).ok() };
+    // The same design with each write fsynced before its reply, on the same
+    // disk as the store: what durability costs Redis here.
+    let durable_likes = if args.redis.is_empty() || !args.durable_redis {
+        None
+    } else {
+        match DurableRedis::start() {
+            Ok(server) => redis_likes(&server.url, args, &item_ids)
+                .inspect_err(|e| eprintln!("durable Redis likes failed: {e}"))
+                .ok(),
+            Err(e) => {
+                eprintln!("durable Redis baseline left out: {e}");
+                None
+            }
+        }
+    };
     let writers = match mode {
         LikeMode::Tasks => format!("{threads} writers as tasks"),
         LikeMode::Threads => format!("{threads} writer threads"),
     };
-    let ratio = |ours: f64, theirs: Option<(f64, f64)>, hot: bool| {
-        theirs.map_or(String::new(), |(h, m)| {
-            let t = if hot { h } else { m };
-            format!("Redis SADD+HINCRBY, {threads} clients (no persistence): {t:.0}/s → ×{:.1}", ours / t)
-        })
+    let ratio = |ours: f64, hot: bool| {
+        let mut out = Vec::new();
+        for (theirs, how) in [(plain_likes, "no persistence"), (durable_likes, "appendfsync always")] {
+            if let Some((h, m)) = theirs {
+                let t = if hot { h } else { m };
+                out.push(format!("Redis SADD+HINCRBY, {threads} clients ({how}): {t:.0}/s → ×{:.2}", ours / t));
+            }
+        }
+        out.join("; ")
     };
     report.row(
         &format!(
@@ -39,12 +60,12 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
             if args.fsync { "fsync" } else { "buffer" }
         ),
         format!("{hot_rate:.0} (count exact: {hot_count})"),
-        ratio(hot_rate, redis_likes, true),
+        ratio(hot_rate, true),
     );
     report.row(
         &format!("likes/s on random items ({writers}, {})", if args.fsync { "fsync" } else { "buffer" }),
         format!("{many_rate:.0}"),
-        ratio(many_rate, redis_likes, false),
+        ratio(many_rate, false),
     );
     Ok(())
 }
@@ -110,8 +131,9 @@ pub fn likes_phase(
 }
 
 /// The seeds' like: `SADD likes:<item> <user>` + `HINCRBY counts:<item> like 1`,
-/// one round trip per like, `--like-threads` clients. Returns (hot, many) likes/s.
-pub fn redis_likes(args: &Args, items: &[tideway_core::ItemId]) -> Result<(f64, f64), String> {
+/// one round trip per like, `--like-threads` clients of the Redis at `url`.
+/// Returns (hot, many) likes/s.
+pub fn redis_likes(url: &str, args: &Args, items: &[tideway_core::ItemId]) -> Result<(f64, f64), String> {
     let prefix = format!("tideway-bench:{}:", std::process::id());
     let threads = args.like_threads.max(1) as u64;
     let run = |hot: bool| -> Result<f64, String> {
@@ -122,7 +144,7 @@ pub fn redis_likes(args: &Args, items: &[tideway_core::ItemId]) -> Result<(f64, 
                 .map(|th| {
                     let prefix = prefix.clone();
                     scope.spawn(move || -> Result<(), String> {
-                        let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+                        let client = redis::Client::open(url).map_err(|e| e.to_string())?;
                         let mut con =
                             client.get_connection_with_timeout(Duration::from_secs(2)).map_err(|e| e.to_string())?;
                         let mut rng = StdRng::seed_from_u64(11 + th);
@@ -153,12 +175,69 @@ pub fn redis_likes(args: &Args, items: &[tideway_core::ItemId]) -> Result<(f64, 
     let hot = run(true)?;
     let many = run(false)?;
     // Clean up what the baseline wrote.
-    let client = redis::Client::open(args.redis.as_str()).map_err(|e| e.to_string())?;
+    let client = redis::Client::open(url).map_err(|e| e.to_string())?;
     let mut con = client.get_connection().map_err(|e| e.to_string())?;
     let keys: Vec<String> = redis::cmd("KEYS").arg(format!("{prefix}*")).query(&mut con).map_err(|e| e.to_string())?;
     for chunk in keys.chunks(1000) {
         let _: () = redis::cmd("UNLINK").arg(chunk).query(&mut con).map_err(|e| e.to_string())?;
     }
-    eprintln!("Redis likes: hot {hot:.0}/s, many {many:.0}/s");
+    eprintln!("Redis likes ({url}): hot {hot:.0}/s, many {many:.0}/s");
     Ok((hot, many))
+}
+
+/// A `redis-server` of the bench's own on a free loopback port, appending
+/// every write to its file and fsyncing it before the reply
+/// (`appendfsync always`: the writes of one turn of its event loop share a
+/// fsync, Redis's group commit), its directory a temporary one beside the
+/// store's. Stopped and removed when dropped.
+struct DurableRedis {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl DurableRedis {
+    fn start() -> Result<Self, String> {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port: {e}"))?
+            .port();
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let child = std::process::Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string(), "--save", ""])
+            .args(["--appendonly", "yes", "--appendfsync", "always"])
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| format!("redis-server could not start ({e}); install it to compare"))?;
+        let server = Self { child, url: format!("redis://127.0.0.1:{port}/0"), _dir: dir };
+        let client = redis::Client::open(server.url.as_str()).map_err(|e| e.to_string())?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ping = client
+                .get_connection_with_timeout(Duration::from_millis(200))
+                .and_then(|mut con| redis::cmd("PING").query::<String>(&mut con));
+            match ping {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => return Err(format!("redis-server did not answer: {e}")),
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+        let mut con = client.get_connection().map_err(|e| e.to_string())?;
+        let fsync: Vec<String> =
+            redis::cmd("CONFIG").arg("GET").arg("appendfsync").query(&mut con).map_err(|e| e.to_string())?;
+        if fsync.get(1).map(String::as_str) != Some("always") {
+            return Err(format!("redis-server reports appendfsync {fsync:?}"));
+        }
+        Ok(server)
+    }
+}
+
+impl Drop for DurableRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
