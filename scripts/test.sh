@@ -25,6 +25,7 @@ if ! command -v promtool >/dev/null && [ "$(id -u)" = 0 ] && command -v apt-get 
 fi
 if command -v promtool >/dev/null; then
   promtool check rules deploy/prometheus/tideway-rules.yml
+  promtool test rules deploy/prometheus/tideway-rules.test.yml
 else
   echo "(promtool not found: deploy/prometheus/tideway-rules.yml not checked; apt-get install prometheus provides it)"
 fi
