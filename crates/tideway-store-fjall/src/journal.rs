@@ -49,7 +49,8 @@ pub struct FjallJournal {
     /// keyspace's own limit from when the keyspace was created (64 MiB for
     /// stores made before this bound), so the journal rotates them itself.
     memtables: Mutex<[u64; SPACES]>,
-    memtable_cap: u64,
+    /// Where the journal rotates each keyspace's memtable ([`rotation_point`]).
+    pub(crate) rotate_at: [u64; SPACES],
     /// With [`SyncMode::Fsync`], where group commit makes a round durable
     /// (`synclog.rs`), with the buffer its payloads are encoded in.
     log: Option<Mutex<(SyncLog, Vec<u8>)>>,
@@ -139,19 +140,36 @@ impl FjallJournal {
         // memory grew by ~3 bytes per item written (docs/benchmarks.md,
         // 2026-12-05). fjall stores a keyspace's options when it creates it:
         // directories created before keep their pinning.
+        //
+        // fjall's own limit of a keyspace's memtable is set out of the
+        // journal's way (`FJALL_MEMTABLE_LIMIT`): each write to a keyspace
+        // over it queues a rotation request for fjall's workers, and a flood
+        // of those while they are busy can deadlock them ([`rotation_point`]).
         let opts = || {
             KeyspaceCreateOptions::default()
-                .max_memtable_size(memtable)
+                .max_memtable_size(FJALL_MEMTABLE_LIMIT)
                 .index_block_pinning_policy(fjall::config::PinningPolicy::all(false))
                 .filter_block_pinning_policy(fjall::config::PinningPolicy::all(false))
         };
-        let ks = |name: &str| db.keyspace(name, opts).map_err(io);
+        // The keyspaces this open creates, by name: they get the limit above.
+        let created = std::cell::RefCell::new(Vec::new());
+        let ks = |name: &str| {
+            if !db.keyspace_exists(name) {
+                created.borrow_mut().push(name.to_owned());
+            }
+            db.keyspace(name, opts).map_err(io)
+        };
         let mut j = FjallJournal {
             meta: ks("meta")?,
             items: ks("items")?,
             // Bodies are read only for items known to exist: no filter on
             // the last level.
-            bodies: db.keyspace("bodies", || opts().expect_point_read_hits(true)).map_err(io)?,
+            bodies: {
+                if !db.keyspace_exists("bodies") {
+                    created.borrow_mut().push("bodies".to_owned());
+                }
+                db.keyspace("bodies", || opts().expect_point_read_hits(true)).map_err(io)?
+            },
             outbox: ks("outbox")?,
             reposts: ks("reposts")?,
             replies: ks("replies")?,
@@ -173,11 +191,25 @@ impl FjallJournal {
             synced: Mutex::new((0, false)),
             sync_done: Condvar::new(),
             memtables: Mutex::new([0; SPACES]),
-            memtable_cap: memtable,
+            rotate_at: [memtable; SPACES],
             rotator: Rotator::default(),
             log: None,
             log_failed: AtomicBool::new(false),
         };
+        // Recorded before anything is written to them; a crash before the
+        // record leaves a keyspace treated as one made before (rotated
+        // earlier than it needs, never later).
+        for name in created.into_inner() {
+            j.meta.insert(limit_key(&name), FJALL_MEMTABLE_LIMIT.to_le_bytes()).map_err(io)?;
+        }
+        j.db.persist(PersistMode::SyncAll).map_err(io)?;
+        let mut rotate_at = [memtable; SPACES];
+        for (at, k) in rotate_at.iter_mut().zip(j.keyspaces()) {
+            let recorded = j.meta.get(limit_key(k.name())).map_err(io)?;
+            let limit = recorded.and_then(|v| <[u8; 8]>::try_from(&v[..]).ok()).map(u64::from_le_bytes);
+            *at = rotation_point(memtable, limit);
+        }
+        j.rotate_at = rotate_at;
         j.rotator = Rotator::start(j.keyspaces().map(Keyspace::clone))
             .map_err(|e| StoreError::unavailable(tideway_store::Engine::Embedded, e))?;
         let next_seq = j.replay_log(dir)?;
@@ -321,7 +353,40 @@ impl Journal for FjallJournal {
 /// default `storage.cache_size` of 128 MiB, whose quarter is the block
 /// cache).
 pub(crate) fn memtable_cap(block_cache: u64) -> u64 {
-    (block_cache / 4).clamp(1 << 20, 32 << 20)
+    (block_cache / 4).clamp(1 << 20, MAX_MEMTABLE_CAP)
+}
+
+/// The largest [`memtable_cap`].
+const MAX_MEMTABLE_CAP: u64 = 32 << 20;
+
+/// fjall's own memtable limit for the keyspaces the journal creates: four
+/// times the largest cap, so that the journal's rotation at its cap comes
+/// first whatever `storage.cache_size` is now or later.
+pub(crate) const FJALL_MEMTABLE_LIMIT: u64 = 4 * MAX_MEMTABLE_CAP;
+
+/// The meta key recording fjall's limit for keyspace `name`, written when
+/// the journal creates it (fjall stores the limit but does not expose it).
+pub(crate) fn limit_key(name: &str) -> Vec<u8> {
+    [b"memtable_limit:".as_slice(), name.as_bytes()].concat()
+}
+
+/// Where the journal rotates a keyspace's memtable, given its cap and the
+/// recorded fjall limit of the keyspace (`None`: made before the record).
+///
+/// The rotation must come well before fjall's limit. Past that limit, every
+/// write to the keyspace queues a rotation request for fjall's workers (a
+/// queue of 1,000, requests dropped when full). A worker that rotates then
+/// sends the flush with a blocking send, as the journal's [`Rotator`] does.
+/// If the queue fills while every worker is busy and all block in such a send,
+/// none receives: flushes stop and memtables grow without bound. Seen with one
+/// worker in a soak (docs/benchmarks.md, 2026-12-06 afternoon). A keyspace made
+/// before the record has a limit of 64 MiB (fjall's default) or of the cap of
+/// its day, so it is rotated at half the cap.
+pub(crate) fn rotation_point(cap: u64, fjall_limit: Option<u64>) -> u64 {
+    match fjall_limit {
+        Some(limit) => cap.min(limit / 2),
+        None => cap / 2,
+    }
 }
 
 impl FjallJournal {
@@ -452,7 +517,7 @@ impl FjallJournal {
         for (i, w) in written.iter().enumerate() {
             debug_assert_eq!(ALL_SPACES[i].index(), i);
             m[i] += w;
-            if m[i] > self.memtable_cap {
+            if m[i] > self.rotate_at[i] {
                 m[i] = 0;
                 self.rotator.rotate(i);
             }

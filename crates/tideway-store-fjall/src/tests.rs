@@ -1021,3 +1021,43 @@ async fn concurrent_rounds_are_committed_in_order() {
         assert!(keys == want, "writer {w}: {} posts of {each}, in order", keys.len());
     }
 }
+
+#[test]
+fn the_journal_rotates_memtables_well_before_fjalls_limit() {
+    use crate::journal::{FJALL_MEMTABLE_LIMIT, limit_key, memtable_cap, rotation_point};
+    let cap = memtable_cap(32 << 20);
+    assert_eq!(rotation_point(cap, Some(FJALL_MEMTABLE_LIMIT)), cap);
+    assert_eq!(rotation_point(32 << 20, Some(FJALL_MEMTABLE_LIMIT)), 32 << 20, "the largest cap, too");
+    assert_eq!(rotation_point(cap, Some(cap)), cap / 2, "a limit of the cap's day");
+    assert_eq!(rotation_point(cap, None), cap / 2, "a keyspace made before the record");
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let names: Vec<String>;
+    {
+        // A new directory: every keyspace is created with fjall's limit out
+        // of reach, recorded, and rotated at the cap.
+        let j = FjallJournal::open(dir.path(), SyncMode::Buffer, 32 << 20).expect("journal").0;
+        assert_eq!(j.rotate_at, [cap; 18]);
+        names = j.keyspaces().iter().map(|k| k.name().to_string()).collect();
+        for name in &names {
+            let v = j.meta.get(limit_key(name)).expect("read").unwrap_or_else(|| panic!("{name} not recorded"));
+            assert_eq!(u64::from_le_bytes(v[..].try_into().expect("8 bytes")), FJALL_MEMTABLE_LIMIT, "{name}");
+        }
+    }
+    {
+        // Reopened with a larger cache: still recorded, at the new cap.
+        let j = FjallJournal::open(dir.path(), SyncMode::Buffer, 64 << 20).expect("journal").0;
+        assert_eq!(j.rotate_at, [memtable_cap(64 << 20); 18]);
+        // What a directory made before the record looks like (its keyspaces
+        // hold fjall's limit of their day, unknown here).
+        for name in &names {
+            j.meta.remove(limit_key(name)).expect("remove");
+        }
+        j.db.persist(PersistMode::SyncAll).expect("persist");
+    }
+    {
+        let j = FjallJournal::open(dir.path(), SyncMode::Buffer, 32 << 20).expect("journal").0;
+        assert_eq!(j.rotate_at, [cap / 2; 18], "rotated at half the cap");
+        assert!(j.meta.get(limit_key("items")).expect("read").is_none(), "nothing claims a limit it did not set");
+    }
+}
