@@ -151,25 +151,15 @@ impl FjallJournal {
                 .index_block_pinning_policy(fjall::config::PinningPolicy::all(false))
                 .filter_block_pinning_policy(fjall::config::PinningPolicy::all(false))
         };
-        // The keyspaces this open creates, by name: they get the limit above.
-        let created = std::cell::RefCell::new(Vec::new());
-        let ks = |name: &str| {
-            if !db.keyspace_exists(name) {
-                created.borrow_mut().push(name.to_owned());
-            }
-            db.keyspace(name, opts).map_err(io)
-        };
+        // Those not here yet are created by this open, with the limit above.
+        let existed = db.list_keyspace_names();
+        let ks = |name: &str| db.keyspace(name, opts).map_err(io);
         let mut j = FjallJournal {
             meta: ks("meta")?,
             items: ks("items")?,
             // Bodies are read only for items known to exist: no filter on
             // the last level.
-            bodies: {
-                if !db.keyspace_exists("bodies") {
-                    created.borrow_mut().push("bodies".to_owned());
-                }
-                db.keyspace("bodies", || opts().expect_point_read_hits(true)).map_err(io)?
-            },
+            bodies: db.keyspace("bodies", || opts().expect_point_read_hits(true)).map_err(io)?,
             outbox: ks("outbox")?,
             reposts: ks("reposts")?,
             replies: ks("replies")?,
@@ -199,8 +189,8 @@ impl FjallJournal {
         // Recorded before anything is written to them; a crash before the
         // record leaves a keyspace treated as one made before (rotated
         // earlier than it needs, never later).
-        for name in created.into_inner() {
-            j.meta.insert(limit_key(&name), FJALL_MEMTABLE_LIMIT.to_le_bytes()).map_err(io)?;
+        for k in j.keyspaces().into_iter().filter(|k| !existed.contains(k.name())) {
+            j.meta.insert(limit_key(k.name()), FJALL_MEMTABLE_LIMIT.to_le_bytes()).map_err(io)?;
         }
         j.db.persist(PersistMode::SyncAll).map_err(io)?;
         let mut rotate_at = [memtable; SPACES];
