@@ -1061,3 +1061,12 @@ fn the_journal_rotates_memtables_well_before_fjalls_limit() {
         assert!(j.meta.get(limit_key("items")).expect("read").is_none(), "nothing claims a limit it did not set");
     }
 }
+
+/// fjall runs one worker on two cores or fewer (no worker of its own
+/// bouncing compactions back to the queue), and its own default beyond.
+#[test]
+fn fjall_runs_one_worker_on_two_cores() {
+    use crate::journal::fjall_workers;
+    assert_eq!([1, 2].map(fjall_workers), [1, 1]);
+    assert_eq!([3, 4, 16].map(fjall_workers), [3, 4, 4], "fjall's own choice: a worker a core, at most four");
+}
