@@ -348,9 +348,10 @@ impl Journal for FjallJournal {
 /// back to the queue, and receives it again at once while the others are
 /// busy: a busy loop for as long as a compaction runs, which on two cores
 /// is half the machine. One worker flushes after the compaction it is
-/// running instead; on this machine that lost nothing (a soak of 5M posts
-/// with reads: memory, throughput and write latency alike) and gained
-/// durable likes ×1.14 on one item and ×1.33 on many (docs/benchmarks.md,
+/// running instead; on this machine that lost nothing (the drain, the
+/// page, the mix, and a soak of 5M posts with reads: memory, throughput and
+/// write latency alike) and gained durable likes on many items in six pairs
+/// of six (×1.04–1.42), on one item in five (×0.91–1.15; docs/benchmarks.md,
 /// 2026-12-06 evening). Larger machines keep fjall's default, unmeasured.
 pub(crate) fn fjall_workers(cores: usize) -> usize {
     if cores <= 2 { 1 } else { cores.min(4) }
