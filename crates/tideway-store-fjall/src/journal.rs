@@ -122,17 +122,17 @@ impl FjallJournal {
         // what it holds is recovered into memtables at start, so this bounds
         // the memory of recent writes after a restart.
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
-        let db = Database::builder(dir)
-            .cache_size(block_cache)
-            .max_journaling_size(64 << 20)
-            .worker_threads(fjall_workers(cores))
-            .open()
-            .map_err(|e| match e {
-                fjall::Error::Locked => {
-                    StoreError::config(DATA_DIR, format!("{} is in use by another tideway process", dir.display()))
-                }
-                e => io(e),
-            })?;
+        let builder = Database::builder(dir).cache_size(block_cache).max_journaling_size(64 << 20);
+        let builder = match fjall_workers(cores) {
+            Some(n) => builder.worker_threads(n),
+            None => builder,
+        };
+        let db = builder.open().map_err(|e| match e {
+            fjall::Error::Locked => {
+                StoreError::config(DATA_DIR, format!("{} is in use by another tideway process", dir.display()))
+            }
+            e => io(e),
+        })?;
         // fjall's default is 64 MiB per keyspace: with the 18 here, recent
         // writes alone could hold over a GiB before anything is written out.
         let memtable = memtable_cap(block_cache);
@@ -192,10 +192,13 @@ impl FjallJournal {
         // Recorded before anything is written to them; a crash before the
         // record leaves a keyspace treated as one made before (rotated
         // earlier than it needs, never later).
-        for k in j.keyspaces().into_iter().filter(|k| !existed.contains(k.name())) {
+        let created: Vec<&Keyspace> = j.keyspaces().into_iter().filter(|k| !existed.contains(k.name())).collect();
+        for k in &created {
             j.meta.insert(limit_key(k.name()), FJALL_MEMTABLE_LIMIT.to_le_bytes()).map_err(io)?;
         }
-        j.db.persist(PersistMode::SyncAll).map_err(io)?;
+        if !created.is_empty() {
+            j.db.persist(PersistMode::SyncAll).map_err(io)?;
+        }
         let mut rotate_at = [memtable; SPACES];
         for (at, k) in rotate_at.iter_mut().zip(j.keyspaces()) {
             let recorded = j.meta.get(limit_key(k.name())).map_err(io)?;
@@ -342,19 +345,19 @@ impl Journal for FjallJournal {
 }
 
 /// How many background workers fjall runs (flushes and compactions) on a
-/// machine of `cores`: one on two cores or fewer, else fjall's own choice
-/// (a worker a core, at most four). With more than one, fjall's worker 0
-/// keeps itself free for flushes by sending every compaction it receives
-/// back to the queue, and receives it again at once while the others are
-/// busy: a busy loop for as long as a compaction runs, which on two cores
+/// machine of `cores`: one on two cores or fewer, else `None`, fjall's own
+/// choice (a worker a core, at most four, in fjall 3.1). With more than
+/// one, fjall's worker 0 keeps itself free for flushes by sending every
+/// compaction it receives back to the queue, and receives it again at once
+/// while the others are busy: a busy loop for as long as a compaction runs, which on two cores
 /// is half the machine. One worker flushes after the compaction it is
 /// running instead; on this machine that lost nothing (the drain, the
 /// page, the mix, and a soak of 5M posts with reads: memory, throughput and
 /// write latency alike) and gained durable likes on many items in six pairs
 /// of six (×1.04–1.42), on one item in five (×0.91–1.15; docs/benchmarks.md,
 /// 2026-12-06 evening). Larger machines keep fjall's default, unmeasured.
-pub(crate) fn fjall_workers(cores: usize) -> usize {
-    if cores <= 2 { 1 } else { cores.min(4) }
+pub(crate) fn fjall_workers(cores: usize) -> Option<usize> {
+    (cores <= 2).then_some(1)
 }
 
 /// The most bytes a keyspace's memtable takes before it is written out:
