@@ -3,7 +3,7 @@
 
 use crate::dialect::PostWrites;
 use crate::rows::{in_list, int, item_of, k, record_json, text};
-use crate::tx::{Tx, is_unique_violation};
+use crate::tx::{Tx, in_doubt, is_unique_violation};
 use crate::{Dialect, SqlStore};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -61,6 +61,16 @@ impl SqlStore {
             }
         }
         Ok(facts)
+    }
+
+    /// The item stored under `item`'s id when it is `item` itself
+    /// (`rules::is_same_create`): an earlier attempt of this create that the
+    /// engine committed though its answer was lost.
+    async fn stored_create(&self, item: &Item) -> Result<Option<Arc<Item>>> {
+        let rows = self.fetch("SELECT record, body FROM tw_items WHERE id = ?", &[k(item.id.0)]).await?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let stored = item_of(&text(row, 0)?, Some(&text(row, 1)?))?;
+        Ok(rules::is_same_create(&stored, item).then_some(stored))
     }
 
     /// One attempt at a create. An item with nothing to resolve first (no
@@ -198,30 +208,56 @@ impl Postings for SqlStore {
 impl Items for SqlStore {
     async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
         // A post with nothing to resolve goes with whatever others are
-        // being posted at once; alone only if its batch failed.
+        // being posted at once; alone only if its batch failed. A batch
+        // that failed may still have been committed, its answer lost on a
+        // broken link: the row under the item's id says so, below.
         if crate::posts::batchable(&item) && self.posts.write(&item, fan_out, now).await? {
             return Ok(CreateOutcome::Created(Arc::new(item)));
         }
-        let tried = self
-            .retrying(|| async {
-                match self.try_create(&item, fan_out, now).await {
-                    Ok(outcome) => Ok(Ok(outcome)),
-                    Err(Failed::Store(e)) => Err(e),
-                    Err(Failed::Duplicate) => Ok(Err(())),
+        let mut again = true;
+        loop {
+            let tried = self
+                .retrying(|| async {
+                    match self.try_create(&item, fan_out, now).await {
+                        Ok(outcome) => Ok(Ok(outcome)),
+                        Err(Failed::Store(e)) => Err(e),
+                        Err(Failed::Duplicate) => Ok(Err(())),
+                    }
+                })
+                .await;
+            let doubt = match tried {
+                // An earlier attempt of this very create, found by its
+                // idempotency key, is this create done.
+                Ok(Ok(CreateOutcome::Existing(found))) if found.id == item.id => {
+                    return Ok(CreateOutcome::Created(found));
                 }
-            })
-            .await?;
-        match tried {
-            Ok(outcome) => Ok(outcome),
-            // A unique index refused the row: a racing create with the same
-            // idempotency key won (return it), or the id is taken.
-            Err(()) => {
-                let mut tx = self.begin().await?;
-                let facts = CreateFacts { id_taken: true, ..self.create_facts(&mut tx, &item).await? };
-                match rules::create(facts) {
-                    CreateDecision::Resolved(found) => Ok(found),
-                    CreateDecision::IdTaken | CreateDecision::Store => Err(StoreError::IdTaken(item.id.0)),
+                Ok(Ok(outcome)) => return Ok(outcome),
+                // A unique index refused the row: this create's own earlier
+                // attempt (committed, its answer lost), a racing create with
+                // the same idempotency key (return it), or the id is taken.
+                Ok(Err(())) => {
+                    if let Some(stored) = self.stored_create(&item).await? {
+                        return Ok(CreateOutcome::Created(stored));
+                    }
+                    let mut tx = self.begin().await?;
+                    let facts = CreateFacts { id_taken: true, ..self.create_facts(&mut tx, &item).await? };
+                    return match rules::create(facts) {
+                        CreateDecision::Resolved(found) => Ok(found),
+                        CreateDecision::IdTaken | CreateDecision::Store => Err(StoreError::IdTaken(item.id.0)),
+                    };
                 }
+                Err(e) if again && in_doubt(&e) => e,
+                Err(e) => return Err(e),
+            };
+            // The link broke with the outcome unknown. What the engine
+            // holds decides, never a write under a new id: this create
+            // stored is done; nothing under its id is written once more
+            // under the same id (a commit still on its way then meets the
+            // unique index, and is found above).
+            match self.stored_create(&item).await {
+                Ok(Some(stored)) => return Ok(CreateOutcome::Created(stored)),
+                Ok(None) => again = false,
+                Err(_) => return Err(doubt),
             }
         }
     }

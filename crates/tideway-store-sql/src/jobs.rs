@@ -222,11 +222,11 @@ impl Jobs for SqlStore {
         Ok(())
     }
 
+    /// On the probe's own session: readiness asks this once a second.
     async fn clock(&self) -> Result<Option<Millis>> {
-        let now: i64 = sqlx::query_scalar(&format!("SELECT {}", self.dialect.now_ms()))
-            .fetch_one(&self.pool)
-            .await
-            .map_err(self.err())?;
-        Ok(Some(Millis(now)))
+        let sql = format!("SELECT {}", self.dialect.now_ms());
+        let rows = self.probe.fetch_all(|| sqlx::query(&sql)).await.map_err(self.err())?;
+        let row = rows.first().ok_or_else(|| tideway_store::StoreError::corrupt("the clock's read answered no row"))?;
+        Ok(Some(Millis(int(row, 0)?)))
     }
 }

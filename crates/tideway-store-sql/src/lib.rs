@@ -19,6 +19,7 @@
 //! | `dialect.rs` | [`Dialect`] and every statement spelled per dialect |
 //! | `rows.rs` | binds and columns: keys as BIGINTs, typed column reads, padded `IN` lists, item rows |
 //! | `tx.rs` | errors classified from the engines' codes, the retry of a transaction, plain reads |
+//! | `session.rs` | the bounds every session sets: idle in a transaction, lock waits, statements, keepalives |
 //! | `items.rs` | [`Items`]: creates (rules in `tideway_store::rules`), updates, records, outboxes, reposts, insertions |
 //! | `posts.rs` | plain posts queued and written in batches: one statement (PostgreSQL) or one transaction (MySQL) for all queued |
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
@@ -38,6 +39,7 @@
 //! [`Notifications`]: tideway_store::Notifications
 
 mod dialect;
+pub mod fault_link;
 mod graph;
 mod items;
 mod jobs;
@@ -49,6 +51,7 @@ mod posts;
 mod reactions;
 mod rows;
 pub mod schema;
+pub mod session;
 mod stats;
 pub mod testing;
 mod tx;
@@ -87,6 +90,10 @@ pub struct SqlStore {
     /// (`page_conns.rs`).
     pages: page_conns::PageConns,
     dialect: Dialect,
+    /// The readiness probe's one session (`Jobs::clock`): a trivial
+    /// statement that no busy pool delays, so a slow but answering
+    /// database keeps its nodes ready.
+    probe: page_conns::PageConns,
     /// Plain posts waiting to be written together (`posts.rs`).
     posts: std::sync::Arc<posts::PostQueue>,
     /// The store-wide counts and when they were read (see `stats.rs`).
@@ -108,9 +115,9 @@ impl SqlStore {
             .after_connect(move |conn, _| {
                 Box::pin(async move {
                     if mysql {
-                        sqlx::query(MY_READ_COMMITTED).execute(conn).await?;
+                        sqlx::query(MY_READ_COMMITTED).execute(&mut *conn).await?;
                     }
-                    Ok(())
+                    session::bound(conn, dialect).await
                 })
             })
             .max_connections(16)
@@ -144,12 +151,14 @@ impl SqlStore {
         } else {
             vec!["SET plan_cache_mode = force_generic_plan".to_owned()]
         };
-        let pages = page_conns::PageConns::new(url, setup, 8, Duration::from_secs(3));
+        let pages = page_conns::PageConns::new(url, dialect, setup, 8, Duration::from_secs(3));
         let posts = posts::PostQueue::new(pool.clone(), dialect);
+        let probe = page_conns::PageConns::new(url, dialect, vec![], 1, Duration::from_secs(2));
         let store = Self {
             pool,
             pages,
             dialect,
+            probe,
             posts,
             stats: tokio::sync::Mutex::new(None),
             promotions: pages::PromotionsCopy::default(),
@@ -166,6 +175,7 @@ impl SqlStore {
     pub async fn close(&self) {
         self.pool.close().await;
         self.pages.close().await;
+        self.probe.close().await;
     }
 }
 

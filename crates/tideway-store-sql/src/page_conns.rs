@@ -21,6 +21,8 @@ use tokio::sync::Semaphore;
 
 pub(crate) struct PageConns {
     url: String,
+    /// Its sessions' bounds (`session.rs`) are this dialect's.
+    dialect: crate::Dialect,
     /// Run on each new session before it reads a page (its settings).
     setup: Vec<String>,
     /// Sessions not lent now.
@@ -34,8 +36,8 @@ pub(crate) struct PageConns {
 
 impl PageConns {
     /// At most `max` sessions, each opened when first needed.
-    pub(crate) fn new(url: &str, setup: Vec<String>, max: usize, wait: Duration) -> Self {
-        Self { url: url.to_owned(), setup, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), wait }
+    pub(crate) fn new(url: &str, dialect: crate::Dialect, setup: Vec<String>, max: usize, wait: Duration) -> Self {
+        Self { url: url.to_owned(), dialect, setup, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), wait }
     }
 
     /// A new session, set up; within the wait (a database that does not
@@ -43,6 +45,7 @@ impl PageConns {
     async fn open(&self) -> sqlx::Result<AnyConnection> {
         let open = async {
             let mut conn = AnyConnection::connect(&self.url).await?;
+            crate::session::bound(&mut conn, self.dialect).await?;
             for sql in &self.setup {
                 conn.execute(sqlx::raw_sql(sql)).await?;
             }
@@ -100,6 +103,10 @@ mod tests {
     use sqlx::{Connection, Executor, Row};
     use std::time::Duration;
 
+    fn dialect_of(url: &str) -> crate::Dialect {
+        crate::Dialect::of_url(url).expect("a SQL URL")
+    }
+
     /// The session's own id, as the server names it.
     async fn session(conns: &PageConns, sql: &str) -> i64 {
         let rows = conns.fetch_all(|| sqlx::raw_sql(sql)).await.expect("a page's read");
@@ -110,7 +117,7 @@ mod tests {
     /// ends a session by id; `sleep`: one that takes two seconds.
     async fn sessions_are_lent_again_unless_in_doubt(var: &str, me: &str, kill: &str, sleep: &str) {
         let db = FreshDatabase::from_env(var).await;
-        let conns = PageConns::new(&db.url, vec![], 2, Duration::from_secs(3));
+        let conns = PageConns::new(&db.url, dialect_of(&db.url), vec![], 2, Duration::from_secs(3));
         // One session lent again and again, no ping between.
         let first = session(&conns, me).await;
         assert_eq!(session(&conns, me).await, first, "the idle session is lent again");
@@ -135,7 +142,7 @@ mod tests {
         assert!(conns.idle.lock().is_empty());
         // At most `max` sessions at once; the others wait (here past the
         // wait: a timeout, as the pool's).
-        let short = PageConns::new(&db.url, vec![], 1, Duration::from_millis(300));
+        let short = PageConns::new(&db.url, dialect_of(&db.url), vec![], 1, Duration::from_millis(300));
         let (held, waiting) = tokio::join!(short.fetch_all(|| sqlx::raw_sql(sleep)), async {
             tokio::time::sleep(Duration::from_millis(50)).await;
             short.fetch_all(|| sqlx::raw_sql(me)).await

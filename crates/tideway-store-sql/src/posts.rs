@@ -430,6 +430,64 @@ mod tests {
         db.drop().await.expect("drop the database");
     }
 
+    /// The engine's answer lost after it acted, on the link of a batch (it
+    /// committed) and of a lone create (it had not): every create is stored
+    /// exactly once, under the id it was given, and answered `Created`.
+    async fn lost_answers(var: &str) {
+        use crate::fault_link::FaultLink;
+        let db = FreshDatabase::from_env(var).await;
+        let link = FaultLink::start(FaultLink::target_of(&db.url).expect("an engine address")).await.expect("proxy");
+        let store = SqlStore::connect(&link.url_through(&db.url)).await.expect("connect through the proxy");
+        const MARK: &str = "lose-this-answer";
+        let hex: String = MARK.bytes().map(|b| format!("{b:02x}")).collect();
+        // A batch of eight, one carrying the mark: the batch commits and its
+        // answer is lost; each post then meets its own row.
+        link.lose_answers_to(&[MARK.as_bytes(), hex.as_bytes()], 1);
+        let creates = (1..=8u64).map(|n| {
+            let text = if n == 5 { MARK } else { "plain" };
+            store.create_item(post(n, 1, text), true, Millis(n as i64))
+        });
+        for (n, o) in futures_util::future::join_all(creates).await.into_iter().enumerate() {
+            match o.expect("create") {
+                CreateOutcome::Created(item) => assert_eq!(item.id, ItemId(n as u64 + 1)),
+                other => panic!("post {}: {other:?}", n + 1),
+            }
+        }
+        assert_eq!(link.answers_lost(), 1, "the batch's answer was lost");
+        // A lone create (an idempotency key: read, then written in one
+        // transaction) whose insert's answer is lost: nothing committed,
+        // written again under the same id.
+        link.lose_answers_to(&[MARK.as_bytes()], 1);
+        let mut keyed = post(9, 1, MARK);
+        keyed.idempotency_key = Some("k-9".into());
+        match store.create_item(keyed, true, Millis(9)).await.expect("create") {
+            CreateOutcome::Created(item) => assert_eq!(item.id, ItemId(9)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(link.answers_lost(), 2, "the lone insert's answer was lost");
+        let rows = crate::rows::int(
+            &store.fetch("SELECT COUNT(*) FROM tw_items WHERE author = ?", &[1]).await.expect("count")[0],
+            0,
+        )
+        .expect("a count");
+        assert_eq!(rows, 9, "each post stored once");
+        assert_eq!(store.counts(UserId(1)).await.expect("counts").items, 9);
+        assert_eq!(tideway_store::Jobs::pending_jobs(&store, 100).await.expect("jobs").len(), 9);
+        store.close().await;
+        drop(link);
+        db.drop().await.expect("drop the database");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_a_lost_commit_answer_stores_nothing_twice() {
+        lost_answers("TIDEWAY_TEST_POSTGRES_URL").await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn mysql_a_lost_commit_answer_stores_nothing_twice() {
+        lost_answers("TIDEWAY_TEST_MYSQL_URL").await;
+    }
+
     #[tokio::test]
     async fn postgres_large_posts_go_in_smaller_batches() {
         large("TIDEWAY_TEST_POSTGRES_URL").await;

@@ -431,6 +431,10 @@ pub fn render(stmt: &str, d: Dialect) -> Option<String> {
 /// (nodes starting together apply each once); refuses a newer schema.
 pub(crate) async fn migrate(pool: &sqlx::AnyPool, dialect: Dialect) -> std::result::Result<(), String> {
     let mut conn = pool.acquire().await.map_err(|e| e.to_string())?;
+    // Without the sessions' bounds (an index on a large table takes long,
+    // and a node waits here for another's migrations); the session is
+    // closed after, so that no other work runs unbounded on it.
+    crate::session::unbound(&mut conn, dialect).await.map_err(|e| e.to_string())?;
     let lock = match dialect {
         Dialect::Postgres => "SELECT pg_advisory_lock(74110)",
         Dialect::MySql => "SELECT GET_LOCK('tideway_migrate', 60)",
@@ -474,5 +478,6 @@ pub(crate) async fn migrate(pool: &sqlx::AnyPool, dialect: Dialect) -> std::resu
         Dialect::MySql => "SELECT RELEASE_LOCK('tideway_migrate')",
     };
     let _ = sqlx::query(unlock).execute(&mut *conn).await;
+    let _ = sqlx::Connection::close(conn.detach()).await;
     result
 }

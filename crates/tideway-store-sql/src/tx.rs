@@ -42,6 +42,18 @@ pub(crate) fn classify(dialect: Dialect, e: sqlx::Error) -> StoreError {
     StoreError::Unavailable { engine: dialect.engine(), retryable: rolled_back(dialect, &e), source: Box::new(e) }
 }
 
+/// Whether a failed call may have been acted on by the engine all the same:
+/// the link broke (an I/O or protocol failure) after the request may have
+/// gone out, so a commit may have happened whose answer was lost. An
+/// engine's own refusal, or a pool with no session to lend, did nothing.
+pub(crate) fn in_doubt(e: &StoreError) -> bool {
+    let StoreError::Unavailable { source, .. } = e else { return false };
+    matches!(
+        source.downcast_ref::<sqlx::Error>(),
+        Some(sqlx::Error::Io(_) | sqlx::Error::Protocol(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed)
+    )
+}
+
 /// Whether a unique index refused a row.
 pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation)

@@ -165,6 +165,29 @@ pub fn create(facts: CreateFacts) -> CreateDecision {
     }
 }
 
+/// Whether `stored`, found under the id of `ours`, is `ours` itself: an
+/// earlier attempt at the same create whose answer was lost (the engine
+/// committed, the link broke before it said so). A node draws an id per
+/// create, so an id held by an item of the same author, kind and content is
+/// this create's, and the create is done; anything else under the id is
+/// another item (the id is taken). Once changed (`rev`), only the fields
+/// fixed at creation are compared.
+pub fn is_same_create(stored: &Item, ours: &Item) -> bool {
+    let fixed = stored.id == ours.id
+        && stored.author == ours.author
+        && stored.kind == ours.kind
+        && stored.repost_of == ours.repost_of
+        && stored.reply_to == ours.reply_to
+        && stored.idempotency_key == ours.idempotency_key;
+    fixed
+        && (stored.rev > 0
+            || (stored.body == ours.body
+                && stored.visibility == ours.visibility
+                && stored.tags == ours.tags
+                && stored.mentions == ours.mentions
+                && stored.object == ours.object))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -199,6 +222,27 @@ mod tests {
         let d = follow(&[u(1)], at, 10, 10, facts);
         assert_eq!(d.statuses, vec![FollowStatus::Already(Millis(7))]);
         assert!(d.new.is_empty());
+    }
+
+    #[test]
+    fn an_id_held_by_the_same_create_is_that_create() {
+        use tideway_core::ItemKind;
+        let mut ours = Item::new(ItemId(7), u(1), ItemKind::Post);
+        ours.tags = vec!["rust".into()];
+        assert!(is_same_create(&ours, &ours), "the lost answer's own row");
+        let mut other = ours.clone();
+        other.tags = vec!["db".into()];
+        assert!(!is_same_create(&other, &ours), "another post under the id");
+        let by_another = Item::new(ItemId(7), u(2), ItemKind::Post);
+        assert!(!is_same_create(&by_another, &ours));
+        // Patched since (by someone who saw it in a feed): the fields fixed
+        // at creation decide.
+        let mut patched = other.clone();
+        patched.rev = 1;
+        assert!(is_same_create(&patched, &ours));
+        let mut reply = patched.clone();
+        reply.reply_to = Some(ItemId(3));
+        assert!(!is_same_create(&reply, &ours));
     }
 
     #[test]
