@@ -148,11 +148,18 @@ impl FeedService {
         })
     }
 
-    /// The durable engine's probe: reads the store's clock (which asks the
-    /// engine: a failure is the engine's) and measures this node's offset
-    /// from it, then records the heartbeat of a claimed node id.
+    /// The durable engine's probe, the one readiness counts: reads the
+    /// store's clock (one trivial statement, on a session of its own on
+    /// remote engines, so a busy pool cannot delay it) and measures this
+    /// node's offset from it.
     pub(crate) async fn probe_durable(&self) -> tideway_store::Result<()> {
-        self.measure_clock().await?;
+        self.measure_clock().await
+    }
+
+    /// Records the heartbeat of a claimed node id (beside the probe, on
+    /// the shared pool: a late beat makes no node unready, and only a beat
+    /// another instance's claim refused stops this one).
+    pub(crate) async fn beat(&self) -> tideway_store::Result<()> {
         if self.node.claimed.load(Ordering::Relaxed)
             && !self.backend.beat(self.opts.node_id, self.node.instance).await?
             && !self.node.lost.swap(true, Ordering::Relaxed)

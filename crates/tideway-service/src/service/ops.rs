@@ -119,12 +119,17 @@ impl FeedService {
             Ok(Err(e)) => Err(e.chain()),
             Err(_) => Err(format!("no answer within {} ms", PROBE_TIMEOUT.as_millis())),
         };
-        let (d, s) = tokio::join!(
+        let (d, s, beat) = tokio::join!(
             tokio::time::timeout(PROBE_TIMEOUT, self.probe_durable()),
-            tokio::time::timeout(PROBE_TIMEOUT, self.backend.ping())
+            tokio::time::timeout(PROBE_TIMEOUT, self.backend.ping()),
+            tokio::time::timeout(PROBE_TIMEOUT, self.beat())
         );
         self.health.durable.record(timed(d));
         self.health.shared.record(timed(s));
+        if let Err(e) = timed(beat) {
+            tracing::debug!(error = %e, "this node's heartbeat was not recorded");
+            metrics::counter!("tideway_node_beats_missed_total").increment(1);
+        }
     }
 
     /// Store-wide figures from the durable engine (fails when it does), and

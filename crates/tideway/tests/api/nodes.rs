@@ -457,3 +457,65 @@ async fn a_node_whose_clock_is_ahead_refuses_writes() {
     drop((good, ahead));
     cl.clean().await;
 }
+
+/// A node whose link to PostgreSQL is slow (+150 ms each way, through a
+/// proxy) while four writers post through it: readiness means the database
+/// answers a trivial statement within the bound, asked on a session of its
+/// own, so it stays ready all along (it flapped when its probe queued
+/// behind the writes on the shared pool), and every post is acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_database_link_leaves_the_node_ready() {
+    use tideway_store_sql::fault_link::{Fault, FaultLink};
+    let cl = Cluster::create().await;
+    let link = FaultLink::start(FaultLink::target_of(&cl.db.url).expect("address")).await.expect("proxy");
+    let url = link.url_through(&cl.db.url);
+    let a = cl.node_with(1, &[("TIDEWAY_STORAGE__URL", url.as_str())]).await;
+    cl.follow(&a, 100, 1).await;
+    link.set(Fault::Delay(Duration::from_millis(150)));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (1..=4u64)
+        .map(|w| {
+            let (c, base, stop) = (cl.c.clone(), a.base.clone(), stop.clone());
+            tokio::spawn(async move {
+                let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+                let mut slowest = Duration::ZERO;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let t0 = Instant::now();
+                    let r = c
+                        .post(format!("{base}/v1/items"))
+                        .json(&json!({"author": w.to_string(), "body": {"text": "slow link"}}))
+                        .send()
+                        .await
+                        .expect("post");
+                    slowest = slowest.max(t0.elapsed());
+                    *statuses.entry(r.status().as_u16()).or_default() += 1;
+                }
+                (statuses, slowest)
+            })
+        })
+        .collect();
+    let (mut probes, mut unready) = (0, Vec::new());
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        let r = cl.c.get(format!("{}/readyz", a.base)).timeout(Duration::from_secs(1)).send().await.expect("readyz");
+        probes += 1;
+        if r.status() != StatusCode::OK {
+            unready.push(r.text().await.unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut posted = 0;
+    for w in writers {
+        let (statuses, slowest) = w.await.expect("writer");
+        eprintln!("writer: statuses {statuses:?}, slowest {slowest:?}");
+        assert_eq!(statuses.keys().copied().collect::<Vec<_>>(), vec![201], "every post acknowledged: {statuses:?}");
+        posted += statuses.values().sum::<usize>();
+    }
+    eprintln!("+150 ms each way: {probes} probes, {} unready; {posted} posts", unready.len());
+    assert!(unready.is_empty(), "{} of {probes} probes unready: {unready:?}", unready.len());
+    assert!(posted >= 8, "the writers got through: {posted} posts");
+    link.set(Fault::Pass);
+    drop(a);
+    cl.clean().await;
+}
