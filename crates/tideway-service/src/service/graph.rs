@@ -28,12 +28,20 @@ impl FeedService {
         let statuses = self.backend.follow_many(user, targets, self.write_now()?, self.opts.max_following).await?;
         self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
-        let new: Vec<UserId> = targets
+        // Every follow that stands is backfilled, a repeat too. The
+        // backfill runs after the follow is stored: a node killed between
+        // the two (`kill -9`) leaves a follow whose posts from before it
+        // never reach the inbox (their jobs read the followers before it),
+        // and the client's retry of the unanswered request finds it
+        // `Already` (issue 64). Merging an outbox again is idempotent.
+        let mut new: Vec<UserId> = targets
             .iter()
             .zip(&statuses)
-            .filter(|(_, s)| matches!(s, FollowStatus::Followed(_)))
+            .filter(|(_, s)| matches!(s, FollowStatus::Followed(_) | FollowStatus::Already(_)))
             .map(|(t, _)| *t)
             .collect();
+        new.sort_unstable();
+        new.dedup();
         if !new.is_empty()
             && let Err(e) = self.backfill(user, &new).await
         {
