@@ -252,6 +252,21 @@ impl FeedService {
         }
         match outcome {
             CreateOutcome::Created(item) => {
+                // The own inbox again, now that the item is stored. The
+                // delivery before the store finds no inbox when the author
+                // has none yet, and a rebuild that read the outboxes before
+                // the store committed (a home read of the author's beside
+                // the post: on PostgreSQL a batch can wait a second on a
+                // deadlock) then makes one without the item, for good:
+                // fan-out never delivers to the author (issue 64). An inbox
+                // ignores a key it holds. If this fails the inbox goes, and
+                // the next read rebuilds it from the outboxes.
+                if !card && let Err(e) = self.backend.deliver(item.id.0, &[author]).await {
+                    tracing::warn!(user = author.0, error = %e, "own-inbox delivery after the store failed: dropping the inbox");
+                    if let Err(e) = self.backend.drop_inbox(author).await {
+                        tracing::error!(user = author.0, error = %e, "could not drop an inbox that missed its own post");
+                    }
+                }
                 // The author's own home had the item before it was stored;
                 // followers get it from the worker, or pull it if the author
                 // is hot (readers whose inbox floor is below its key pull the
