@@ -208,6 +208,17 @@ impl FeedService {
         let floor = if keys.len() >= n { keys.last().map_or(0, |k| k.saturating_sub(1)) } else { 0 };
         self.backend.finish_rebuild(user, &keys, floor).await?;
         metrics::counter!("tideway_inbox_rebuilds_total").increment(1);
+        // A follow stored after `f_list` was read found this inbox absent or
+        // building and left it to the rebuild, which did not read that
+        // followee's outbox: those items would be missing above the floor
+        // for good (issue 64). So the list is read again now the inbox is
+        // ready (a follow stored later backfills it itself), and the
+        // followees it gained are backfilled here.
+        let now = self.sources_of(user).await?;
+        let gained: Vec<UserId> = now.into_iter().filter(|u| f_list.binary_search(u).is_err()).collect();
+        if !gained.is_empty() {
+            self.backfill(user, &gained).await?;
+        }
         // Deliveries during the rebuild may have raised it.
         Ok(self.backend.inbox_floor(user).await?.unwrap_or(floor))
     }

@@ -72,7 +72,7 @@ impl FeedService {
     /// Brings the recent items of newly followed authors into `user`'s inbox,
     /// if present. Runs after the follows are durable, so an item posted in
     /// between is either in the outboxes read here or delivered by its job.
-    async fn backfill(&self, user: UserId, new: &[UserId]) -> Result<()> {
+    pub(super) async fn backfill(&self, user: UserId, new: &[UserId]) -> Result<()> {
         let Some(floor) = self.backend.inbox_floor(user).await? else {
             return Ok(());
         };
