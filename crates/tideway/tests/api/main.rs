@@ -12,6 +12,7 @@ mod hardening;
 mod helpers;
 mod import;
 mod items;
+mod kills;
 mod live;
 mod nodes;
 mod notifications;

@@ -14,7 +14,7 @@ fn env(var: &str) -> String {
     std::env::var(var).unwrap_or_else(|_| panic!("{var} is not set: run `eval \"$(scripts/services.sh up)\"`"))
 }
 
-struct Cluster {
+pub(crate) struct Cluster {
     db: tideway_store_sql::testing::FreshDatabase,
     /// `postgres` or `mysql`.
     backend: &'static str,
@@ -30,7 +30,7 @@ impl Cluster {
     }
 
     /// A fresh database on `backend` (`postgres` or `mysql`) and the cluster.
-    async fn create_on(backend: &'static str) -> Self {
+    pub(crate) async fn create_on(backend: &'static str) -> Self {
         let var = if backend == "mysql" { "TIDEWAY_TEST_MYSQL_URL" } else { "TIDEWAY_TEST_POSTGRES_URL" };
         Cluster {
             db: tideway_store_sql::testing::FreshDatabase::create(&env(var)).await.expect("db"),
@@ -47,7 +47,7 @@ impl Cluster {
     }
 
     /// A node with more settings (they override the shared ones).
-    async fn node_with(&self, id: u16, more: &[(&str, &str)]) -> Proc {
+    pub(crate) async fn node_with(&self, id: u16, more: &[(&str, &str)]) -> Proc {
         self.start_node(id, more, true).await
     }
 
@@ -87,13 +87,13 @@ impl Cluster {
     }
 
     /// The deployment's pending fan-out jobs, as `node` reads them.
-    async fn pending(&self, node: &Proc) -> u64 {
+    pub(crate) async fn pending(&self, node: &Proc) -> u64 {
         let stats = self.get(format!("{}/v1/stats", node.base)).await;
         stats["fanout"]["pending"].as_u64().expect("pending")
     }
 
     /// Deletes this test's Redis keys and its database.
-    async fn clean(self) {
+    pub(crate) async fn clean(self) {
         let mut ro = tideway_store_redis::RedisOptions::new(self.redis.split(',').map(str::to_owned).collect(), 800);
         ro.prefix = self.prefix.clone();
         let r = tideway_store_redis::RedisShared::connect(ro).await.expect("redis");
