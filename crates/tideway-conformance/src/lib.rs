@@ -22,6 +22,7 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("items_update", |b| Box::pin(items_update(b))),
     ("jobs_leases", |b| Box::pin(jobs_leases(b))),
     ("node_claims", |b| Box::pin(node_claims(b))),
+    ("shared_trust", |b| Box::pin(shared_trust(b))),
     ("activity", |b| Box::pin(activity(b))),
     ("hot_authors", |b| Box::pin(hot_authors(b))),
     ("inboxes", |b| Box::pin(inboxes(b))),
@@ -37,6 +38,7 @@ pub const SUITES: &[(&str, Suite)] = &[
     ("live", |b| Box::pin(live(b))),
     ("snapshots", |b| Box::pin(snapshots(b))),
     ("removals", |b| Box::pin(removals(b))),
+    ("forget_all", |b| Box::pin(forget_all(b))),
     ("fact_tokens", |b| Box::pin(fact_tokens(b))),
     ("pages", |b| Box::pin(pages(b))),
 ];
@@ -201,6 +203,64 @@ pub async fn node_claims(b: &dyn Backend) {
     if let Some(t) = b.clock().await.expect("clock") {
         assert!((t.0 - Millis::now().0).abs() < 5_000, "store clock {t:?}");
     }
+}
+
+/// `Jobs::shared_trust`: the record of trust in the shared half starts
+/// trusted and changes only by `SharedTrust::apply`, at the store's clock:
+/// a miss distrusts it (a new generation once), a restore needs the hold
+/// over and no miss it did not see.
+pub async fn shared_trust(b: &dyn Backend) {
+    use tideway_store::TrustChange::{Distrust, Read, Restore};
+    let t = b.shared_trust(Read).await.expect("read");
+    assert!(t.trusted && t.generation == 0 && t.missed == 0, "a new deployment trusts its shared half: {t:?}");
+    assert!((t.now.0 - Millis::now().0).abs() < 5_000, "the store's clock: {t:?}");
+    let hold = Distrust { hold_ms: 300 };
+    let d = b.shared_trust(hold).await.expect("distrust");
+    assert_eq!(d, t.apply(hold, d.now), "a miss");
+    assert!(!d.trusted && d.generation == 1 && d.missed == 1 && d.since == d.now, "{d:?}");
+    let again = b.shared_trust(hold).await.expect("distrust again");
+    assert_eq!(again, d.apply(hold, again.now), "a second miss keeps the generation");
+    let read = b.shared_trust(Read).await.expect("read");
+    assert_eq!(read, again.apply(Read, read.now), "read back");
+    let restore = Restore { generation: again.generation, missed: again.missed };
+    let early = b.shared_trust(restore).await.expect("restore");
+    if early.now.0 < again.hold_until.0 {
+        assert!(!early.trusted, "not trusted again within the hold: {early:?}");
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(350)).await;
+    let stale = b.shared_trust(Restore { generation: again.generation, missed: d.missed }).await.expect("restore");
+    assert!(!stale.trusted, "not after a miss the restore did not see: {stale:?}");
+    let back = b.shared_trust(restore).await.expect("restore");
+    assert_eq!(back, again.apply(restore, back.now), "trusted again");
+    assert!(back.trusted, "{back:?}");
+    let next = b.shared_trust(hold).await.expect("a later miss");
+    assert_eq!((next.generation, next.missed, next.trusted, next.since), (2, 3, false, next.now), "{next:?}");
+}
+
+/// `Hub::forget_all`: the shared half forgets what it kept (inboxes, hot
+/// marks, activity, removal notes, tokens), and works on as before.
+pub async fn forget_all(b: &dyn Backend) {
+    use tideway_store::{FactKey, Removal};
+    let (u, author) = (UserId(1), UserId(2));
+    b.finish_rebuild(u, &[10, 20], 0).await.expect("an inbox");
+    b.mark_unpushed(author, 30).await.expect("a mark");
+    b.touch(u, Millis(1_000)).await.expect("a read");
+    let at = Millis::now();
+    b.note_removals(&[Removal::Item { author, item: ItemId(20), key: Some(20) }], at, 60_000).await.expect("a note");
+    let keys = [FactKey::Item(ItemId(20))];
+    b.mint_fact_tokens(&keys).await.expect("mint");
+    let before = b.fact_tokens(&keys).await.expect("tokens");
+    b.forget_all().await.expect("forget");
+    assert_eq!(b.inbox_floor(u).await.expect("floor"), None, "the inbox is gone");
+    assert_eq!(b.unpushed_keys(&[author]).await.expect("marks"), vec![None], "the mark is gone");
+    assert_eq!(b.last_active(&[u]).await.expect("activity"), vec![None], "the activity is gone");
+    let removed = b.removed_since(u, &[author], Millis(0)).await.expect("notes");
+    assert!(removed.items.is_empty() && removed.others.is_empty(), "the notes are gone: {removed:?}");
+    b.mint_fact_tokens(&keys).await.expect("mint");
+    let after = b.fact_tokens(&keys).await.expect("tokens");
+    assert!(before[0].is_none() || after[0] != before[0], "no token comes back: {before:?} then {after:?}");
+    b.finish_rebuild(u, &[40], 0).await.expect("an inbox again");
+    assert_eq!(b.inbox_floor(u).await.expect("floor"), Some(0), "and works on");
 }
 
 /// `Activity`: last reads that never move back, batch reads in order, the

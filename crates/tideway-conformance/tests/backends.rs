@@ -70,6 +70,7 @@ fn every_suite_is_in_the_matrix() {
             "items_update",
             "jobs_leases",
             "node_claims",
+            "shared_trust",
             "activity",
             "hot_authors",
             "inboxes",
@@ -85,6 +86,7 @@ fn every_suite_is_in_the_matrix() {
             "live",
             "snapshots",
             "removals",
+            "forget_all",
             "fact_tokens",
             "pages"
         ]

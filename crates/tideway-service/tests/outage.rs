@@ -1,24 +1,27 @@
-//! The shared half of the storage (inboxes, activity, hot-author marks: Redis
-//! in a scaled-out deployment) goes down and comes back. While it is down,
-//! home pages are pulled from the outboxes and equal the pages read through
-//! the inboxes; writes that would leave an inbox behind (posts, follows,
-//! home inserts) answer `unavailable` before anything durable is written.
-//! When it is back, pages go through the inboxes again and still agree.
+//! The shared half of the storage (inboxes, activity, hot-author marks,
+//! fact tokens: Redis in a scaled-out deployment) goes away from one node
+//! of two and comes back. Every write on the cut node is accepted (it goes
+//! on without the shared half, which then no node trusts:
+//! `tideway_store::trust`), and every page on either node equals the
+//! definition meanwhile (pulled from the durable half) and after (through
+//! the inboxes again, once the shared half was dropped and trusted again).
 
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 use tideway_core::merge::{Direction, KeyRange};
-use tideway_core::{ItemKind, Key, Millis, NewItem, UserId};
-use tideway_service::{FanoutWorker, FeedService, ManualClock, PageRequest, ServiceError, ServiceOptions};
+use tideway_core::{ItemId, ItemKind, Key, Millis, NewItem, UserId};
+use tideway_service::{FanoutWorker, FeedService, ManualClock, PageRequest, ServiceOptions};
+use tideway_store::trust::TrustTimes;
 use tideway_store::{
     Activity, Backend, HotAuthors, Hub, InboxRead, InboxStats, Inboxes, NoJournal, Result, Signal, Split, Store,
     StoreError, Subscription,
 };
 
-/// An in-memory shared half with a switch.
+/// A node's link to an in-memory shared half, with a switch.
 struct Switch {
-    inner: Store<NoJournal>,
+    inner: Arc<Store<NoJournal>>,
     down: AtomicBool,
 }
 
@@ -105,6 +108,9 @@ impl Hub for Switch {
     async fn ping(&self) -> Result<()> {
         self.up()?.ping().await
     }
+    async fn forget_all(&self) -> Result<usize> {
+        self.up()?.forget_all().await
+    }
 }
 
 #[async_trait]
@@ -162,13 +168,18 @@ impl HotAuthors for Switch {
     }
 }
 
-/// Every entry of `user`'s home, walked page by page: (item id, reason).
-async fn whole_home(svc: &FeedService, user: UserId) -> Vec<(String, String)> {
+/// Every entry of `user`'s home, walked page by page: (item id, reason,
+/// counts).
+async fn whole_home(svc: &FeedService, user: UserId) -> Vec<(String, String, String)> {
     let mut out = Vec::new();
     let mut req = PageRequest { limit: Some(4), ..PageRequest::default() };
     loop {
         let page = svc.home(user, &req).await.expect("home");
-        out.extend(page.entries.iter().map(|e| (e.item.item.id.to_string(), format!("{:?}", e.reason))));
+        out.extend(
+            page.entries
+                .iter()
+                .map(|e| (e.item.item.id.to_string(), format!("{:?}", e.reason), format!("{:?}", e.item.counts))),
+        );
         match page.next_cursor {
             Some(c) => req.before = Some(c),
             None => return out,
@@ -176,72 +187,149 @@ async fn whole_home(svc: &FeedService, user: UserId) -> Vec<(String, String)> {
     }
 }
 
-fn unavailable<T: std::fmt::Debug>(r: std::result::Result<T, ServiceError>, what: &str) {
-    match r {
-        Err(ServiceError::Store(e)) if e.is_unavailable() => {}
-        other => panic!("{what} while the shared state is down: {other:?}"),
+/// Leases and holds short enough for a test.
+const TIMES: TrustTimes = TrustTimes {
+    lease: Duration::from_millis(300),
+    hold: Duration::from_millis(1_500),
+    margin: Duration::from_millis(50),
+};
+
+/// One node: its service over the durable store and its own link to the
+/// shared one.
+struct Node {
+    svc: Arc<FeedService>,
+    backend: Arc<dyn Backend>,
+    link: Arc<Switch>,
+    worker: FanoutWorker,
+}
+
+async fn node(
+    id: u16,
+    durable: &Arc<Store<NoJournal>>,
+    shared: &Arc<Store<NoJournal>>,
+    clock: &Arc<ManualClock>,
+) -> Node {
+    let link = Arc::new(Switch { inner: shared.clone(), down: AtomicBool::new(false) });
+    let backend: Arc<dyn Backend> = Arc::new(Split::with_trust(durable.clone(), link.clone(), TIMES));
+    let opts = ServiceOptions { hot_followers: 3, node_id: id, ..ServiceOptions::default() };
+    let svc = Arc::new(FeedService::new(backend.clone(), opts, clock.clone()).await.expect("service"));
+    let worker = FanoutWorker::new(svc.clone());
+    backend.ping().await.expect("the first probe");
+    Node { svc, backend, link, worker }
+}
+
+/// The definition of each reader's home: read by a node whose shared half
+/// is new and empty (every inbox rebuilt from the durable half's outboxes).
+async fn definition(
+    durable: &Arc<Store<NoJournal>>,
+    clock: &Arc<ManualClock>,
+    readers: &[UserId],
+) -> Vec<Vec<(String, String, String)>> {
+    let fresh = node(900, durable, &Arc::new(Store::in_memory(800)), clock).await;
+    let mut out = Vec::new();
+    for r in readers {
+        out.push(whole_home(&fresh.svc, *r).await);
     }
+    out
+}
+
+async fn homes(n: &Node, readers: &[UserId]) -> Vec<Vec<(String, String, String)>> {
+    let mut out = Vec::new();
+    for r in readers {
+        out.push(whole_home(&n.svc, *r).await);
+    }
+    out
 }
 
 #[tokio::test]
-async fn pages_are_pulled_while_the_shared_state_is_down_and_writes_wait() {
-    let shared = Arc::new(Switch { inner: Store::in_memory(800), down: AtomicBool::new(false) });
-    let backend: Arc<dyn Backend> = Arc::new(Split::new(Arc::new(Store::in_memory(800)), shared.clone()));
+async fn writes_go_on_without_the_shared_half_and_every_page_stays_the_definition() {
+    let durable = Arc::new(Store::in_memory(800));
+    let shared = Arc::new(Store::in_memory(800));
     let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
-    let opts = ServiceOptions { hot_followers: 3, ..ServiceOptions::default() };
-    let svc = Arc::new(FeedService::new(backend.clone(), opts, clock.clone()).await.expect("service"));
-    let worker = FanoutWorker::new(svc.clone());
+    let (a, b) = (node(1, &durable, &shared, &clock).await, node(2, &durable, &shared, &clock).await);
     let readers: Vec<UserId> = (1..=4).map(UserId).collect();
     let (plain, hot, later) = (UserId(10), UserId(20), UserId(30));
     for r in &readers {
-        svc.follow_many(*r, &[plain, hot]).await.expect("follow");
-        svc.home(*r, &PageRequest::default()).await.expect("an inbox");
+        a.svc.follow_many(*r, &[plain, hot]).await.expect("follow");
+        a.svc.home(*r, &PageRequest::default()).await.expect("an inbox");
+        b.svc.home(*r, &PageRequest::default()).await.expect("read on b too");
     }
+    let mut posts: Vec<ItemId> = Vec::new();
     for i in 0..12 {
         clock.advance(1000);
         let author = if i % 3 == 0 { hot } else { plain };
-        svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
-        svc.create_item(NewItem::new(later, ItemKind::Post)).await.expect("post");
+        posts.push(a.svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post").0.item.id);
+        a.svc.create_item(NewItem::new(later, ItemKind::Post)).await.expect("post");
     }
-    worker.drain().await.expect("fan-out");
-    let mut through_inboxes = Vec::new();
-    for r in &readers {
-        let home = whole_home(&svc, *r).await;
-        assert_eq!(home.len(), 12, "reader {r}: every post of both authors");
-        through_inboxes.push(home);
-    }
+    a.worker.drain().await.expect("fan-out");
+    let want = definition(&durable, &clock, &readers).await;
+    assert_eq!(want[0].len(), 12, "every post of both authors");
+    assert_eq!(homes(&a, &readers).await, want, "node a, through the inboxes");
+    assert_eq!(homes(&b, &readers).await, want, "node b, through the inboxes");
 
-    shared.down.store(true, Ordering::SeqCst);
-    for (r, want) in readers.iter().zip(&through_inboxes) {
-        assert_eq!(&whole_home(&svc, *r).await, want, "reader {r}: the pulled page is the same");
-    }
-    let profile = |svc: Arc<FeedService>| async move {
-        svc.profile(plain, None, &PageRequest::default()).await.expect("profile").entries.len()
-    };
-    let before = profile(svc.clone()).await;
-    unavailable(svc.create_item(NewItem::new(plain, ItemKind::Post)).await, "a post");
-    unavailable(svc.create_item(NewItem::new(hot, ItemKind::Post)).await, "a hot author's post");
-    assert_eq!(profile(svc.clone()).await, before, "nothing of the refused post was stored");
-    unavailable(svc.follow(UserId(1), later).await, "a follow");
-    assert!(!svc.relationships(UserId(1), &[later]).await.expect("relation")[0].following, "not stored");
-    assert_eq!(worker.drain().await.ok(), Some(0), "no job was left behind");
-
-    shared.down.store(false, Ordering::SeqCst);
-    svc.follow(UserId(1), later).await.expect("follow once it is back");
+    // Node a loses the shared half; b keeps it. Every write on a is
+    // accepted, answered once no node trusts the shared half, and every
+    // page on either node is the definition from its answer on.
+    a.link.down.store(true, Ordering::SeqCst);
+    let began = Instant::now();
     clock.advance(1000);
-    svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("post once it is back");
-    worker.drain().await.expect("fan-out");
-    let pushed: Vec<_> = {
-        let mut v = Vec::new();
-        for r in &readers {
-            v.push(whole_home(&svc, *r).await);
-        }
-        v
+    a.svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post without the shared half");
+    assert!(began.elapsed() >= TIMES.lease, "the first write waited out a lease: {:?}", began.elapsed());
+    let check = async |why: &str| {
+        let want = definition(&durable, &clock, &readers).await;
+        assert_eq!(homes(&b, &readers).await, want, "node b after {why}");
+        assert_eq!(homes(&a, &readers).await, want, "node a after {why}");
     };
-    assert_eq!(pushed[0].len(), 12 + 12 + 1, "reader 1 now follows the third author too");
-    assert_eq!(pushed[1].len(), 13);
-    shared.down.store(true, Ordering::SeqCst);
-    for (r, want) in readers.iter().zip(&pushed) {
-        assert_eq!(&whole_home(&svc, *r).await, want, "reader {r}: inboxes and pulls agree after the outage");
+    check("a post").await;
+    clock.advance(1000);
+    a.svc.create_item(NewItem::new(hot, ItemKind::Post)).await.expect("a hot author's post");
+    check("a hot author's post").await;
+    a.svc.react(posts[1], UserId(2), "like", true).await.expect("a like");
+    check("a like").await;
+    a.svc.follow(UserId(1), later).await.expect("a follow");
+    check("a follow").await;
+    a.svc.delete_item(posts[2], Some(plain)).await.expect("a delete");
+    check("a delete").await;
+    a.svc.unfollow(UserId(3), hot).await.expect("an unfollow");
+    check("an unfollow").await;
+    a.svc.insert_home(UserId(4), posts[5]).await.expect("a home insert");
+    check("a home insert").await;
+    // Node b writes through the shared half it still reaches.
+    b.svc.react(posts[1], UserId(3), "like", true).await.expect("a like on b");
+    clock.advance(1000);
+    b.svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post on b");
+    b.worker.drain().await.expect("fan-out on b");
+    check("b's writes").await;
+    // Nothing was trusted meanwhile: no inbox was rebuilt in the shared half.
+    for r in &readers {
+        assert!(shared.inbox_floor(*r).await.expect("floor").is_some(), "b's deliveries keep the old inboxes");
     }
+
+    // The link comes back. The probes trust the shared half again once the
+    // hold of the last miss is over, after dropping it.
+    a.link.down.store(false, Ordering::SeqCst);
+    a.worker.drain().await.expect("fan-out");
+    let healed = Instant::now();
+    loop {
+        a.backend.ping().await.expect("probe a");
+        b.backend.ping().await.expect("probe b");
+        if shared.inbox_floor(readers[0]).await.expect("floor").is_none() {
+            break;
+        }
+        assert!(healed.elapsed() < TIMES.hold * 4, "the shared half was never dropped");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for n in [&a, &b] {
+        n.backend.ping().await.expect("probe");
+    }
+    check("the shared half came back").await;
+    assert!(
+        shared.inbox_floor(readers[0]).await.expect("floor").is_some(),
+        "pages go through the inboxes again (rebuilt on read)"
+    );
+    clock.advance(1000);
+    a.svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post once it is back");
+    a.svc.react(posts[1], UserId(4), "like", true).await.expect("a like once it is back");
+    a.worker.drain().await.expect("fan-out");
+    check("writes once it is back").await;
 }

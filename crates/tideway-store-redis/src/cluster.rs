@@ -461,7 +461,7 @@ impl RedisShared {
         self.purge_anyway().await
     }
 
-    async fn purge_anyway(&self) -> Result<usize> {
+    pub(crate) async fn purge_anyway(&self) -> Result<usize> {
         let keys = self.scan(&format!("{}*", self.prefix)).await?;
         for chunk in keys.chunks(SCAN_BATCH) {
             let mut batch = Batch::default();

@@ -116,6 +116,11 @@ impl Hub for RedisShared {
         self.ping_every_server().await
     }
 
+    /// Every key under the prefix, on every primary, as after a failover.
+    async fn forget_all(&self) -> Result<usize> {
+        self.purge_anyway().await
+    }
+
     async fn publish(&self, signals: &[Signal]) -> Result<()> {
         let msg = encode_signals(signals);
         if msg.is_empty() {

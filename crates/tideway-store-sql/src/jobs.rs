@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use tideway_core::{Millis, UserId};
 use tideway_store::rules::{self, JobState, ProgressEffect};
-use tideway_store::{Job, JobProgress, Jobs, NodeClaim, Result, WorkerId};
+use tideway_store::{Job, JobProgress, Jobs, NodeClaim, Result, SharedTrust, TrustChange, WorkerId};
 
 #[async_trait]
 impl Jobs for SqlStore {
@@ -220,6 +220,66 @@ impl Jobs for SqlStore {
             .await
             .map_err(self.err())?;
         Ok(())
+    }
+
+    /// `SharedTrust::apply`'s rule as one `UPDATE` at the clock read first
+    /// in its transaction (assignments in an order MySQL, which reads each
+    /// column as already assigned, agrees with), then the row.
+    async fn shared_trust(&self, change: TrustChange) -> Result<SharedTrust> {
+        // (each with the clock as its first argument)
+        let (sql, args): (Option<&str>, Vec<i64>) = match change {
+            TrustChange::Read => (None, vec![]),
+            TrustChange::Distrust { hold_ms } => (
+                Some(
+                    "UPDATE tw_trust SET gen = CASE WHEN trusted = 1 THEN gen + 1 ELSE gen END, \
+                     since = CASE WHEN trusted = 1 THEN ? ELSE since END, missed = missed + 1, \
+                     hold_until = GREATEST(hold_until, ? + ?), trusted = 0 WHERE id = 1",
+                ),
+                vec![hold_ms],
+            ),
+            TrustChange::Restore { generation, missed } => (
+                Some(
+                    "UPDATE tw_trust SET trusted = 1 \
+                     WHERE ? >= hold_until AND id = 1 AND trusted = 0 AND gen = ? AND missed = ?",
+                ),
+                vec![generation as i64, missed as i64],
+            ),
+        };
+        let clock = format!("SELECT {}", self.dialect.now_ms());
+        let (sql, args, clock) = (sql.map(|s| self.q(s)), &args, &clock);
+        let sql = &sql;
+        let (row, now) = self
+            .retrying(|| async move {
+                let mut tx = self.begin().await?;
+                let now: i64 = sqlx::query_scalar(clock).fetch_one(&mut *tx).await.map_err(self.err())?;
+                if let Some(sql) = sql {
+                    let mut q = sqlx::query(sql).bind(now);
+                    if matches!(change, TrustChange::Distrust { .. }) {
+                        q = q.bind(now);
+                    }
+                    for a in args {
+                        q = q.bind(*a);
+                    }
+                    q.execute(&mut *tx).await.map_err(self.err())?;
+                }
+                let row = sqlx::query("SELECT gen, missed, trusted, since, hold_until FROM tw_trust WHERE id = 1")
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                self.commit(tx).await?;
+                Ok((row, now))
+            })
+            .await?;
+        let row = row.ok_or_else(|| tideway_store::StoreError::corrupt("tw_trust has no row"))?;
+        let n = |i: usize| int(&row, i).map(|v| u64::try_from(v).unwrap_or(0));
+        Ok(SharedTrust {
+            generation: n(0)?,
+            missed: n(1)?,
+            trusted: int(&row, 2)? == 1,
+            since: Millis(int(&row, 3)?),
+            hold_until: Millis(int(&row, 4)?),
+            now: Millis(now),
+        })
     }
 
     /// On the probe's own session: readiness asks this once a second.

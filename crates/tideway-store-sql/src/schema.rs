@@ -362,6 +362,25 @@ pub const MIGRATIONS: &[(i64, &[&str])] = &[
             "UPDATE tw_epoch SET n = n WHERE id = 1",
         ],
     ),
+    (
+        17,
+        &[
+            // Whether nodes may trust the shared half (`tideway_store::trust`):
+            // one row, changed only by `SharedTrust::apply`'s rule
+            // (`jobs.rs`): the generation moved each time it stops being
+            // trusted, the writes that went on without it, whether it is
+            // trusted, since when not, and until when a miss holds it so.
+            "CREATE TABLE tw_trust (
+            id BIGINT NOT NULL PRIMARY KEY,
+            gen BIGINT NOT NULL,
+            missed BIGINT NOT NULL,
+            trusted SMALLINT NOT NULL,
+            since BIGINT NOT NULL,
+            hold_until BIGINT NOT NULL
+        ){table}",
+            "INSERT INTO tw_trust (id, gen, missed, trusted, since, hold_until) VALUES (1, 0, 0, 1, 0, 0)",
+        ],
+    ),
 ];
 
 /// The migration after whose statements the stored items are posted.

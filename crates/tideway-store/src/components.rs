@@ -25,6 +25,13 @@ impl<T> Default for NewestPerUser<T> {
     }
 }
 
+impl<T> NewestPerUser<T> {
+    /// Forgets every user's value; how many there were.
+    pub fn clear(&self) -> usize {
+        std::mem::take(&mut *self.newest.lock()).len()
+    }
+}
+
 impl<T: Copy + Ord> NewestPerUser<T> {
     /// Records `value` for `user`; a smaller one than recorded changes nothing.
     pub fn record(&self, user: UserId, value: T) {
@@ -99,6 +106,14 @@ impl MemoryFactTokens {
         }
     }
 
+    /// Forgets every token and change in flight (a lost shared half):
+    /// the generation moves, so no copy is taken again.
+    pub fn forget(&self) {
+        let mut s = self.state.lock();
+        s.1.clear();
+        s.0 += 1;
+    }
+
     pub fn end(&self, keys: &[crate::FactKey]) {
         let mut s = self.state.lock();
         for i in keys {
@@ -137,6 +152,10 @@ enum Noted {
 const REMOVALS_PRUNED_AT: usize = 4096;
 
 impl MemoryRemovals {
+    pub fn clear(&self) -> usize {
+        std::mem::take(&mut *self.notes.lock()).len()
+    }
+
     pub fn note(&self, notes: &[Removal], at: Millis, keep_ms: i64) {
         let cutoff = Millis(at.0.saturating_sub(keep_ms));
         let mut m = self.notes.lock();
@@ -225,6 +244,9 @@ impl JobLeases {
 #[derive(Debug, Default)]
 pub struct LocalNodes {
     held: Mutex<FxHashMap<u16, NodeHold>>,
+    /// The record of trust in a shared half (`trust.rs`): kept here too,
+    /// though nothing in process ever misses it.
+    trust: Mutex<Option<crate::SharedTrust>>,
 }
 
 /// A node id's claim: the holding instance (`None`: released), its epoch,
@@ -254,6 +276,14 @@ impl LocalNodes {
             }
             _ => false,
         }
+    }
+
+    /// [`crate::Jobs::shared_trust`] by the wall clock.
+    pub fn shared_trust(&self, change: crate::TrustChange) -> crate::SharedTrust {
+        let mut t = self.trust.lock();
+        let next = t.unwrap_or(crate::SharedTrust::FIRST).apply(change, Millis::now());
+        *t = Some(next);
+        next
     }
 
     pub fn release(&self, node: u16, instance: u64) {

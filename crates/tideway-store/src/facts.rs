@@ -26,7 +26,9 @@
 //! `tideway-store-redis`'s `tokens.rs`), so those facts are read from the
 //! durable half meanwhile. When the shared half cannot be asked, a page
 //! reads every fact from the durable half and keeps nothing, and a write
-//! that cannot begin its change fails before it writes anything.
+//! that cannot begin its change goes on without it, after the durable half
+//! recorded that no node may trust the shared half until it is dropped
+//! (`trust.rs`): its tokens say nothing of that write.
 //!
 //! The marks are per viewer: an item's copy keeps those of a few viewers
 //! (each viewer's own reactions and reposts change the item's counts, so
@@ -143,15 +145,24 @@ impl FactLayer {
         self.copies.len()
     }
 
-    /// Runs `write` as a change of `keys`' facts: begun before (a failure
-    /// there fails the write before it writes), ended after whatever it
+    /// Runs `write` as a change of `keys`' facts: begun before (when the
+    /// shared half is away, the write goes on without it: `trust.rs`), ended after whatever it
     /// answered (a failure there leaves the change in flight until it
     /// lapses: pages read those facts meanwhile, so the write stands).
     async fn changing<T>(&self, keys: &[FactKey], write: impl Future<Output = Result<T>>) -> Result<T> {
         if keys.is_empty() {
             return write.await;
         }
-        self.shared.begin_fact_change(keys).await?;
+        match self.shared.begin_fact_change(keys).await {
+            Ok(()) => {}
+            // The shared half is away: the write goes on without it, which
+            // then no node trusts until it is dropped (`trust.rs`).
+            Err(e) if e.is_unavailable() => {
+                tracing::debug!(error = %e, ?keys, "a change of facts goes on without the shared half");
+                return crate::trust::without_shared(self.shared.as_ref(), write).await;
+            }
+            Err(e) => return Err(e),
+        }
         let out = write.await;
         if let Err(e) = self.shared.end_fact_change(keys).await {
             tracing::warn!(error = %e, ?keys, "a change of facts pages read could not be ended; it lapses");

@@ -27,7 +27,6 @@ macro_rules! forward_backend {
             use tideway_core::merge::{Direction, KeyRange};
             use tideway_core::{Body, ItemId, Key, Millis, Relation, UserId};
             use $crate::change::{Job, Promotion, Record};
-            use $crate::inbox::{InboxRead, InboxStats};
             use $crate::traits::*;
             #[async_trait::async_trait]
             impl Items for $ty {
@@ -359,127 +358,13 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(clock));)?
                     $durable.clock().await
                 }
-            }
-            #[async_trait::async_trait]
-            impl Activity for $ty {
-                async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
+                async fn shared_trust(&self, change: TrustChange) -> Result<SharedTrust> {
                     let $s = self;
-                    $(($before)(stringify!(touch));)?
-                    $shared.touch(user, at).await
-                }
-                async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
-                    let $s = self;
-                    $(($before)(stringify!(last_active));)?
-                    $shared.last_active(users).await
-                }
-                async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
-                    let $s = self;
-                    $(($before)(stringify!(inactive_before));)?
-                    $shared.inactive_before(cutoff).await
-                }
-                async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
-                    let $s = self;
-                    $(($before)(stringify!(export_activity));)?
-                    $shared.export_activity().await
-                }
-                async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(import_activity));)?
-                    $shared.import_activity(entries).await
+                    $(($before)(stringify!(shared_trust));)?
+                    $durable.shared_trust(change).await
                 }
             }
-            #[async_trait::async_trait]
-            impl HotAuthors for $ty {
-                async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(mark_unpushed));)?
-                    $shared.mark_unpushed(author, key).await
-                }
-                async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
-                    let $s = self;
-                    $(($before)(stringify!(unpushed_above));)?
-                    $shared.unpushed_above(authors, floor).await
-                }
-                async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
-                    let $s = self;
-                    $(($before)(stringify!(unpushed_keys));)?
-                    $shared.unpushed_keys(authors).await
-                }
-                async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
-                    let $s = self;
-                    $(($before)(stringify!(export_unpushed));)?
-                    $shared.export_unpushed().await
-                }
-                async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(import_unpushed));)?
-                    $shared.import_unpushed(entries).await
-                }
-            }
-            #[async_trait::async_trait]
-            impl Inboxes for $ty {
-                async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
-                    let $s = self;
-                    $(($before)(stringify!(deliver));)?
-                    $shared.deliver(key, users).await
-                }
-                async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
-                    let $s = self;
-                    $(($before)(stringify!(deliver_many));)?
-                    $shared.deliver_many(batch).await
-                }
-                async fn read_inbox(
-                    &self,
-                    user: UserId,
-                    range: KeyRange,
-                    dir: Direction,
-                    limit: usize,
-                ) -> Result<Option<InboxRead>> {
-                    let $s = self;
-                    $(($before)(stringify!(read_inbox));)?
-                    $shared.read_inbox(user, range, dir, limit).await
-                }
-                async fn begin_rebuild(&self, user: UserId) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(begin_rebuild));)?
-                    $shared.begin_rebuild(user).await
-                }
-                async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(finish_rebuild));)?
-                    $shared.finish_rebuild(user, keys, floor).await
-                }
-                async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(merge_inbox));)?
-                    $shared.merge_inbox(user, keys, floor).await
-                }
-                async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
-                    let $s = self;
-                    $(($before)(stringify!(inbox_floor));)?
-                    $shared.inbox_floor(user).await
-                }
-                async fn drop_inbox(&self, user: UserId) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(drop_inbox));)?
-                    $shared.drop_inbox(user).await
-                }
-                async fn inbox_stats(&self) -> Result<InboxStats> {
-                    let $s = self;
-                    $(($before)(stringify!(inbox_stats));)?
-                    $shared.inbox_stats().await
-                }
-                async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
-                    let $s = self;
-                    $(($before)(stringify!(export_inboxes));)?
-                    $shared.export_inboxes().await
-                }
-                async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
-                    let $s = self;
-                    $(($before)(stringify!(import_inbox));)?
-                    $shared.import_inbox(user, floor, keys).await
-                }
-            }
+            forward_backend!(@shared $ty, $s => $shared $(, before: $before)?);
             #[async_trait::async_trait]
             impl Hub for $ty {
                 async fn publish(&self, signals: &[Signal]) -> Result<()> {
@@ -497,17 +382,183 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(ping));)?
                     $shared.ping().await
                 }
+                async fn forget_all(&self) -> Result<usize> {
+                    let $s = self;
+                    $(($before)(stringify!(forget_all));)?
+                    $shared.forget_all().await
+                }
+                async fn distrust_shared(&self) -> Result<Distrusted> {
+                    let $s = self;
+                    $(($before)(stringify!(distrust_shared));)?
+                    $shared.distrust_shared().await
+                }
+            }
+        };
+    };
+    // The shared traits but the hub (`Activity`, `HotAuthors`, `Inboxes`,
+    // `Removals`, `FactTokens`, `Snapshots`) to `$shared`, each call first
+    // let through by `$gate` if given (a closure over `$s` given the
+    // method's name, returning `Result<()>`): how
+    // [`Trusted`](crate::trust::Trusted) gates the reads pages trust.
+    (@shared $ty:ty, $s:ident => $shared:expr $(, before: $before:expr)? $(, gate: $gate:expr)?) => {
+        const _: () = {
+            use tideway_core::merge::{Direction, KeyRange};
+            use tideway_core::{Key, Millis, UserId};
+            use $crate::inbox::{InboxRead, InboxStats};
+            use $crate::traits::*;
+            #[async_trait::async_trait]
+            impl Activity for $ty {
+                async fn touch(&self, user: UserId, at: Millis) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(touch));)?
+                    $(($gate)(stringify!(touch))?;)?
+                    $shared.touch(user, at).await
+                }
+                async fn last_active(&self, users: &[UserId]) -> Result<Vec<Option<Millis>>> {
+                    let $s = self;
+                    $(($before)(stringify!(last_active));)?
+                    $(($gate)(stringify!(last_active))?;)?
+                    $shared.last_active(users).await
+                }
+                async fn inactive_before(&self, cutoff: Millis) -> Result<Vec<UserId>> {
+                    let $s = self;
+                    $(($before)(stringify!(inactive_before));)?
+                    $(($gate)(stringify!(inactive_before))?;)?
+                    $shared.inactive_before(cutoff).await
+                }
+                async fn export_activity(&self) -> Result<Vec<(UserId, Millis)>> {
+                    let $s = self;
+                    $(($before)(stringify!(export_activity));)?
+                    $(($gate)(stringify!(export_activity))?;)?
+                    $shared.export_activity().await
+                }
+                async fn import_activity(&self, entries: &[(UserId, Millis)]) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(import_activity));)?
+                    $(($gate)(stringify!(import_activity))?;)?
+                    $shared.import_activity(entries).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl HotAuthors for $ty {
+                async fn mark_unpushed(&self, author: UserId, key: Key) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(mark_unpushed));)?
+                    $(($gate)(stringify!(mark_unpushed))?;)?
+                    $shared.mark_unpushed(author, key).await
+                }
+                async fn unpushed_above(&self, authors: &[UserId], floor: Key) -> Result<Vec<UserId>> {
+                    let $s = self;
+                    $(($before)(stringify!(unpushed_above));)?
+                    $(($gate)(stringify!(unpushed_above))?;)?
+                    $shared.unpushed_above(authors, floor).await
+                }
+                async fn unpushed_keys(&self, authors: &[UserId]) -> Result<Vec<Option<Key>>> {
+                    let $s = self;
+                    $(($before)(stringify!(unpushed_keys));)?
+                    $(($gate)(stringify!(unpushed_keys))?;)?
+                    $shared.unpushed_keys(authors).await
+                }
+                async fn export_unpushed(&self) -> Result<Vec<(UserId, Key)>> {
+                    let $s = self;
+                    $(($before)(stringify!(export_unpushed));)?
+                    $(($gate)(stringify!(export_unpushed))?;)?
+                    $shared.export_unpushed().await
+                }
+                async fn import_unpushed(&self, entries: &[(UserId, Key)]) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(import_unpushed));)?
+                    $(($gate)(stringify!(import_unpushed))?;)?
+                    $shared.import_unpushed(entries).await
+                }
+            }
+            #[async_trait::async_trait]
+            impl Inboxes for $ty {
+                async fn deliver(&self, key: Key, users: &[UserId]) -> Result<usize> {
+                    let $s = self;
+                    $(($before)(stringify!(deliver));)?
+                    $(($gate)(stringify!(deliver))?;)?
+                    $shared.deliver(key, users).await
+                }
+                async fn deliver_many(&self, batch: &[(Key, &[UserId])]) -> Result<usize> {
+                    let $s = self;
+                    $(($before)(stringify!(deliver_many));)?
+                    $(($gate)(stringify!(deliver_many))?;)?
+                    $shared.deliver_many(batch).await
+                }
+                async fn read_inbox(
+                    &self,
+                    user: UserId,
+                    range: KeyRange,
+                    dir: Direction,
+                    limit: usize,
+                ) -> Result<Option<InboxRead>> {
+                    let $s = self;
+                    $(($before)(stringify!(read_inbox));)?
+                    $(($gate)(stringify!(read_inbox))?;)?
+                    $shared.read_inbox(user, range, dir, limit).await
+                }
+                async fn begin_rebuild(&self, user: UserId) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(begin_rebuild));)?
+                    $(($gate)(stringify!(begin_rebuild))?;)?
+                    $shared.begin_rebuild(user).await
+                }
+                async fn finish_rebuild(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(finish_rebuild));)?
+                    $(($gate)(stringify!(finish_rebuild))?;)?
+                    $shared.finish_rebuild(user, keys, floor).await
+                }
+                async fn merge_inbox(&self, user: UserId, keys: &[Key], floor: Key) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(merge_inbox));)?
+                    $(($gate)(stringify!(merge_inbox))?;)?
+                    $shared.merge_inbox(user, keys, floor).await
+                }
+                async fn inbox_floor(&self, user: UserId) -> Result<Option<Key>> {
+                    let $s = self;
+                    $(($before)(stringify!(inbox_floor));)?
+                    $(($gate)(stringify!(inbox_floor))?;)?
+                    $shared.inbox_floor(user).await
+                }
+                async fn drop_inbox(&self, user: UserId) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(drop_inbox));)?
+                    $(($gate)(stringify!(drop_inbox))?;)?
+                    $shared.drop_inbox(user).await
+                }
+                async fn inbox_stats(&self) -> Result<InboxStats> {
+                    let $s = self;
+                    $(($before)(stringify!(inbox_stats));)?
+                    $(($gate)(stringify!(inbox_stats))?;)?
+                    $shared.inbox_stats().await
+                }
+                async fn export_inboxes(&self) -> Result<Vec<(UserId, Key, Vec<Key>)>> {
+                    let $s = self;
+                    $(($before)(stringify!(export_inboxes));)?
+                    $(($gate)(stringify!(export_inboxes))?;)?
+                    $shared.export_inboxes().await
+                }
+                async fn import_inbox(&self, user: UserId, floor: Key, keys: &[Key]) -> Result<()> {
+                    let $s = self;
+                    $(($before)(stringify!(import_inbox));)?
+                    $(($gate)(stringify!(import_inbox))?;)?
+                    $shared.import_inbox(user, floor, keys).await
+                }
             }
             #[async_trait::async_trait]
             impl Removals for $ty {
                 async fn note_removals(&self, notes: &[Removal], at: Millis, keep_ms: i64) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(note_removals));)?
+                    $(($gate)(stringify!(note_removals))?;)?
                     $shared.note_removals(notes, at, keep_ms).await
                 }
                 async fn removed_since(&self, user: UserId, authors: &[UserId], since: Millis) -> Result<Removed> {
                     let $s = self;
                     $(($before)(stringify!(removed_since));)?
+                    $(($gate)(stringify!(removed_since))?;)?
                     $shared.removed_since(user, authors, since).await
                 }
             }
@@ -516,21 +567,25 @@ macro_rules! forward_backend {
                 async fn fact_tokens(&self, keys: &[FactKey]) -> Result<Vec<Option<u64>>> {
                     let $s = self;
                     $(($before)(stringify!(fact_tokens));)?
+                    $(($gate)(stringify!(fact_tokens))?;)?
                     $shared.fact_tokens(keys).await
                 }
                 async fn mint_fact_tokens(&self, keys: &[FactKey]) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(mint_fact_tokens));)?
+                    $(($gate)(stringify!(mint_fact_tokens))?;)?
                     $shared.mint_fact_tokens(keys).await
                 }
                 async fn begin_fact_change(&self, keys: &[FactKey]) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(begin_fact_change));)?
+                    $(($gate)(stringify!(begin_fact_change))?;)?
                     $shared.begin_fact_change(keys).await
                 }
                 async fn end_fact_change(&self, keys: &[FactKey]) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(end_fact_change));)?
+                    $(($gate)(stringify!(end_fact_change))?;)?
                     $shared.end_fact_change(keys).await
                 }
             }
@@ -539,11 +594,13 @@ macro_rules! forward_backend {
                 async fn put_snapshot(&self, id: u64, bytes: &[u8], ttl_ms: u64) -> Result<()> {
                     let $s = self;
                     $(($before)(stringify!(put_snapshot));)?
+                    $(($gate)(stringify!(put_snapshot))?;)?
                     $shared.put_snapshot(id, bytes, ttl_ms).await
                 }
                 async fn snapshot(&self, id: u64) -> Result<Option<Vec<u8>>> {
                     let $s = self;
                     $(($before)(stringify!(snapshot));)?
+                    $(($gate)(stringify!(snapshot))?;)?
                     $shared.snapshot(id).await
                 }
             }

@@ -327,6 +327,11 @@ impl InboxSet {
         shard.get(&u).filter(|ib| !ib.building).map(|ib| ib.floor)
     }
 
+    /// Drops every inbox; how many there were.
+    pub fn clear(&self) -> usize {
+        self.shards.iter().map(|s| std::mem::take(&mut *s.lock()).len()).sum()
+    }
+
     pub fn drop_inbox(&self, u: UserId) {
         self.shards[self.shard(u)].lock().remove(&u);
     }

@@ -61,6 +61,7 @@ pub mod split;
 pub mod state;
 pub mod store;
 pub mod traits;
+pub mod trust;
 
 pub use blocks::SortedBlocks;
 pub use change::{CACHE_ENTRY_BYTES, Change, Counters, EdgeKind, Head, Job, Promotion, Record};

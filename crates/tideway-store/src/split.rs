@@ -8,6 +8,7 @@ use crate::facts::{FACT_COPIES_BYTES, FactLayer};
 use crate::forward::forward_backend;
 use crate::profile::{Profile, Profiled};
 use crate::traits::*;
+use crate::trust::{TrustTimes, Trusted};
 use std::sync::Arc;
 
 /// The source of truth: items, graph, fan-out jobs.
@@ -22,6 +23,10 @@ impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactToken
 
 /// A backend whose durable and shared halves are separate engines.
 ///
+/// The shared half is reached through [`Trusted`]: a node trusts what it
+/// reads there only under a lease the durable half grants, and a write that
+/// cannot reach it goes on all the same (`trust.rs`).
+///
 /// The writes that change items' page facts and the page's read go through
 /// its [`FactLayer`]: a node keeps copies of items' counts and marks,
 /// checked by the shared half's [`FactTokens`] (`facts.rs`).
@@ -34,6 +39,12 @@ pub struct Split {
 
 impl Split {
     pub fn new(durable: Arc<dyn Durable>, shared: Arc<dyn Shared>) -> Self {
+        Self::with_trust(durable, shared, TrustTimes::default())
+    }
+
+    /// With leases and holds of `times` (tests shorten them).
+    pub fn with_trust(durable: Arc<dyn Durable>, shared: Arc<dyn Shared>, times: TrustTimes) -> Self {
+        let shared: Arc<dyn Shared> = Arc::new(Trusted::new(shared, durable.clone(), times));
         let facts = Arc::new(FactLayer::new(durable.clone(), shared.clone(), FACT_COPIES_BYTES));
         Self { durable, shared, facts }
     }

@@ -405,6 +405,8 @@ pub enum JobProgress {
 /// [`rules::worker_id`]: crate::rules::worker_id
 pub type WorkerId = u64;
 
+pub use crate::trust::{Distrusted, SharedTrust, TrustChange};
+
 /// What a claim of a node id found ([`Jobs::claim_node`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NodeClaim {
@@ -477,6 +479,12 @@ pub trait Jobs: Send + Sync {
     /// The store's clock, read now (`None`: the store has no other clock
     /// than this process's). Fails when the store does not answer.
     async fn clock(&self) -> Result<Option<Millis>>;
+    /// Reads or changes the record of whether nodes may trust the shared
+    /// half ([`SharedTrust`], `trust.rs`): `change` applied by
+    /// [`SharedTrust::apply`] at the store's clock, atomically, and the
+    /// record as it then stands. A store with no shared half beside it
+    /// keeps the record all the same (the conformance suite checks it).
+    async fn shared_trust(&self, change: TrustChange) -> Result<SharedTrust>;
 }
 
 /// When each reader last read their home: who is active and gets pushes.
@@ -747,6 +755,20 @@ pub trait Hub: Send + Sync {
     /// Whether every server of the shared engine answers now (the health
     /// probe; a cluster asks each primary). Cheap: no data is read.
     async fn ping(&self) -> Result<()>;
+    /// Drops everything this deployment keeps in the shared engine
+    /// (inboxes, marks, activity, notes, tokens, snapshots), as if it had
+    /// lost its data; returns how many keys went. Asked even while the
+    /// engine's breaker is open, by the probe that found it answering.
+    async fn forget_all(&self) -> Result<usize>;
+    /// A write could not reach the shared half: makes it untrusted for
+    /// every node (in the durable half, `trust.rs`) before the write goes
+    /// on, and says by when this node must have acknowledged it, at the
+    /// earliest, so that no node trusts the shared half by then
+    /// ([`Distrusted`]). A backend whose shared half cannot be away from
+    /// its durable one (one engine, in process) has nothing to do.
+    async fn distrust_shared(&self) -> Result<Distrusted> {
+        Ok(Distrusted::default())
+    }
 }
 
 /// Everything a backend provides: its durable half and its shared half

@@ -418,11 +418,15 @@ impl FeedService {
         }
         let now = self.write_now()?;
         let key = self.ids.next(now)?;
-        // The inbox first: if the shared state is down nothing is written;
-        // if the durable write fails, the inbox holds a key without a record,
-        // which pages skip.
-        self.backend.deliver(key, &[user]).await?;
-        self.backend.insert_home(user, item, key).await?;
+        // The inbox first: if the durable write fails, the inbox holds a
+        // key without a record, which pages skip. If the shared half is
+        // away, the insert goes on without it (`tideway_store::trust`).
+        let insert = self.backend.insert_home(user, item, key);
+        if super::shared_away(self.backend.deliver(key, &[user]).await.map(|_| ()))? {
+            tideway_store::trust::without_shared(self.backend.as_ref(), insert).await?;
+        } else {
+            insert.await?;
+        }
         self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         let view = self.hydrate_one(it, Some(user)).await?;

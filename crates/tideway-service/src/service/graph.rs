@@ -21,10 +21,6 @@ impl FeedService {
         if targets.contains(&user) {
             return Err(ServiceError::invalid("targets", "a user cannot follow themselves"));
         }
-        // The inboxes are shared state on a remote engine in a scaled-out
-        // deployment: if they cannot be reached, refuse before the follows
-        // are stored, or the inbox would miss the backfill below.
-        self.backend.inbox_floor(user).await?;
         let statuses = self.backend.follow_many(user, targets, self.write_now()?, self.opts.max_following).await?;
         self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
@@ -47,10 +43,17 @@ impl FeedService {
         {
             // The follows are stored; an inbox that missed the backfill would
             // lack their items, so it goes, and the next read rebuilds it.
+            // If the shared half cannot be reached to drop it either, no
+            // node trusts the shared half from the answer on
+            // (`tideway_store::trust`); and if even that cannot be
+            // recorded, the follow answers 503 and its retry backfills.
             tracing::warn!(user = user.0, error = %e, "follow backfill failed: dropping the inbox");
             if let Err(e) = self.backend.drop_inbox(user).await {
-                tracing::error!(user = user.0, error = %e, "could not drop an inbox that missed a backfill");
-                metrics::counter!("tideway_inbox_backfill_lost_total").increment(1);
+                tracing::warn!(user = user.0, error = %e, "an inbox missed a backfill: the shared half is no longer trusted");
+                if let Err(e) = self.distrust_after().await {
+                    metrics::counter!("tideway_inbox_backfill_lost_total").increment(1);
+                    return Err(e);
+                }
             }
         }
         // Every follow that stands notifies its target (a repeat too: it

@@ -1,6 +1,6 @@
 //! Items: create, read, patch, delete, hydration, reactions and promotions.
 
-use super::{FeedService, MAX_ID_ATTEMPTS};
+use super::{FeedService, MAX_ID_ATTEMPTS, shared_away};
 use crate::error::{Result, ServiceError};
 use crate::view::*;
 use std::sync::Arc;
@@ -166,6 +166,7 @@ impl FeedService {
         let card = new.kind.is_card();
         let mut hot_known: Option<bool> = self.hot_decided(author);
         let mut attempt = 0;
+        let mut missed_shared = false;
         let outcome = loop {
             let id = match new.created_at {
                 Some(t) => self.ids.at(t)?,
@@ -188,34 +189,40 @@ impl FeedService {
                 rev: 0,
             };
             // Shared state first (the author's own inbox, the hot-author
-            // mark), so that an unreachable Redis refuses the post before
-            // anything durable is written. Both are safe ahead of the item:
-            // a page skips an inbox key without a record, and a mark only
-            // makes readers pull an outbox that has nothing new yet. The
+            // mark): both are safe ahead of the item (a page skips an inbox
+            // key without a record, and a mark only makes readers pull an
+            // outbox that has nothing new yet), and a shared half that
+            // cannot be reached is known before anything durable is
+            // written: the post then goes on without it, which no node
+            // trusts until it is dropped (`tideway_store::trust`). The
             // own-inbox delivery goes beside the read of the author's
             // follower count (on remote engines each is a round trip).
             let own_inbox = async { if card { Ok(0) } else { self.backend.deliver(id, &[author]).await } };
-            let hot = match hot_known {
-                Some(hot) => {
-                    own_inbox.await?;
-                    hot
-                }
+            let (hot, delivered) = match hot_known {
+                Some(hot) => (hot, own_inbox.await),
                 None => {
                     let (counts, delivered) = tokio::join!(self.backend.counts(author), own_inbox);
                     let hot = !card && counts?.followers >= self.opts.hot_followers;
-                    delivered?;
                     hot_known = Some(hot);
                     if !card {
                         self.decided_hot(author, hot);
                     }
-                    hot
+                    (hot, delivered)
                 }
             };
+            let mut missed = shared_away(delivered.map(|_| ()))?;
             let fan_out = !card && !hot;
-            if hot {
-                self.backend.mark_unpushed(author, id).await?;
+            if hot && !missed {
+                missed = shared_away(self.backend.mark_unpushed(author, id).await)?;
             }
-            match self.backend.create_item(item, fan_out, now).await {
+            missed_shared = missed_shared || missed;
+            let create = self.backend.create_item(item, fan_out, now);
+            let created = if missed {
+                tideway_store::trust::without_shared(self.backend.as_ref(), create).await
+            } else {
+                create.await
+            };
+            match created {
                 Err(StoreError::IdTaken(key)) if attempt < MAX_ID_ATTEMPTS => {
                     self.ids.taken(key);
                     attempt += 1;
@@ -261,10 +268,20 @@ impl FeedService {
                 // fan-out never delivers to the author (issue 64). An inbox
                 // ignores a key it holds. If this fails the inbox goes, and
                 // the next read rebuilds it from the outboxes.
-                if !card && let Err(e) = self.backend.deliver(item.id.0, &[author]).await {
+                // (A post that went on without the shared half has nothing
+                // more to tell it: it is dropped before it is trusted again.)
+                if !card
+                    && !missed_shared
+                    && let Err(e) = self.backend.deliver(item.id.0, &[author]).await
+                {
                     tracing::warn!(user = author.0, error = %e, "own-inbox delivery after the store failed: dropping the inbox");
                     if let Err(e) = self.backend.drop_inbox(author).await {
-                        tracing::error!(user = author.0, error = %e, "could not drop an inbox that missed its own post");
+                        tracing::warn!(user = author.0, error = %e, "an inbox missed its own post: the shared half is no longer trusted");
+                        if let Err(e) = self.distrust_after().await {
+                            // (the post is stored: answered, as a retry would post it again)
+                            tracing::error!(user = author.0, error = %e, "the shared half missed a post and could not be distrusted");
+                            metrics::counter!("tideway_shared_misses_unrecorded_total").increment(1);
+                        }
                     }
                 }
                 // The author's own home had the item before it was stored;

@@ -158,6 +158,27 @@ pub struct FeedService {
     pub(crate) signals: Arc<crate::signals::SignalOutbox>,
 }
 
+/// Whether a call to the shared half failed because it is away (`true`: the
+/// write goes on without it, `tideway_store::trust`); other errors as they are.
+fn shared_away(r: tideway_store::Result<()>) -> Result<bool> {
+    match r {
+        Ok(()) => Ok(false),
+        Err(e) if e.is_unavailable() => Ok(true),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl FeedService {
+    /// After a durable write that the shared half missed (an inbox that
+    /// could be neither told nor dropped): no node trusts the shared half
+    /// from the answer on. Fails when the durable half cannot record it.
+    async fn distrust_after(&self) -> Result<()> {
+        let d = self.backend.distrust_shared().await?;
+        d.wait().await;
+        Ok(())
+    }
+}
+
 /// The parsed direction and bound of a page request.
 struct PageSpec {
     pub(super) limit: usize,

@@ -173,4 +173,8 @@ impl<J: Journal> Jobs for Store<J> {
         self.health().await?;
         Ok(None)
     }
+
+    async fn shared_trust(&self, change: TrustChange) -> Result<SharedTrust> {
+        Ok(self.nodes.shared_trust(change))
+    }
 }

@@ -146,6 +146,10 @@ impl<J: Journal> Hub for Store<J> {
     async fn ping(&self) -> Result<()> {
         Ok(())
     }
+    async fn forget_all(&self) -> Result<usize> {
+        self.fact_tokens.forget();
+        Ok(self.inboxes.clear() + self.hot.clear() + self.activity.clear() + self.removals.clear())
+    }
 }
 
 #[async_trait]
