@@ -33,6 +33,9 @@ pub enum FeedScope<'a> {
     Notifications(u64),
     /// A user's live feed ([`LiveCursor`]).
     Live(u64),
+    /// A user's home stream: the place a `delete` event marks
+    /// ([`StreamMark`]).
+    HomeStream(u64),
 }
 
 impl FeedScope<'_> {
@@ -47,6 +50,7 @@ impl FeedScope<'_> {
             Self::Followers(_) => 7,
             Self::Notifications(_) => 8,
             Self::Live(_) => 9,
+            Self::HomeStream(_) => 10,
         }
     }
 
@@ -62,7 +66,8 @@ impl FeedScope<'_> {
             | Self::Following(u)
             | Self::Followers(u)
             | Self::Notifications(u)
-            | Self::Live(u) => {
+            | Self::Live(u)
+            | Self::HomeStream(u) => {
                 h.write(&u.to_be_bytes());
             }
             Self::Tag(t) => h.write(t.as_bytes()),
@@ -117,6 +122,79 @@ impl LiveCursor {
         let [snapshot, key, aux] = unpack(s, &FeedScope::Live(viewer))?;
         Ok(Self { snapshot, key, aux })
     }
+}
+
+/// The place in a user's home stream a `delete` event marks: the stream's
+/// position (the home cursor of the newest entry sent: `key`, `aux`), the
+/// time from which removals may not have been told yet (`since`, ms), and
+/// the items whose deletes were sent lately enough that their removals may
+/// be noted at or after `since` (a resume does not send them again).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamMark {
+    pub key: u64,
+    pub aux: u64,
+    pub since: u64,
+    pub items: Vec<u64>,
+}
+
+impl StreamMark {
+    /// The most items a mark names (an id stays a few hundred characters).
+    pub const MAX_ITEMS: usize = 32;
+
+    pub fn encode(&self, user: u64) -> String {
+        let mut words = vec![self.key, self.aux, self.since];
+        words.extend(self.items.iter().take(Self::MAX_ITEMS));
+        pack_var(&FeedScope::HomeStream(user), &words)
+    }
+
+    pub fn decode(s: &str, user: u64) -> Result<Self, DomainError> {
+        let words = unpack_var(s, &FeedScope::HomeStream(user), 3, 3 + Self::MAX_ITEMS)?;
+        Ok(Self { key: words[0], aux: words[1], since: words[2], items: words[3..].to_vec() })
+    }
+}
+
+/// `words` (any number) in `scope`'s layout: head, words, checksum.
+fn pack_var(scope: &FeedScope<'_>, words: &[u64]) -> String {
+    let enc = CursorEncoder::new(scope);
+    let mut b = Vec::with_capacity(HEAD + 8 * words.len() + CHECK);
+    b.extend_from_slice(&enc.head);
+    for w in words {
+        b.extend_from_slice(&w.to_be_bytes());
+    }
+    let mut h = enc.checked_head;
+    h.write(&b[HEAD..]);
+    b.extend_from_slice(&fold(h.finish()).to_be_bytes());
+    URL_SAFE_NO_PAD.encode(&b)
+}
+
+/// What [`pack_var`] wrote, `min..=max` words.
+fn unpack_var(s: &str, scope: &FeedScope<'_>, min: usize, max: usize) -> Result<Vec<u64>, DomainError> {
+    if s.len() > (HEAD + 8 * max + CHECK).div_ceil(3) * 4 {
+        return Err(DomainError::InvalidCursor("too long to be a tideway cursor"));
+    }
+    let b = URL_SAFE_NO_PAD.decode(s).map_err(|_| DomainError::InvalidCursor("not a tideway cursor (bad encoding)"))?;
+    if b.len() < HEAD + 8 * min + CHECK || !(b.len() - HEAD - CHECK).is_multiple_of(8) {
+        return Err(DomainError::InvalidCursor("not a cursor of this feed (wrong length)"));
+    }
+    let body = b.len() - CHECK;
+    let mut c = [0u8; CHECK];
+    c.copy_from_slice(&b[body..]);
+    if u32::from_be_bytes(c) != checksum(&b[..body]) || b[0] != VERSION {
+        return Err(DomainError::InvalidCursor("not a tideway cursor (checksum mismatch)"));
+    }
+    let mut f = [0u8; 8];
+    f.copy_from_slice(&b[2..HEAD]);
+    if b[1] != scope.tag() || u64::from_be_bytes(f) != scope.fingerprint() {
+        return Err(DomainError::InvalidCursor("this cursor belongs to another feed; start again without a cursor"));
+    }
+    Ok(b[HEAD..body]
+        .chunks_exact(8)
+        .map(|w| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(w);
+            u64::from_be_bytes(a)
+        })
+        .collect())
 }
 
 /// Encodes the cursors of one feed. A page encodes one cursor per entry:
@@ -277,5 +355,20 @@ mod tests {
         assert!(Cursor::decode(&s, &FeedScope::Live(7)).is_err(), "the short layout");
         let home = Cursor::new(5).encode(&FeedScope::Home(7));
         assert!(LiveCursor::decode(&home, 7).is_err(), "a home cursor");
+    }
+
+    #[test]
+    fn stream_marks_round_trip_and_are_not_home_cursors() {
+        for items in [vec![], vec![9], (1..=StreamMark::MAX_ITEMS as u64).collect()] {
+            let m = StreamMark { key: 1 << 40, aux: 3, since: 1_700_000_000_000, items };
+            let s = m.encode(7);
+            assert_eq!(StreamMark::decode(&s, 7), Ok(m));
+            assert!(StreamMark::decode(&s, 8).is_err(), "another user's");
+            assert!(Cursor::decode(&s, &FeedScope::Home(7)).is_err(), "not a home cursor");
+            assert!(StreamMark::decode(&s[..s.len() - 2], 7).is_err(), "truncated");
+        }
+        let home = Cursor::new(5).encode(&FeedScope::Home(7));
+        assert!(StreamMark::decode(&home, 7).is_err(), "a home cursor");
+        assert!(StreamMark::decode("garbage", 7).is_err());
     }
 }
