@@ -380,6 +380,37 @@ impl FeedService {
         self.finish_page(&spec, walked, &scope, Some(user), &[]).await
     }
 
+    /// The entries of `home(user)` above `after` (pulled, as
+    /// [`FeedService::home_pulled`] reads them), newest first, each exactly
+    /// as the first page of the home shows it now: its cursor carries its
+    /// organic rank from the top (1 = the top), as a page read from the top
+    /// gives it, not a rank counted from `after`. What the home stream
+    /// sends as `entry` events. Reads up to the top, page after page.
+    pub(crate) async fn home_above(&self, user: UserId, after: &str) -> Result<Vec<EntryView>> {
+        let mut pages: Vec<Vec<EntryView>> = Vec::new();
+        let mut from = after.to_owned();
+        loop {
+            let req = PageRequest { limit: Some(HOME_ABOVE_PAGE), after: Some(from.clone()), ..PageRequest::default() };
+            let page = self.home_pulled(user, &req).await?;
+            let full = page.entries.len() >= HOME_ABOVE_PAGE;
+            let newest = page.entries.first().map(|e| e.cursor.clone());
+            pages.push(page.entries);
+            match newest {
+                Some(c) if full => from = c,
+                _ => break,
+            }
+        }
+        // Newest first: the last page read is the top.
+        let scope = FeedScope::Home(user.0);
+        let encoder = CursorEncoder::new(&scope);
+        let mut out: Vec<EntryView> = pages.into_iter().rev().flatten().collect();
+        for (rank, e) in out.iter_mut().enumerate() {
+            let key = Cursor::decode(&e.cursor, &scope)?.key;
+            e.cursor = encoder.encode(Cursor { key, aux: rank as u64 + 1 });
+        }
+        Ok(out)
+    }
+
     /// A page of `profile(author).await` seen by `viewer`.
     pub async fn profile(&self, author: UserId, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
         let scope = FeedScope::Profile(author.0);
@@ -442,6 +473,9 @@ impl FeedService {
 /// page below it is pulled from the outboxes, and fan-out fills it from
 /// the top up to the cap.
 pub(crate) const REBUILD_KEYS: usize = 100;
+
+/// The page size [`FeedService::home_above`] reads with.
+const HOME_ABOVE_PAGE: usize = 100;
 
 /// `F(u)` from the users `u` follows: with `u`, by id (a page asks whether
 /// someone is in it by a binary search; engines list followees in any order).
