@@ -488,7 +488,7 @@ fn sse_event(e: &tideway_service::StreamEvent) -> axum::response::sse::Event {
 #[utoipa::path(get, path = "/v1/users/{u}/home/stream", tag = "feeds",
     params(("u" = String, Path), ("last_event_id" = Option<String>, Query, description = "or the Last-Event-ID header")),
     responses((status = 200, content_type = "text/event-stream",
-               description = "Server-Sent Events: `entry` (data: an entry as a home page shows it; id: its cursor), `delete` (data: {\"item\": id}), `reset` (data: {\"reason\": …}); a comment every 15 s"),
+               description = "Server-Sent Events: `entry` (data: an entry exactly as a home page shows it, cursor included; id: its cursor), `delete` (data: {\"item\": id}; id: an opaque mark of the stream's place), `reset` (data: {\"reason\": …}); a comment every 15 s. Every id resumes (Last-Event-ID) with every missed event once and nothing received before"),
               (status = 403, body = ErrorBody)))]
 pub async fn home_stream(
     State(st): State<AppState>,
