@@ -1,8 +1,9 @@
 //! The home stream over HTTP with a real Server-Sent Events client: entries
-//! in order (pushed and a hot author's pulled ones alike), a disconnect and
-//! a resume with no gap and no duplicate, deletes while connected (a
-//! delete, an unfollow), `reset` for an id it cannot resume from, and what
-//! a client holds equal to the top of the REST page.
+//! in order (pushed and a hot author's pulled ones alike), each exactly as
+//! the home page shows it, cursor included; a disconnect and a resume with
+//! no gap and no duplicate, from an entry's id or a delete's; deletes while
+//! connected (a delete, an unfollow), `reset` for an id it cannot resume
+//! from, and what a client holds equal to the top of the REST page.
 
 use crate::helpers::*;
 use reqwest::StatusCode;
@@ -306,7 +307,7 @@ async fn entries_that_left_while_away_are_deleted_when_the_stream_resumes() {
     let mut expected = vec![a.as_str(), b.as_str(), c6.as_str(), d.as_str(), f.as_str(), h.as_str()];
     expected.sort();
     assert_eq!(deleted, expected, "exactly the entries that left, each once");
-    assert!(events[..6].iter().all(|e| e.id == last), "a delete's id is the stream's position");
+    assert!(events[..6].iter().all(|e| e.id != last), "a delete's id marks its own place");
     apply(&mut held, &events);
     assert_eq!(held, [x.as_str(), &e, &g]);
     assert_eq!(held, home_after(&s, 1, &top).await, "what the client holds is the top of the page");
@@ -316,6 +317,146 @@ async fn entries_that_left_while_away_are_deleted_when_the_stream_resumes() {
     drop(c);
     let mut c = Client::connect(&s, 1, Some(&last)).await;
     assert!(c.next(QUIET).await.is_none(), "removals before the id are not sent again");
+    drop(c);
+    s.stop().await;
+}
+
+/// Item ids of events, as `(event, item)`, deletes of one run sorted (they
+/// come in no set order).
+fn kinds_and_items(events: &[Sse]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    let mut run: Vec<(String, String)> = Vec::new();
+    for e in events {
+        let item = match e.event.as_str() {
+            "entry" => e.data["item"]["id"].as_str(),
+            _ => e.data["item"].as_str(),
+        };
+        let pair = (e.event.clone(), item.expect("an item").to_owned());
+        if e.event == "delete" {
+            run.push(pair);
+        } else {
+            run.sort();
+            out.append(&mut run);
+            out.push(pair);
+        }
+    }
+    run.sort();
+    out.append(&mut run);
+    out
+}
+
+fn ev(kind: &str, item: &str) -> (String, String) {
+    (kind.to_owned(), item.to_owned())
+}
+
+#[tokio::test]
+async fn a_resume_from_a_delete_id_sends_every_missed_event_once_and_nothing_received() {
+    let s = spawn().await;
+    for t in [2, 3] {
+        s.follow(1, t).await;
+    }
+    let mut c = Client::connect(&s, 1, None).await;
+    let a = s.post_item(2, json!({})).await;
+    let b = s.post_item(3, json!({})).await;
+    let c3 = s.post_item(2, json!({})).await;
+    let first = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&first), [ev("entry", &a), ev("entry", &b), ev("entry", &c3)]);
+    // Two deletes while connected, each its own event.
+    assert_eq!(s.delete(&format!("/v1/items/{a}")).await.0, StatusCode::NO_CONTENT);
+    let del_a = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&del_a), [ev("delete", &a)]);
+    assert_eq!(s.delete(&format!("/v1/items/{b}")).await.0, StatusCode::NO_CONTENT);
+    let del_b = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&del_b), [ev("delete", &b)]);
+    drop(c);
+    // Away: a delete and a post.
+    assert_eq!(s.delete(&format!("/v1/items/{c3}")).await.0, StatusCode::NO_CONTENT);
+    let d = s.post_item(3, json!({})).await;
+
+    // Back with the last id (a delete's): exactly what was missed.
+    let mut c = Client::connect(&s, 1, Some(&del_b[0].id)).await;
+    let missed = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&missed), [ev("delete", &c3), ev("entry", &d)], "{missed:?}");
+    drop(c);
+    // A client that lost the last delete resumes from the one before it:
+    // that delete is not sent again, the lost one is.
+    let mut c = Client::connect(&s, 1, Some(&del_a[0].id)).await;
+    let missed = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&missed), [ev("delete", &b), ev("delete", &c3), ev("entry", &d)], "{missed:?}");
+    drop(c);
+    // And from the last entry received before them: every delete since.
+    let mut c = Client::connect(&s, 1, Some(&first[2].id)).await;
+    let missed = c.drain(QUIET).await;
+    assert_eq!(
+        kinds_and_items(&missed),
+        [ev("delete", &a), ev("delete", &b), ev("delete", &c3), ev("entry", &d)],
+        "{missed:?}"
+    );
+    // What a client holds after any of these is the top of the page.
+    let mut held = Vec::new();
+    for events in [&first, &del_a, &del_b] {
+        apply(&mut held, events);
+    }
+    let mut c2 = Client::connect(&s, 1, Some(&del_b[0].id)).await;
+    let last = c2.drain(QUIET).await;
+    apply(&mut held, &last);
+    assert_eq!(held, std::slice::from_ref(&d));
+    let (top, _) = s.home_ids(1, "").await;
+    assert_eq!(held, top);
+    drop(c2);
+
+    // Each resumed stream goes on from there: a delete while connected,
+    // then a resume from that delete's id has nothing more to say.
+    let e = s.post_item(2, json!({})).await;
+    let got = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&got), [ev("entry", &e)]);
+    assert_eq!(s.delete(&format!("/v1/items/{d}")).await.0, StatusCode::NO_CONTENT);
+    let del_d = c.drain(QUIET).await;
+    assert_eq!(kinds_and_items(&del_d), [ev("delete", &d)]);
+    drop(c);
+    let mut c = Client::connect(&s, 1, Some(&del_d[0].id)).await;
+    assert_eq!(c.drain(QUIET).await, Vec::<Sse>::new(), "nothing received before is sent again");
+    drop(c);
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn an_entry_event_is_the_entry_the_home_page_shows_cursor_included() {
+    // Author 3 is hot (2 followers): their posts are pulled, not pushed.
+    let s = spawn_with(|c| c.fanout.hot_followers = 2).await;
+    for (u, t) in [(1, 2), (1, 3), (4, 3)] {
+        s.follow(u, t).await;
+    }
+    let before = s.post_item(2, json!({})).await;
+    s.drained().await;
+    let mut c = Client::connect(&s, 1, None).await;
+    let original = s.post_item(5, json!({"body": {"t": "an original"}})).await;
+    // Pushed and pulled posts, and a repost (its original, with sources).
+    let steps = [(2, json!({"body": {"n": 1}})), (3, json!({"body": {"n": 2}})), (2, json!({"repost_of": original}))];
+    for (author, body) in steps {
+        let posted = s.post_item(author, body.clone()).await;
+        let got = c.take(1, Duration::from_secs(5)).await.remove(0);
+        s.drained().await;
+        let (_, page) = s.get("/v1/users/1/home").await;
+        let top = &page["entries"][0];
+        assert_eq!(got.event, "entry");
+        let shown = if body.get("repost_of").is_some() { &original } else { &posted };
+        assert_eq!(top["item"]["id"], json!(shown), "{page}");
+        assert_eq!(got.data, *top, "the entry exactly as the page shows it");
+        assert_eq!(got.id, top["cursor"].as_str().expect("cursor"), "its id is the page's cursor");
+    }
+    // Two at once: each as the page shows it (its rank from the top).
+    let (x, y) = (s.post_item(2, json!({})).await, s.post_item(3, json!({})).await);
+    let got = c.take(2, Duration::from_secs(5)).await;
+    s.drained().await;
+    let (_, page) = s.get("/v1/users/1/home").await;
+    assert_eq!(page["entries"][0]["item"]["id"], json!(y));
+    assert_eq!(page["entries"][1]["item"]["id"], json!(x));
+    assert_eq!([got[1].data.clone(), got[0].data.clone()], [page["entries"][0].clone(), page["entries"][1].clone()]);
+    assert_eq!(c.drain(QUIET).await, Vec::<Sse>::new());
+    // The page's bottom is where the stream started.
+    let entries = page["entries"].as_array().expect("entries");
+    assert_eq!(entries.last().expect("an entry")["item"]["id"], json!(before));
     drop(c);
     s.stop().await;
 }
