@@ -403,14 +403,17 @@ impl Items for SqlStore {
     ) -> Result<bool> {
         // The reaction, its count and its notifications in one transaction:
         // one commit, and a notification never missing beside its reaction.
-        self.retrying(|| async {
-            let mut tx = self.begin().await?;
-            let changed = self.write_reaction(&mut tx, item, user, kind, on).await?;
-            self.notify_in(&mut tx, notify).await?;
-            self.commit(tx).await?;
-            Ok(changed)
-        })
-        .await
+        let (changed, fold) = self
+            .retrying(|| async {
+                let mut tx = self.begin().await?;
+                let changed = self.write_reaction(&mut tx, item, user, kind, on).await?;
+                let fold = self.notify_in(&mut tx, notify).await?;
+                self.commit(tx).await?;
+                Ok((changed, fold))
+            })
+            .await?;
+        self.fold_after(&fold).await;
+        Ok(changed)
     }
 
     async fn create_promotion(&self, p: Promotion) -> Result<()> {

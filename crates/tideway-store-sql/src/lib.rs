@@ -101,6 +101,9 @@ pub struct SqlStore {
     /// The node's copy of the promotions not yet ended, checked by their
     /// version in a page's statement (`pages.rs`).
     promotions: pages::PromotionsCopy,
+    /// Notification writes that moved a group, counted to fold every so
+    /// many (`notifications.rs`).
+    moves_written: std::sync::atomic::AtomicU64,
 }
 
 impl SqlStore {
@@ -162,6 +165,7 @@ impl SqlStore {
             posts,
             stats: tokio::sync::Mutex::new(None),
             promotions: pages::PromotionsCopy::default(),
+            moves_written: std::sync::atomic::AtomicU64::new(0),
         };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;
         Ok(store)
