@@ -123,6 +123,21 @@ impl SqlStore {
                     session::bound(conn, dialect).await
                 })
             })
+            // sqlx pings a connection given back to the pool, with no
+            // bound: behind a link that went dark the ping waits on TCP's
+            // retransmissions (minutes, even after the link heals), holding
+            // its slot, and sixteen of them empty the pool. This ping first,
+            // within a bound, drops such a connection at once (an error
+            // makes sqlx close it without a word to the server); one that
+            // answered is then pinged again by sqlx, a round trip later.
+            .after_release(|conn, _| {
+                Box::pin(async move {
+                    match tokio::time::timeout(session::RELEASE_PING, sqlx::Connection::ping(conn)).await {
+                        Ok(answered) => answered.map(|()| true),
+                        Err(_) => Err(sqlx::Error::PoolTimedOut),
+                    }
+                })
+            })
             .max_connections(16)
             .acquire_timeout(Duration::from_secs(3))
             .connect(url)

@@ -21,6 +21,10 @@
 //! node's session is ended. MySQL (not MariaDB) has no idle-in-transaction
 //! bound: there `wait_timeout` ends any idle session after [`MYSQL_WAIT_S`].
 //!
+//! On the node's side, a connection given back to the pool must answer a
+//! ping within [`RELEASE_PING`] or it is dropped (sqlx's own ping there has
+//! no bound, and behind a dark link would hold the pool's slot for minutes).
+//!
 //! Migrations run on a session of their own without these bounds (an index
 //! on a large table may take longer than [`STATEMENT`]).
 
@@ -37,6 +41,9 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(5);
 pub const STATEMENT: Duration = Duration::from_secs(30);
 /// PostgreSQL: seconds of silence before the server probes its peer.
 pub const KEEPALIVE_IDLE_S: u32 = 10;
+/// How long a connection given back to the pool may take to answer its
+/// ping before it is dropped (`lib.rs`).
+pub const RELEASE_PING: std::time::Duration = std::time::Duration::from_secs(2);
 /// PostgreSQL: seconds between probes.
 pub const KEEPALIVE_INTERVAL_S: u32 = 5;
 /// PostgreSQL: unanswered probes before the server drops the session.
