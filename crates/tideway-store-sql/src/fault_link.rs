@@ -101,7 +101,9 @@ impl FaultLink {
 
     /// Sets what the link does from now on.
     pub fn set(&self, fault: Fault) {
-        let _ = self.shared.fault.send(fault);
+        // (`send` would keep the old fault while no connection is open to
+        // hear it: after a reset, the link stayed reset for good)
+        self.shared.fault.send_replace(fault);
     }
 
     /// The next `times` requests that carry any of `patterns` reach the

@@ -13,6 +13,7 @@ mod helpers;
 mod import;
 mod items;
 mod kills;
+mod links;
 mod live;
 mod nodes;
 mod notifications;

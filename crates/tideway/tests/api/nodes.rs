@@ -15,13 +15,13 @@ fn env(var: &str) -> String {
 }
 
 pub(crate) struct Cluster {
-    db: tideway_store_sql::testing::FreshDatabase,
+    pub(crate) db: tideway_store_sql::testing::FreshDatabase,
     /// `postgres` or `mysql`.
     backend: &'static str,
     redis: String,
-    prefix: String,
+    pub(crate) prefix: String,
     dir: tempfile::TempDir,
-    c: reqwest::Client,
+    pub(crate) c: reqwest::Client,
 }
 
 impl Cluster {

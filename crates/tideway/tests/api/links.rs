@@ -1,0 +1,259 @@
+//! Faults on the links between nodes and engines (issue 64's proof): two
+//! nodes on one PostgreSQL database and one Redis, node a's links to both
+//! through a fault-injecting proxy (`tideway_store_sql::fault_link`), six
+//! writers posting through both nodes while a's links go dark, slow,
+//! reset, lose the engine's answer after it acted, and while a loses Redis.
+//! Then a history check: every acknowledged post stored exactly once, no
+//! post stored twice whatever the client saw, every home equal to the
+//! definition through both nodes; node b (healthy links) never refused a
+//! write, and a stayed ready at +150 ms each way. Figures per fault on
+//! stderr.
+
+use crate::crash::Proc;
+use crate::nodes::Cluster;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use tideway_store_sql::fault_link::{Fault, FaultLink};
+
+/// Authors 1..=6; readers 100..=103 follow three each.
+const AUTHORS: u64 = 6;
+const READERS: [u64; 4] = [100, 101, 102, 103];
+
+fn followed(reader: u64) -> Vec<u64> {
+    (1..=AUTHORS).filter(|a| (a + reader) % 2 == 0).collect()
+}
+
+/// What one writer saw in one phase.
+#[derive(Default, Debug)]
+struct Seen {
+    statuses: BTreeMap<String, usize>,
+    slowest: Duration,
+}
+
+#[derive(Default)]
+struct History {
+    /// Marker → id, for posts acknowledged.
+    acked: HashMap<String, String>,
+    /// (node, phase) → what the writers saw.
+    seen: BTreeMap<(char, usize), Seen>,
+}
+
+async fn writer(
+    c: reqwest::Client,
+    node: char,
+    base: String,
+    w: u64,
+    phase: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    h: Arc<std::sync::Mutex<History>>,
+) {
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        i += 1;
+        let marker = format!("{node}{w}-{i}");
+        let author = 1 + (w + i) % AUTHORS;
+        let p = phase.load(Ordering::Relaxed);
+        let t0 = Instant::now();
+        let r = c
+            .post(format!("{base}/v1/items"))
+            .json(&json!({"author": author.to_string(), "body": {"text": marker}}))
+            .timeout(Duration::from_secs(20))
+            .send()
+            .await;
+        let took = t0.elapsed();
+        let (status, id) = match r {
+            Ok(r) => {
+                let s = r.status();
+                let v: Value = r.json().await.unwrap_or(Value::Null);
+                (s.as_u16().to_string(), v["item"]["id"].as_str().map(str::to_owned))
+            }
+            Err(e) => (if e.is_timeout() { "timeout".into() } else { "transport".into() }, None),
+        };
+        {
+            let mut h = h.lock().expect("lock");
+            if status == "201" {
+                h.acked.insert(marker, id.expect("an id"));
+            }
+            let s = h.seen.entry((node, p)).or_default();
+            *s.statuses.entry(status).or_default() += 1;
+            s.slowest = s.slowest.max(took);
+        }
+        tokio::time::sleep(Duration::from_millis(80)).await;
+    }
+}
+
+/// Every entry id of a feed at `path` (all pages).
+async fn walk(c: &reqwest::Client, base: &str, path: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}{path}?limit=100");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&before={c}"));
+        }
+        let r = c.get(url).send().await.expect("page");
+        assert_eq!(r.status(), StatusCode::OK, "{path}");
+        let v: Value = r.json().await.expect("json");
+        for e in v["entries"].as_array().expect("entries") {
+            let id = e["item"]["id"].as_str().expect("id").to_owned();
+            let text = e["item"]["body"]["text"].as_str().unwrap_or_default().to_owned();
+            out.push((id, text));
+        }
+        match v["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return out,
+        }
+    }
+}
+
+async fn ready(c: &reqwest::Client, node: &Proc) -> bool {
+    let r = c.get(format!("{}/readyz", node.base)).timeout(Duration::from_secs(1)).send().await;
+    r.is_ok_and(|r| r.status() == StatusCode::OK)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_once_through_faults_on_the_links_to_postgres_and_redis() {
+    let cl = Cluster::create_on("postgres").await;
+    let redis = std::env::var("TIDEWAY_TEST_REDIS_URL").expect("TIDEWAY_TEST_REDIS_URL: run scripts/services.sh up");
+    let db_link = FaultLink::start(FaultLink::target_of(&cl.db.url).expect("db address")).await.expect("proxy");
+    let redis_link = FaultLink::start(FaultLink::target_of(&redis).expect("redis address")).await.expect("proxy");
+    let (db_a, redis_a) = (db_link.url_through(&cl.db.url), redis_link.url_through(&redis));
+    let a =
+        cl.node_with(1, &[("TIDEWAY_STORAGE__URL", db_a.as_str()), ("TIDEWAY_REDIS__URLS", redis_a.as_str())]).await;
+    let b = cl.node_with(2, &[("TIDEWAY_REDIS__URLS", redis.as_str())]).await;
+    let c = cl.c.clone();
+    for r in READERS {
+        let targets: Vec<String> = followed(r).iter().map(u64::to_string).collect();
+        let resp = c.post(format!("{}/v1/users/{r}/following", b.base)).json(&json!({"targets": targets})).send().await;
+        assert!(resp.expect("follow").status().is_success());
+    }
+
+    let (phase, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+    let history = Arc::new(std::sync::Mutex::new(History::default()));
+    let mut writers = Vec::new();
+    for (node, base) in [('a', &a.base), ('b', &b.base)] {
+        for w in 0..3 {
+            let args = (c.clone(), node, base.clone(), w, phase.clone(), stop.clone(), history.clone());
+            writers.push(tokio::spawn(writer(args.0, args.1, args.2, args.3, args.4, args.5, args.6)));
+        }
+    }
+    // The phases: each fault on a's links for a while, then healed.
+    let faults: [(&str, Box<dyn Fn()>); 7] = [
+        ("healthy", Box::new(|| {})),
+        ("database link dark", Box::new(|| db_link.set(Fault::Blackhole))),
+        ("database link +150 ms each way", Box::new(|| db_link.set(Fault::Delay(Duration::from_millis(150))))),
+        ("database link resets", Box::new(|| db_link.set(Fault::Reset))),
+        (
+            "answers lost after the database acted",
+            Box::new(|| db_link.lose_answers_to(&[b"COMMIT", b"INSERT INTO tw_items"], 6)),
+        ),
+        ("Redis link dark", Box::new(|| redis_link.set(Fault::Blackhole))),
+        ("healed", Box::new(|| {})),
+    ];
+    let mut recovery: Vec<(String, Option<Duration>)> = Vec::new();
+    let mut unready_at_delay = (0usize, 0usize);
+    for (p, (name, start)) in faults.iter().enumerate() {
+        phase.store(p, Ordering::Relaxed);
+        start();
+        let until = Instant::now() + Duration::from_millis(3_000);
+        while Instant::now() < until {
+            if p == 2 {
+                unready_at_delay.0 += 1;
+                if !ready(&c, &a).await {
+                    unready_at_delay.1 += 1;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        db_link.set(Fault::Pass);
+        db_link.lose_answers_to(&[], 0);
+        redis_link.set(Fault::Pass);
+        // How long a takes to be ready again after the heal.
+        let healed = Instant::now();
+        let mut back = None;
+        while healed.elapsed() < Duration::from_secs(15) {
+            if ready(&c, &a).await {
+                back = Some(healed.elapsed());
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        if back.is_none() {
+            let r = c.get(format!("{}/readyz", a.base)).send().await.expect("readyz");
+            eprintln!("after {name}: /readyz {} {}", r.status(), r.text().await.unwrap_or_default());
+            let r = c
+                .post(format!("{}/v1/items", a.base))
+                .json(&json!({"author": "1", "body": {"text": "probe"}}))
+                .send()
+                .await
+                .expect("post");
+            eprintln!("after {name}: a post {} {}", r.status(), r.text().await.unwrap_or_default());
+        }
+        recovery.push((name.to_string(), back));
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.await.expect("writer");
+    }
+
+    let h = std::mem::take(&mut *history.lock().expect("lock"));
+    for ((node, p), s) in &h.seen {
+        eprintln!("{:<40} node {node}: {:?}, slowest {:?}", faults[*p].0, s.statuses, s.slowest);
+    }
+    for (name, back) in &recovery {
+        eprintln!("{name:<40} a ready again after the heal in {back:?}");
+    }
+    eprintln!("a unready in {} of {} probes at +150 ms each way", unready_at_delay.1, unready_at_delay.0);
+    eprintln!("answers lost after the database acted: {}", db_link.answers_lost());
+
+    // The history. Fan-out settles first.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cl.pending(&b).await > 0 {
+        assert!(Instant::now() < deadline, "fan-out never settled");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut stored: HashMap<String, Vec<String>> = HashMap::new();
+    let mut profiles: HashMap<u64, Vec<String>> = HashMap::new();
+    for author in 1..=AUTHORS {
+        let items = walk(&c, &b.base, &format!("/v1/users/{author}/profile")).await;
+        for (id, text) in &items {
+            stored.entry(text.clone()).or_default().push(id.clone());
+        }
+        profiles.insert(author, items.into_iter().map(|(id, _)| id).collect());
+    }
+    let twice: Vec<_> = stored.iter().filter(|(_, ids)| ids.len() > 1).collect();
+    eprintln!("{} posts stored, {} acknowledged, {} stored twice", stored.len(), h.acked.len(), twice.len());
+    assert!(twice.is_empty(), "posts stored more than once: {twice:?}");
+    for (marker, id) in &h.acked {
+        assert_eq!(stored.get(marker), Some(&vec![id.clone()]), "acknowledged post {marker} is stored once, as {id}");
+    }
+    for r in READERS {
+        let mut want: Vec<&String> = followed(r).iter().flat_map(|a| &profiles[a]).collect();
+        want.sort_by_key(|id| std::cmp::Reverse(id.parse::<u64>().expect("id")));
+        for node in [&a, &b] {
+            let got = walk(&c, &node.base, &format!("/v1/users/{r}/home")).await;
+            let got: Vec<&String> = got.iter().map(|(id, _)| id).collect();
+            assert_eq!(got, want, "home({r}) on {} is the definition", node.base);
+        }
+    }
+    // The healthy node never refused; a took writes through the Redis outage.
+    for ((node, p), s) in &h.seen {
+        if *node == 'b' {
+            assert_eq!(s.statuses.keys().collect::<Vec<_>>(), vec!["201"], "b refused in {}: {s:?}", faults[*p].0);
+        }
+    }
+    let redis_phase = &h.seen[&('a', 5)];
+    assert_eq!(redis_phase.statuses.keys().collect::<Vec<_>>(), vec!["201"], "a without Redis: {redis_phase:?}");
+    assert_eq!(unready_at_delay.1, 0, "a stayed ready at +150 ms each way");
+    drop((a, b));
+    let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], 800);
+    ro.prefix = cl.prefix.clone();
+    if let Ok(r) = tideway_store_redis::RedisShared::connect(ro).await {
+        let _ = r.purge().await;
+    }
+    cl.clean().await;
+}
