@@ -24,8 +24,11 @@ const AUTHORS: u64 = 6;
 const READERS: [u64; 4] = [100, 101, 102, 103];
 
 fn followed(reader: u64) -> Vec<u64> {
-    (1..=AUTHORS).filter(|a| (a + reader) % 2 == 0).collect()
+    (1..=AUTHORS).filter(|a| (a + reader).is_multiple_of(2)).collect()
 }
+
+/// What a phase does to the links as it starts.
+type Step<'a> = Box<dyn Fn() + 'a>;
 
 /// What one writer saw in one phase.
 #[derive(Default, Debug)]
@@ -142,7 +145,7 @@ async fn every_write_once_through_faults_on_the_links_to_postgres_and_redis() {
         }
     }
     // The phases: each fault on a's links for a while, then healed.
-    let faults: [(&str, Box<dyn Fn()>); 7] = [
+    let faults: [(&str, Step<'_>); 7] = [
         ("healthy", Box::new(|| {})),
         ("database link dark", Box::new(|| db_link.set(Fault::Blackhole))),
         ("database link +150 ms each way", Box::new(|| db_link.set(Fault::Delay(Duration::from_millis(150))))),
