@@ -89,6 +89,7 @@ cluster_up() {
                 mkdir -p "$dir/$p"
                 redis-server --daemonize yes --bind 127.0.0.1 --port "$p" --cluster-enabled yes \
                     --cluster-config-file "$dir/$p/nodes.conf" --dir "$dir/$p" --save "" --appendonly no \
+                    --cluster-require-full-coverage no \
                     --pidfile "$dir/$p/redis.pid" --logfile "$dir/$p/redis.log" >&2
                 if wait_briefly redis-cli -p "$p" ping; then
                     ports+=("$p")
