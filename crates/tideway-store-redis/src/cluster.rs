@@ -87,6 +87,18 @@ fn is_noscript(e: &RedisError) -> bool {
             .is_some_and(|errs| errs.iter().any(|(_, s)| s.kind() == Some(redis::ServerErrorKind::NoScript)))
 }
 
+/// How long the probe waits for a primary's `PING` before it counts that
+/// primary down.
+const PING_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Why calls for a primary's slots fail at once.
+fn down_message(node: &Node, why: &str) -> String {
+    format!(
+        "Redis primary {}:{} is down ({why}); its slots are not asked again until a probe finds it back",
+        node.0, node.1
+    )
+}
+
 /// A Redis node's address.
 pub(crate) type Node = (String, u16);
 
@@ -100,6 +112,42 @@ fn slot_of(key: &[u8]) -> u16 {
         None => key,
     };
     crc16::State::<crc16::XMODEM>::calculate(tag) % 16384
+}
+
+/// The key a command reads or writes (`None`: one any node takes, such as
+/// `PUBLISH`): its first argument, or a script's first declared key.
+fn key_of(cmd: &Cmd) -> Option<Vec<u8>> {
+    let mut args = cmd.args_iter().map(|a| match a {
+        redis::Arg::Simple(b) => Some(b),
+        _ => None,
+    });
+    let name = args.next()??.to_ascii_uppercase();
+    match name.as_slice() {
+        b"PUBLISH" | b"PING" => None,
+        b"EVAL" | b"EVALSHA" => {
+            let keys: usize = std::str::from_utf8(args.nth(1)??).ok()?.parse().ok()?;
+            (keys > 0).then(|| args.next()).flatten().flatten().map(<[u8]>::to_vec)
+        }
+        _ => args.next().flatten().map(<[u8]>::to_vec),
+    }
+}
+
+/// What a batch run found: each command's reply, `None` for those left
+/// unsent because the primary serving their slot is down (`down` says
+/// which and why).
+pub(crate) struct Replies {
+    pub(crate) values: Vec<Option<Value>>,
+    pub(crate) down: Option<String>,
+}
+
+impl Replies {
+    /// Every reply, or a fast failure naming the primary that is down.
+    fn all(self) -> Result<Vec<Value>> {
+        match self.down {
+            None => Ok(self.values.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect()),
+            Some(why) => Err(StoreError::unavailable_because(Engine::Redis, why)),
+        }
+    }
 }
 
 /// Commands of a pipeline with the key that routes each.
@@ -137,8 +185,46 @@ impl RedisShared {
         }
     }
 
+    /// Fails at once when the primary serving `slot` did not answer the
+    /// last probe (a cluster whose other primaries answer).
+    fn check_slot(&self, slot: u16) -> Result<()> {
+        let down = self.down_primaries.read();
+        if down.is_empty() {
+            return Ok(());
+        }
+        match self.node_of_slot(slot) {
+            Some(node) => match down.get(&node) {
+                Some(why) => Err(StoreError::unavailable_because(Engine::Redis, down_message(&node, why))),
+                None => Ok(()),
+            },
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the last probe found `node` down.
+    fn is_down(&self, node: &Node) -> bool {
+        self.down_primaries.read().contains_key(node)
+    }
+
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
         self.check_up()?;
+        if let Conn::Cluster(c) = &self.conn
+            && !self.down_primaries.read().is_empty()
+        {
+            match key_of(cmd) {
+                Some(key) => self.check_slot(slot_of(&key))?,
+                None => {
+                    // One any node takes (`PUBLISH`): to a primary that
+                    // answers, not to whichever the client would pick.
+                    let nodes: Vec<Node> = self.slots.read().iter().map(|r| r.2.clone()).collect();
+                    if let Some((host, port)) = nodes.into_iter().find(|n| !self.is_down(n)) {
+                        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host, port });
+                        let v = c.clone().route_command(cmd.clone(), routing).await.map_err(err)?;
+                        return T::from_redis_value(v).map_err(bad_reply);
+                    }
+                }
+            }
+        }
         self.query_anyway(cmd).await
     }
 
@@ -160,6 +246,8 @@ impl RedisShared {
                 candidates.push(node);
             }
         }
+        // The primaries the last probe found down are asked last.
+        candidates.sort_by_key(|n| self.is_down(n));
         let mut last = None;
         for (host, port) in candidates {
             let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
@@ -199,7 +287,11 @@ impl RedisShared {
 
     /// The primary serving `key` in a cluster.
     pub(crate) fn node_of(&self, key: &str) -> Option<Node> {
-        let slot = slot_of(key.as_bytes());
+        self.node_of_slot(slot_of(key.as_bytes()))
+    }
+
+    /// The primary serving `slot` in a cluster, by this node's slot map.
+    fn node_of_slot(&self, slot: u16) -> Option<Node> {
         let map = self.slots.read();
         let i = map.partition_point(|r| r.0 <= slot).checked_sub(1)?;
         (map[i].1 >= slot).then(|| map[i].2.clone())
@@ -231,13 +323,24 @@ impl RedisShared {
     ///   [`ATTEMPTS`] runs (about a third of a second in all);
     /// - a lost connection on a cluster (a primary died): once, after the
     ///   slot map is read again.
+    ///
+    /// The commands for the slots of a primary the last probe found down
+    /// are not sent: the batch then fails at once for them, after the
+    /// others ran (see [`Self::run_replies`] for their replies).
     pub(crate) async fn run(&self, batch: &Batch) -> Result<Vec<Value>> {
+        self.run_replies(batch).await?.all()
+    }
+
+    /// [`Self::run`] with the replies of the commands that ran when some
+    /// were not sent (their primary is down).
+    pub(crate) async fn run_replies(&self, batch: &Batch) -> Result<Replies> {
         self.check_up()?;
         self.run_anyway(batch).await
     }
 
-    /// [`Self::run`] even while Redis is known to be down (the probe's purge).
-    async fn run_anyway(&self, batch: &Batch) -> Result<Vec<Value>> {
+    /// [`Self::run_replies`] even while Redis is known to be down (the
+    /// probe's purge).
+    async fn run_anyway(&self, batch: &Batch) -> Result<Replies> {
         let mut replies: Vec<Option<Value>> = vec![None; batch.cmds.len()];
         let mut eval = false;
         let mut lost_connection = false;
@@ -252,12 +355,12 @@ impl RedisShared {
                 let cmd = if eval { self.scripts.as_eval(cmd).unwrap_or_else(|| cmd.clone()) } else { cmd.clone() };
                 run.add(key.clone(), cmd);
             }
-            let (got, failed) = self.run_once(&run).await;
+            let (got, failed, down) = self.run_once(&run).await;
             for (i, v) in pending.into_iter().zip(got) {
                 replies[i] = v;
             }
             let Some(e) = failed else {
-                return Ok(replies.into_iter().map(|v| v.unwrap_or(Value::Nil)).collect());
+                return Ok(Replies { values: replies, down });
             };
             if attempt >= ATTEMPTS {
                 return Err(err(e));
@@ -282,8 +385,9 @@ impl RedisShared {
     }
 
     /// One run of `batch`: each command's reply (`None`: it failed, alone
-    /// or with its node's pipeline), and the first failure.
-    async fn run_once(&self, batch: &Batch) -> (Vec<Option<Value>>, Option<RedisError>) {
+    /// or with its node's pipeline, or was not sent), the first failure,
+    /// and why commands were not sent (their primary is down).
+    async fn run_once(&self, batch: &Batch) -> (Vec<Option<Value>>, Option<RedisError>, Option<String>) {
         let mut out: Vec<Option<Value>> = vec![None; batch.cmds.len()];
         let mut failed: Option<RedisError> = None;
         let mut take = |i: usize, v: Value, failed: &mut Option<RedisError>| match v {
@@ -305,11 +409,22 @@ impl RedisShared {
                 }
                 Err(e) => failed = Some(e),
             }
-            return (out, failed);
+            return (out, failed, None);
         };
         let mut by_node: HashMap<Option<Node>, Vec<usize>> = HashMap::new();
         for (i, (key, _)) in batch.cmds.iter().enumerate() {
             by_node.entry(self.node_of(key)).or_default().push(i);
+        }
+        let mut down = None;
+        {
+            let away = self.down_primaries.read();
+            by_node.retain(|node, _| match node.as_ref().and_then(|n| away.get(n).map(|why| (n, why))) {
+                Some((n, why)) => {
+                    down.get_or_insert_with(|| down_message(n, why));
+                    false
+                }
+                None => true,
+            });
         }
         let runs = by_node.into_iter().map(|(node, idx)| {
             let mut conn = conn.clone();
@@ -341,7 +456,7 @@ impl RedisShared {
                 }
             }
         }
-        (out, failed)
+        (out, failed, down)
     }
 
     /// Runs a batch and converts its replies.
@@ -358,7 +473,13 @@ impl RedisShared {
     /// The health probe: `PING` to the single server, or to every primary of
     /// a cluster (its slot map read again first) and the cluster's state
     /// (`CLUSTER INFO`: `fail` refuses every command). Its answer opens or
-    /// closes the breaker every other call checks first.
+    /// closes the breaker every other call checks first: the whole of it for
+    /// one Redis, a cluster that is not `ok` or one whose nodes do not
+    /// answer; only the slots of the primaries that did not answer their
+    /// `PING` (within a second) when the cluster is `ok` otherwise (as it
+    /// stays with `cluster-require-full-coverage no`, docs/deploy.md). The
+    /// probe fails while any primary is down all the same: the shared half
+    /// is not whole.
     ///
     /// A primary that was not one at the last successful probe (a replica
     /// promoted by a failover: replication is asynchronous, so it may lack
@@ -368,11 +489,27 @@ impl RedisShared {
     /// pages without it, an absent one is rebuilt from the database.
     pub(crate) async fn ping_every_server(&self) -> Result<()> {
         let found = match self.probe_servers().await {
-            Ok(primaries) => self.after_topology(primaries).await,
+            Ok((primaries, away)) => self.after_topology(primaries).await.map(|()| away),
             Err(e) => Err(e),
         };
-        *self.down.lock() = found.as_ref().err().map(|e| e.to_string());
-        found
+        match found {
+            Ok(away) => {
+                let mut named: Vec<String> = away.iter().map(|(n, why)| down_message(n, why)).collect();
+                named.sort();
+                *self.down_primaries.write() = away;
+                *self.down.lock() = None;
+                if named.is_empty() {
+                    Ok(())
+                } else {
+                    Err(StoreError::unavailable_because(Engine::Redis, named.join("; ")))
+                }
+            }
+            Err(e) => {
+                *self.down.lock() = Some(e.to_string());
+                self.down_primaries.write().clear();
+                Err(e)
+            }
+        }
     }
 
     /// Drops every key when `primaries` has one the last probe did not see.
@@ -396,11 +533,12 @@ impl RedisShared {
         Ok(())
     }
 
-    /// The primaries (every one answering `PING`), or why not.
-    async fn probe_servers(&self) -> Result<Vec<Node>> {
+    /// The primaries, and those of them that did not answer `PING` (with
+    /// why), or why the whole is down.
+    async fn probe_servers(&self) -> Result<(Vec<Node>, HashMap<Node, String>)> {
         let Conn::Cluster(c) = &self.conn else {
             let _: String = self.query_anyway(&redis::cmd("PING")).await?;
-            return Ok(Vec::new());
+            return Ok((Vec::new(), HashMap::new()));
         };
         let info: String = self.ask_cluster(&redis::cmd("CLUSTER").arg("INFO").clone()).await?;
         if let Some(state) = info.lines().find_map(|l| l.trim().strip_prefix("cluster_state:"))
@@ -413,21 +551,30 @@ impl RedisShared {
             let mut c = c.clone();
             async move {
                 let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
-                c.route_command(redis::cmd("PING"), routing)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| StoreError::unavailable_because(Engine::Redis, format!("primary {host}:{port}: {e}")))
+                let pinged = tokio::time::timeout(PING_WITHIN, c.route_command(redis::cmd("PING"), routing)).await;
+                let why = match pinged {
+                    Ok(Ok(_)) => return None,
+                    Ok(Err(e)) => e.to_string(),
+                    Err(_) => format!("no answer within {} ms", PING_WITHIN.as_millis()),
+                };
+                Some(((host, port), why))
             }
         });
-        futures_util::future::try_join_all(pings).await?;
-        Ok(primaries)
+        let away: HashMap<Node, String> = futures_util::future::join_all(pings).await.into_iter().flatten().collect();
+        Ok((primaries, away))
     }
 
     /// Every key matching `pattern` (on every primary of a cluster).
     pub(crate) async fn scan(&self, pattern: &str) -> Result<Vec<String>> {
         let mut keys = Vec::new();
-        let nodes =
+        let nodes: Vec<Option<Node>> =
             if self.is_cluster() { self.primaries().await?.into_iter().map(Some).collect() } else { vec![None] };
+        // Every primary is asked: one that is down fails the scan at once.
+        for node in nodes.iter().flatten() {
+            if let Some(why) = self.down_primaries.read().get(node) {
+                return Err(StoreError::unavailable_because(Engine::Redis, down_message(node, why)));
+            }
+        }
         for node in nodes {
             let mut cursor = 0u64;
             loop {
@@ -468,7 +615,7 @@ impl RedisShared {
             for k in chunk {
                 batch.add(k.clone(), redis::cmd("UNLINK").arg(k).clone());
             }
-            self.run_anyway(&batch).await?;
+            self.run_anyway(&batch).await?.all()?;
         }
         Ok(keys.len())
     }

@@ -76,6 +76,7 @@ use hub::RedisHub;
 use redis::RedisError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use scripts::Scripts;
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tideway_store::{InboxStats, Result, StoreError};
 
@@ -119,6 +120,10 @@ pub struct RedisShared {
     /// probed): while set, calls fail at once instead of waiting on a
     /// server that is away or a cluster that refuses every command.
     down: parking_lot::Mutex<Option<String>>,
+    /// The primaries of a cluster that did not answer the last probe (and
+    /// why), while the cluster itself serves (`cluster_state:ok`): calls
+    /// for their slots fail at once, the others go through.
+    down_primaries: parking_lot::RwLock<HashMap<Node, String>>,
     /// The primaries the last successful probe found: a new one (a replica
     /// promoted by a failover) may lack the last writes of the one it
     /// replaced, so every key is dropped once (see `ping_every_server`).
@@ -192,6 +197,7 @@ impl RedisShared {
             stats: tokio::sync::Mutex::new(None),
             slots: parking_lot::RwLock::new(Vec::new()),
             down: parking_lot::Mutex::new(None),
+            down_primaries: parking_lot::RwLock::new(HashMap::new()),
             primaries_seen: parking_lot::Mutex::new(Vec::new()),
             hot_copy: parking_lot::RwLock::new(None),
             seeds: opts

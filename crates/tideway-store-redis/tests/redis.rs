@@ -451,3 +451,181 @@ async fn fact_tokens_lapse_and_are_never_repeated_on_redis() {
 async fn fact_tokens_lapse_and_are_never_repeated_on_a_cluster() {
     fact_tokens_lapse_and_are_never_repeated(cluster()).await;
 }
+
+/// A private Redis Cluster of three primaries without replicas, configured
+/// as docs/deploy.md configures one (`cluster-require-full-coverage no`:
+/// a primary's slots fail alone), with a short `cluster-node-timeout`
+/// (every node killed, and its directory removed, on drop).
+struct PrivateCluster {
+    dir: std::path::PathBuf,
+    nodes: Vec<(u16, std::process::Child)>,
+}
+
+impl PrivateCluster {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!("tideway-test-cluster-{}", rand::random::<u64>()));
+        let mut me = PrivateCluster { dir, nodes: Vec::new() };
+        for i in 0..3 {
+            // A free port whose cluster-bus port (+10000) is free too.
+            let port = loop {
+                let p = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+                if p < 55000 && std::net::TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+                    break p;
+                }
+            };
+            let d = me.dir.join(format!("r{i}"));
+            std::fs::create_dir_all(&d).expect("dir");
+            let child = std::process::Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+                .args(["--cluster-require-full-coverage", "no"])
+                .arg("--cluster-config-file")
+                .arg(d.join("nodes.conf"))
+                .arg("--dir")
+                .arg(&d)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("redis-server");
+            me.nodes.push((port, child));
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(std::time::Instant::now() < deadline, "redis-server on {port} did not come up");
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
+        let addrs: Vec<String> = me.nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")).collect();
+        let created = std::process::Command::new("redis-cli")
+            .args(["--cluster", "create"])
+            .args(&addrs)
+            .arg("--cluster-yes")
+            .output();
+        assert!(created.as_ref().is_ok_and(|o| o.status.success()), "redis-cli --cluster create: {created:?}");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        for i in 0..3 {
+            while !me.cli(i, &["cluster", "info"]).contains("cluster_state:ok") {
+                assert!(std::time::Instant::now() < deadline, "the cluster did not become ready");
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
+        me
+    }
+
+    fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(|(p, _)| format!("redis://127.0.0.1:{p}")).collect()
+    }
+
+    /// `redis-cli -p <node i's port> args…`'s output.
+    fn cli(&self, i: usize, args: &[&str]) -> String {
+        let out = std::process::Command::new("redis-cli")
+            .arg("-p")
+            .arg(self.nodes[i].0.to_string())
+            .args(args)
+            .output()
+            .expect("redis-cli");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Sends node `i` a signal (`STOP`: it answers nothing, its connections
+    /// stay open; `CONT`: it carries on).
+    fn signal(&self, i: usize, sig: &str) {
+        let done =
+            std::process::Command::new("kill").arg(format!("-{sig}")).arg(self.nodes[i].1.id().to_string()).status();
+        assert!(done.is_ok_and(|s| s.success()), "kill -{sig}");
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        for (_, c) in &mut self.nodes {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One primary of three stops answering (paused: no replica takes over):
+/// once the probe found it down, calls for its slots fail at once (well
+/// under the 2 s command timeout), and those for the other primaries' slots
+/// go through, reads, writes, batches that span both (the healthy part
+/// runs), and the hub's `PUBLISH`; the same once the other nodes flag it
+/// failed (the cluster stays `ok`: full coverage is not required). When it
+/// answers again, the next probe closes its breaker and every call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_down_fails_only_its_slots() {
+    use std::time::{Duration, Instant};
+    use tideway_store::{Hub, Signal};
+    let cluster = PrivateCluster::start();
+    let prefix = format!("test{}:", rand::random::<u64>());
+    let mut opts = RedisOptions::new(cluster.urls(), 10);
+    opts.prefix = prefix.clone();
+    let redis = Arc::new(RedisShared::connect(opts).await.expect("connect"));
+    redis.ping().await.expect("up");
+    let users: Vec<UserId> = (1..=60).map(UserId).collect();
+    for &u in &users {
+        redis.finish_rebuild(u, &[1], 0).await.expect("create");
+    }
+    // The users whose inbox the paused node serves (`<prefix>i{<user>}`).
+    let on_paused: Vec<UserId> = cluster
+        .cli(1, &["keys", &format!("{prefix}i*")])
+        .lines()
+        .filter_map(|k| k.trim().strip_prefix(&format!("{prefix}i{{"))?.strip_suffix('}')?.parse().ok())
+        .map(UserId)
+        .collect();
+    let elsewhere: Vec<UserId> = users.iter().copied().filter(|u| !on_paused.contains(u)).collect();
+    assert!(!on_paused.is_empty() && elsewhere.len() > 20, "{on_paused:?}");
+
+    cluster.signal(1, "STOP");
+    let checks = async |round: &str, key: Key| {
+        let e = redis.ping().await.expect_err("the probe finds a primary down");
+        assert!(e.to_string().contains("is down"), "{round}: {e}");
+        for &u in &on_paused[..on_paused.len().min(5)] {
+            let t = Instant::now();
+            let e = redis.inbox_floor(u).await.expect_err("its primary is down");
+            assert!(e.is_unavailable() && e.to_string().contains("not asked again"), "{round}: {e}");
+            assert!(t.elapsed() < Duration::from_millis(300), "{round}: failed in {:?}, not at once", t.elapsed());
+        }
+        let t = Instant::now();
+        for &u in &elsewhere {
+            assert_eq!(redis.inbox_floor(u).await.expect("a healthy primary's slot"), Some(0), "{round}");
+        }
+        assert_eq!(redis.deliver_many(&[(key, &elsewhere[..])]).await.expect("delivered"), elsewhere.len(), "{round}");
+        redis.publish(&[Signal::Work]).await.expect("publish to a primary that answers");
+        assert!(t.elapsed() < Duration::from_secs(1), "{round}: healthy calls took {:?}", t.elapsed());
+        // A step to inboxes on every primary: the healthy ones get it, the
+        // step fails at once (the worker delivers it again, idempotently).
+        let t = Instant::now();
+        let e = redis.deliver_many(&[(key + 1, &users[..])]).await.expect_err("part of it is down");
+        assert!(e.is_unavailable() && t.elapsed() < Duration::from_millis(500), "{round}: {e} in {:?}", t.elapsed());
+        for &u in &elsewhere {
+            let read = redis.read_inbox(u, KeyRange::ALL, Direction::Older, 10).await.expect("read").expect("there");
+            assert_eq!(read.keys[..2], [key + 1, key], "{round}: user {u}");
+        }
+    };
+    checks("paused", 10).await;
+    // The other nodes flag it failed after cluster-node-timeout (1 s); the
+    // cluster's state stays ok and the healthy slots keep serving.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cluster.cli(0, &["cluster", "nodes"]).contains("master,fail") {
+        assert!(
+            Instant::now() < deadline,
+            "node 1 was never flagged failed:\n{}",
+            cluster.cli(0, &["cluster", "nodes"])
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cluster.cli(0, &["cluster", "info"]).contains("cluster_state:ok"), "full coverage is not required");
+    checks("flagged failed", 20).await;
+
+    cluster.signal(1, "CONT");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while let Err(e) = redis.ping().await {
+        assert!(Instant::now() < deadline, "the probe never found it back: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for &u in &on_paused {
+        assert_eq!(redis.inbox_floor(u).await.expect("back"), Some(0), "user {u}: kept while paused");
+    }
+    assert_eq!(redis.deliver_many(&[(30, &users[..])]).await.expect("every primary"), users.len());
+    redis.purge().await.expect("purge");
+}
