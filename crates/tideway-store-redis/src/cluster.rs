@@ -99,6 +99,25 @@ fn down_message(node: &Node, why: &str) -> String {
     )
 }
 
+/// `PING`s each of `nodes` (within [`PING_WITHIN`]): those that did not
+/// answer, and why.
+async fn ping_all(c: &ClusterConnection, nodes: &[Node]) -> HashMap<Node, String> {
+    let pings = nodes.iter().cloned().map(|(host, port)| {
+        let mut c = c.clone();
+        async move {
+            let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
+            let pinged = tokio::time::timeout(PING_WITHIN, c.route_command(redis::cmd("PING"), routing)).await;
+            let why = match pinged {
+                Ok(Ok(_)) => return None,
+                Ok(Err(e)) => e.to_string(),
+                Err(_) => format!("no answer within {} ms", PING_WITHIN.as_millis()),
+            };
+            Some(((host, port), why))
+        }
+    });
+    futures_util::future::join_all(pings).await.into_iter().flatten().collect()
+}
+
 /// A Redis node's address.
 pub(crate) type Node = (String, u16);
 
@@ -300,13 +319,18 @@ impl RedisShared {
     /// Addresses of the nodes that hold keys: the primaries of a cluster.
     async fn primaries(&self) -> Result<Vec<Node>> {
         self.refresh_slots().await?;
+        Ok(self.mapped_primaries())
+    }
+
+    /// The primaries of this node's slot map, as it is.
+    fn mapped_primaries(&self) -> Vec<Node> {
         let mut out: Vec<Node> = Vec::new();
         for (_, _, node) in self.slots.read().iter() {
             if !out.contains(node) {
                 out.push(node.clone());
             }
         }
-        Ok(out)
+        out
     }
 
     /// Runs keyed commands as pipelines, one per node, concurrently; the
@@ -535,11 +559,21 @@ impl RedisShared {
 
     /// The primaries, and those of them that did not answer `PING` (with
     /// why), or why the whole is down.
+    ///
+    /// The primaries of the slot map are pinged first, and those that do
+    /// not answer marked down at once: the cluster's own view is then asked
+    /// of the others (not after a second's wait on each silent one), and
+    /// calls for their slots fail at once even when the caller's timeout
+    /// cuts this probe short. A primary the slot map read then adds is
+    /// pinged after.
     async fn probe_servers(&self) -> Result<(Vec<Node>, HashMap<Node, String>)> {
         let Conn::Cluster(c) = &self.conn else {
             let _: String = self.query_anyway(&redis::cmd("PING")).await?;
             return Ok((Vec::new(), HashMap::new()));
         };
+        let known = self.mapped_primaries();
+        let mut away = ping_all(c, &known).await;
+        *self.down_primaries.write() = away.clone();
         let info: String = self.ask_cluster(&redis::cmd("CLUSTER").arg("INFO").clone()).await?;
         if let Some(state) = info.lines().find_map(|l| l.trim().strip_prefix("cluster_state:"))
             && state != "ok"
@@ -547,20 +581,9 @@ impl RedisShared {
             return Err(StoreError::unavailable_because(Engine::Redis, format!("the cluster's state is {state}")));
         }
         let primaries = self.primaries().await?;
-        let pings = primaries.clone().into_iter().map(|(host, port)| {
-            let mut c = c.clone();
-            async move {
-                let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress { host: host.clone(), port });
-                let pinged = tokio::time::timeout(PING_WITHIN, c.route_command(redis::cmd("PING"), routing)).await;
-                let why = match pinged {
-                    Ok(Ok(_)) => return None,
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => format!("no answer within {} ms", PING_WITHIN.as_millis()),
-                };
-                Some(((host, port), why))
-            }
-        });
-        let away: HashMap<Node, String> = futures_util::future::join_all(pings).await.into_iter().flatten().collect();
+        let unpinged: Vec<Node> = primaries.iter().filter(|p| !known.contains(p)).cloned().collect();
+        away.extend(ping_all(c, &unpinged).await);
+        away.retain(|n, _| primaries.contains(n));
         Ok((primaries, away))
     }
 
