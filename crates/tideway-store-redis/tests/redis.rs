@@ -473,25 +473,8 @@ impl PrivateCluster {
                     break p;
                 }
             };
-            let d = me.dir.join(format!("r{i}"));
-            std::fs::create_dir_all(&d).expect("dir");
-            let child = std::process::Command::new("redis-server")
-                .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-                .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
-                .args(["--cluster-require-full-coverage", "no"])
-                .arg("--cluster-config-file")
-                .arg(d.join("nodes.conf"))
-                .arg("--dir")
-                .arg(&d)
-                .stdout(std::process::Stdio::null())
-                .spawn()
-                .expect("redis-server");
+            let child = me.spawn(i, port);
             me.nodes.push((port, child));
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                assert!(std::time::Instant::now() < deadline, "redis-server on {port} did not come up");
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
         }
         let addrs: Vec<String> = me.nodes.iter().map(|(p, _)| format!("127.0.0.1:{p}")).collect();
         let created = std::process::Command::new("redis-cli")
@@ -508,6 +491,42 @@ impl PrivateCluster {
             }
         }
         me
+    }
+
+    /// Starts node `i` on `port` (its directory and cluster view kept
+    /// across restarts; no persistence) and waits until it listens.
+    fn spawn(&self, i: usize, port: u16) -> std::process::Child {
+        let d = self.dir.join(format!("r{i}"));
+        std::fs::create_dir_all(&d).expect("dir");
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--cluster-enabled", "yes", "--cluster-node-timeout", "1000"])
+            .args(["--cluster-require-full-coverage", "no"])
+            .arg("--cluster-config-file")
+            .arg(d.join("nodes.conf"))
+            .arg("--dir")
+            .arg(&d)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "redis-server on {port} did not come up");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        child
+    }
+
+    /// `kill -9` of node `i`.
+    fn kill(&mut self, i: usize) {
+        let _ = self.nodes[i].1.kill();
+        let _ = self.nodes[i].1.wait();
+    }
+
+    /// Starts node `i` again after [`Self::kill`]: empty, the same node of
+    /// the cluster (its `nodes.conf`), serving the same slots.
+    fn restart(&mut self, i: usize) {
+        self.nodes[i].1 = self.spawn(i, self.nodes[i].0);
     }
 
     fn urls(&self) -> Vec<String> {
@@ -551,11 +570,12 @@ impl Drop for PrivateCluster {
 /// runs), and the hub's `PUBLISH`; the same once the other nodes flag it
 /// failed (the cluster stays `ok`: full coverage is not required). When it
 /// answers again, the next probe closes its breaker and every call works.
+/// Then the same with the primary killed and started again (empty).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_down_fails_only_its_slots() {
     use std::time::{Duration, Instant};
     use tideway_store::{Hub, Signal};
-    let cluster = PrivateCluster::start();
+    let mut cluster = PrivateCluster::start();
     let prefix = format!("test{}:", rand::random::<u64>());
     let mut opts = RedisOptions::new(cluster.urls(), 10);
     opts.prefix = prefix.clone();
@@ -631,5 +651,24 @@ async fn a_primary_down_fails_only_its_slots() {
         assert_eq!(redis.inbox_floor(u).await.expect("back"), Some(0), "user {u}: kept while paused");
     }
     assert_eq!(redis.deliver_many(&[(30, &users[..])]).await.expect("every primary"), users.len());
+
+    // The same primary killed (`kill -9`): the same, and once it is started
+    // again (empty: no persistence) its users' inboxes are absent, to be
+    // rebuilt from the database, and every call works.
+    cluster.kill(0);
+    checks("killed", 40).await;
+    cluster.restart(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while let Err(e) = redis.ping().await {
+        assert!(Instant::now() < deadline, "the probe never found it back after a restart: {e}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for &u in &on_paused {
+        assert_eq!(redis.inbox_floor(u).await.expect("back"), None, "user {u}: lost with its primary");
+    }
+    for &u in &elsewhere {
+        assert_eq!(redis.inbox_floor(u).await.expect("there"), Some(0), "user {u}");
+    }
+    assert_eq!(redis.deliver_many(&[(50, &elsewhere[..])]).await.expect("every primary"), elsewhere.len());
     redis.purge().await.expect("purge");
 }
