@@ -83,6 +83,7 @@ fn every_suite_is_in_the_matrix() {
             "items_at_once",
             "postings",
             "notifications",
+            "notifying_writes",
             "live",
             "snapshots",
             "removals",

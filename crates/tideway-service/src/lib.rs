@@ -25,7 +25,7 @@ pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
 pub use config::Config;
 pub use error::ServiceError;
 pub use service::stream::{HELD, HomeStream, StreamEvent};
-pub use service::{FeedService, ServiceOptions};
+pub use service::{Backfilled, FeedService, ServiceOptions};
 pub use snapshot::SnapshotStats;
 pub use view::*;
 pub use worker::{FanoutWorker, StepOutcome};

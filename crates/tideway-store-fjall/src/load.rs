@@ -3,13 +3,14 @@
 
 use crate::io;
 use crate::journal::FjallJournal;
-use crate::layout::{counters_of, decode_record, head_of, key_of, millis_u64, note_prefix, prefixed, u64_at};
+use crate::layout::{counters_of, decode_record, edge_key, head_of, key_of, millis_u64, note_prefix, prefixed, u64_at};
 use fjall::Keyspace;
 use std::collections::HashMap;
+use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
-use tideway_core::{ItemId, Key, Millis, UserId};
+use tideway_core::{Item, ItemId, Key, Millis, UserId};
 use tideway_store::job_window::{JOB_WINDOW, JobWindow};
-use tideway_store::{Counters, Disk, Job, OUTBOX_TAIL, Record, State, StoreError, Unit, UnitData};
+use tideway_store::{Counters, Disk, EdgeKind, Job, OUTBOX_TAIL, Record, State, StoreError, Unit, UnitData};
 
 /// A stored fan-out job.
 fn job_of(v: &[u8]) -> Result<Job, StoreError> {
@@ -292,6 +293,64 @@ impl Disk for FjallJournal {
             Direction::Older => Box::new(iter.rev()),
         };
         keys.take(limit).map(|g| u64_at(&g.key().map_err(io)?, 8)).collect()
+    }
+
+    fn items_after(&self, after: Option<ItemId>, limit: usize) -> Result<Vec<Arc<Item>>, StoreError> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let low = after.map_or(Unbounded, |a| Excluded(a.0.to_be_bytes().to_vec()));
+        let range = self.items.range::<Vec<u8>, _>((low, Unbounded));
+        range
+            .take(limit)
+            .map(|g| {
+                let (k, v) = g.into_inner().map_err(io)?;
+                decode_record(ItemId(u64_at(&k, 0)?), &v)
+            })
+            .collect()
+    }
+
+    /// Follows are `f` + follower + followee in `edges`.
+    fn follows_after(
+        &self,
+        after: Option<(UserId, UserId)>,
+        limit: usize,
+    ) -> Result<Vec<(UserId, UserId, Millis)>, StoreError> {
+        use std::ops::Bound::{Excluded, Included};
+        let low = match after {
+            Some((from, to)) => Excluded(edge_key(EdgeKind::Follow, from, to)),
+            None => Included(vec![b'f']),
+        };
+        let range = self.edges.range::<Vec<u8>, _>((low, Excluded(vec![b'f' + 1])));
+        range
+            .take(limit)
+            .map(|g| {
+                let (k, v) = g.into_inner().map_err(io)?;
+                let since = Millis(i64::try_from(u64_at(&v, 0)?).unwrap_or(0));
+                Ok((UserId(u64_at(&k, 1)?), UserId(u64_at(&k, 9)?), since))
+            })
+            .collect()
+    }
+
+    fn reactions_after(
+        &self,
+        after: Option<(ItemId, UserId, String)>,
+        limit: usize,
+    ) -> Result<Vec<(ItemId, UserId, String)>, StoreError> {
+        use std::ops::Bound::{Excluded, Unbounded};
+        let low = after.map_or(Unbounded, |(item, user, kind)| {
+            let mut k = key_of(&[item.0, user.0]);
+            k.extend_from_slice(kind.as_bytes());
+            Excluded(k)
+        });
+        let range = self.reactions.range::<Vec<u8>, _>((low, Unbounded));
+        range
+            .take(limit)
+            .map(|g| {
+                let k = g.key().map_err(io)?;
+                let kind = String::from_utf8(k.get(16..).unwrap_or_default().to_vec())
+                    .map_err(|e| StoreError::corrupt_by("a reaction's kind", e))?;
+                Ok((ItemId(u64_at(&k, 0)?), UserId(u64_at(&k, 8)?), kind))
+            })
+            .collect()
     }
 
     fn pending_jobs(&self, held: &[Key], limit: usize) -> Result<Vec<Job>, StoreError> {

@@ -9,6 +9,7 @@ use crate::rows::{in_list, int, k, marks, text};
 use crate::tx::Tx;
 use async_trait::async_trait;
 use std::collections::{HashMap, HashSet};
+use tideway_core::notify::Op;
 use tideway_core::{Millis, Relation, UserId};
 use tideway_store::rules::{self, FollowFact};
 use tideway_store::{
@@ -89,97 +90,108 @@ impl SqlStore {
 
 #[async_trait]
 impl Graph for SqlStore {
-    async fn follow_many(
+    async fn follow_many_notifying(
         &self,
         user: UserId,
         targets: &[UserId],
         at: Millis,
         max_following: usize,
+        notify: &[Op],
     ) -> Result<Vec<FollowStatus>> {
-        self.retrying(|| async move {
-            let mut tx = self.begin().await?;
-            // The follower's row serialises their concurrent follows (the limit).
-            self.add_users(&mut tx, &[user]).await?;
-            sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
-                .bind(k(user.0))
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            let count: usize = {
-                let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
+        let (statuses, fold) = self
+            .retrying(|| async move {
+                let mut tx = self.begin().await?;
+                // The follower's row serialises their concurrent follows (the limit).
+                self.add_users(&mut tx, &[user]).await?;
+                sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
                     .bind(k(user.0))
-                    .fetch_one(&mut *tx)
+                    .fetch_optional(&mut *tx)
                     .await
                     .map_err(self.err())?;
-                int(&row, 0)?.max(0) as usize
-            };
-            let (m, ts) = in_list(targets.iter().map(|t| k(t.0)));
-            let mut existing: HashMap<u64, i64> = HashMap::new();
-            let mut blocked: HashSet<u64> = HashSet::new();
-            if !ts.is_empty() {
-                let sql =
-                    self.q(&format!("SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({m})"));
-                let mut q = sqlx::query(&sql).bind(k(user.0));
-                for t in &ts {
-                    q = q.bind(*t);
-                }
-                for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
-                    existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
-                }
-                let sql = self.q(&format!(
-                    "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
+                let count: usize = {
+                    let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
+                        .bind(k(user.0))
+                        .fetch_one(&mut *tx)
+                        .await
+                        .map_err(self.err())?;
+                    int(&row, 0)?.max(0) as usize
+                };
+                let (m, ts) = in_list(targets.iter().map(|t| k(t.0)));
+                let mut existing: HashMap<u64, i64> = HashMap::new();
+                let mut blocked: HashSet<u64> = HashSet::new();
+                if !ts.is_empty() {
+                    let sql = self
+                        .q(&format!("SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({m})"));
+                    let mut q = sqlx::query(&sql).bind(k(user.0));
+                    for t in &ts {
+                        q = q.bind(*t);
+                    }
+                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                        existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
+                    }
+                    let sql = self.q(&format!(
+                        "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
                          UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})"
-                ));
-                let mut q = sqlx::query(&sql).bind(k(user.0));
-                for t in &ts {
-                    q = q.bind(*t);
+                    ));
+                    let mut q = sqlx::query(&sql).bind(k(user.0));
+                    for t in &ts {
+                        q = q.bind(*t);
+                    }
+                    q = q.bind(k(user.0));
+                    for t in &ts {
+                        q = q.bind(*t);
+                    }
+                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                        blocked.insert(int(&row, 0)? as u64);
+                    }
                 }
-                q = q.bind(k(user.0));
-                for t in &ts {
-                    q = q.bind(*t);
+                let decided = rules::follow(targets, at, count, max_following, |t| match existing.get(&t.0) {
+                    Some(since) => FollowFact::Following(Millis(*since)),
+                    None if blocked.contains(&t.0) => FollowFact::Blocked,
+                    None => FollowFact::Free,
+                });
+                let new = decided.new;
+                if !new.is_empty() {
+                    let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
+                    let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
+                    let mut q = sqlx::query(&sql);
+                    for t in &new {
+                        q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
+                    }
+                    q.execute(&mut *tx).await.map_err(self.err())?;
+                    let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
+                    let mut q = sqlx::query(&sql);
+                    for t in &new {
+                        q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
+                    }
+                    q.execute(&mut *tx).await.map_err(self.err())?;
+                    self.add_users(&mut tx, &new).await?;
+                    self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
+                    self.bump(&mut tx, "followers", 1, &new).await?;
                 }
-                for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
-                    blocked.insert(int(&row, 0)? as u64);
-                }
-            }
-            let decided = rules::follow(targets, at, count, max_following, |t| match existing.get(&t.0) {
-                Some(since) => FollowFact::Following(Millis(*since)),
-                None if blocked.contains(&t.0) => FollowFact::Blocked,
-                None => FollowFact::Free,
-            });
-            let new = decided.new;
-            if !new.is_empty() {
-                let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
-                let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
-                let mut q = sqlx::query(&sql);
-                for t in &new {
-                    q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
-                }
-                q.execute(&mut *tx).await.map_err(self.err())?;
-                let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
-                let mut q = sqlx::query(&sql);
-                for t in &new {
-                    q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
-                }
-                q.execute(&mut *tx).await.map_err(self.err())?;
-                self.add_users(&mut tx, &new).await?;
-                self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
-                self.bump(&mut tx, "followers", 1, &new).await?;
-            }
-            self.commit(tx).await?;
-            Ok(decided.statuses)
-        })
-        .await
+                // The new follows' notifications, in the same transaction.
+                let ops: Vec<Op> = rules::notify_of_new(notify, &new).collect();
+                let fold = self.notify_in(&mut tx, &ops).await?;
+                self.commit(tx).await?;
+                Ok((decided.statuses, fold))
+            })
+            .await?;
+        self.fold_after(&fold).await;
+        Ok(statuses)
     }
 
-    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
-        self.retrying(|| async move {
-            let mut tx = self.begin().await?;
-            let removed = self.delete_follow(&mut tx, user, target).await?;
-            self.commit(tx).await?;
-            Ok(removed)
-        })
-        .await
+    async fn unfollow_notifying(&self, user: UserId, target: UserId, notify: &[Op]) -> Result<bool> {
+        let (removed, fold) = self
+            .retrying(|| async move {
+                let mut tx = self.begin().await?;
+                let removed = self.delete_follow(&mut tx, user, target).await?;
+                let fold = if removed { self.notify_in(&mut tx, notify).await? } else { vec![] };
+                self.commit(tx).await?;
+                Ok((removed, fold))
+            })
+            .await?;
+        self.fold_after(&fold).await;
+        Ok(removed)
     }
 
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {

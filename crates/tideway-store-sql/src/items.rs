@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
+use tideway_core::notify::Op;
 use tideway_core::{Body, Item, ItemId, Key, Millis, UserId};
 use tideway_store::rules::{self, CreateDecision, CreateFacts};
 use tideway_store::{
@@ -77,8 +78,17 @@ impl SqlStore {
     /// idempotency key, not a repost) on PostgreSQL is one statement on the
     /// pool: one round trip, atomic as a whole; otherwise the facts are read
     /// and the item written in one transaction.
-    async fn try_create(&self, item: &Item, fan_out: bool, now: Millis) -> std::result::Result<CreateOutcome, Failed> {
-        let plain = item.idempotency_key.is_none() && item.repost_of.is_none();
+    /// Its notification ops (`notify`) go in the same transaction; the
+    /// users whose notification moves to fold are returned beside.
+    async fn try_create(
+        &self,
+        item: &Item,
+        fan_out: bool,
+        now: Millis,
+        notify: &[Op],
+    ) -> std::result::Result<(CreateOutcome, Vec<UserId>), Failed> {
+        // (A post that notifies someone is never the lone statement below.)
+        let plain = item.idempotency_key.is_none() && item.repost_of.is_none() && notify.is_empty();
         // The postings, padded to a power of two by repeating the last (a
         // row twice is inserted once).
         let (_, feeds) = in_list(rules::postings(item).into_iter().map(|f| f as i64));
@@ -88,7 +98,7 @@ impl SqlStore {
         if !plain || matches!(writes, PostWrites::Steps { .. }) {
             let mut t = self.begin().await?;
             if let CreateDecision::Resolved(found) = rules::create(self.create_facts(&mut t, item).await?) {
-                return Ok(found);
+                return Ok((found, vec![]));
             }
             tx = Some(t);
         }
@@ -155,10 +165,12 @@ impl SqlStore {
                 tx = Some(t);
             }
         }
-        if let Some(t) = tx {
+        let mut fold = vec![];
+        if let Some(mut t) = tx {
+            fold = self.notify_in(&mut t, notify).await?;
             self.commit(t).await?;
         }
-        Ok(CreateOutcome::Created(Arc::new(item.clone())))
+        Ok((CreateOutcome::Created(Arc::new(item.clone())), fold))
     }
 
     /// Keys in `range` from `sql` (which ends in a WHERE clause on `col`).
@@ -206,20 +218,30 @@ impl Postings for SqlStore {
 
 #[async_trait]
 impl Items for SqlStore {
-    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
-        // A post with nothing to resolve goes with whatever others are
-        // being posted at once; alone only if its batch failed. A batch
-        // that failed may still have been committed, its answer lost on a
-        // broken link: the row under the item's id says so, below.
-        if crate::posts::batchable(&item) && self.posts.write(&item, fan_out, now).await? {
+    async fn create_item_notifying(
+        &self,
+        item: Item,
+        fan_out: bool,
+        now: Millis,
+        notify: &[Op],
+    ) -> Result<CreateOutcome> {
+        // A post with nothing to resolve and no one to notify goes with
+        // whatever others are being posted at once; alone only if its batch
+        // failed. A batch that failed may still have been committed, its
+        // answer lost on a broken link: the row under the item's id says
+        // so, below (with its notifications: one transaction).
+        if crate::posts::batchable(&item) && notify.is_empty() && self.posts.write(&item, fan_out, now).await? {
             return Ok(CreateOutcome::Created(Arc::new(item)));
         }
         let mut again = true;
         loop {
             let tried = self
                 .retrying(|| async {
-                    match self.try_create(&item, fan_out, now).await {
-                        Ok(outcome) => Ok(Ok(outcome)),
+                    match self.try_create(&item, fan_out, now, notify).await {
+                        Ok((outcome, fold)) => {
+                            self.fold_after(&fold).await;
+                            Ok(Ok(outcome))
+                        }
                         Err(Failed::Store(e)) => Err(e),
                         Err(Failed::Duplicate) => Ok(Err(())),
                     }
@@ -262,45 +284,58 @@ impl Items for SqlStore {
         }
     }
 
-    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
-        self.retrying(|| async move {
-            let mut tx = self.begin().await?;
-            let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
-                .bind(k(id.0))
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            let Some(row) = row else { return Ok(None) };
-            let (r, b) = (text(&row, 0)?, text(&row, 1)?);
-            let item = item_of(&r, Some(&b))?;
-            if item.deleted {
-                return Ok(None);
+    async fn update_item_notifying(&self, id: ItemId, change: &ItemChange, notify: &[Op]) -> Result<Option<Arc<Item>>> {
+        let changed = self
+            .retrying(|| async move {
+                let mut tx = self.begin().await?;
+                let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
+                    .bind(k(id.0))
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                let Some(row) = row else { return Ok(None) };
+                let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+                let item = item_of(&r, Some(&b))?;
+                if item.deleted {
+                    return Ok(None);
+                }
+                let new = Arc::new(change.apply(&item));
+                let (record, body) = record_json(&new)?;
+                // `rev` moves with every change: nodes holding a copy of the
+                // item check it (`pages.rs`).
+                sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ?, rev = ? WHERE id = ?"))
+                    .bind(i16::from(!new.deleted))
+                    .bind(record)
+                    .bind(body)
+                    .bind(i64::from(new.rev))
+                    .bind(k(id.0))
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                if new.deleted {
+                    self.bump(&mut tx, "items", -1, &[new.author]).await?;
+                    self.bump_parents(&mut tx, &new, -1).await?;
+                }
+                // And the item epoch: copies found current before it moved are
+                // checked one by one again (`pages.rs`). Last, so its row lock,
+                // which every change waits for, is held the shortest.
+                sqlx::query("UPDATE tw_epoch SET n = n + 1 WHERE id = 1")
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(self.err())?;
+                // Its notifications last: their lock rows are the last taken.
+                let fold = self.notify_in(&mut tx, notify).await?;
+                self.commit(tx).await?;
+                Ok(Some((new, fold)))
+            })
+            .await?;
+        Ok(match changed {
+            Some((new, fold)) => {
+                self.fold_after(&fold).await;
+                Some(new)
             }
-            let new = Arc::new(change.apply(&item));
-            let (record, body) = record_json(&new)?;
-            // `rev` moves with every change: nodes holding a copy of the
-            // item check it (`pages.rs`).
-            sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ?, rev = ? WHERE id = ?"))
-                .bind(i16::from(!new.deleted))
-                .bind(record)
-                .bind(body)
-                .bind(i64::from(new.rev))
-                .bind(k(id.0))
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            if new.deleted {
-                self.bump(&mut tx, "items", -1, &[new.author]).await?;
-                self.bump_parents(&mut tx, &new, -1).await?;
-            }
-            // And the item epoch: copies found current before it moved are
-            // checked one by one again (`pages.rs`). Last, so its row lock,
-            // which every change waits for, is held the shortest.
-            sqlx::query("UPDATE tw_epoch SET n = n + 1 WHERE id = 1").execute(&mut *tx).await.map_err(self.err())?;
-            self.commit(tx).await?;
-            Ok(Some(new))
+            None => None,
         })
-        .await
     }
 
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {

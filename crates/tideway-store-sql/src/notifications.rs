@@ -42,7 +42,7 @@
 //!   between.
 
 use crate::SqlStore;
-use crate::rows::{in_list, int, k, oint, text};
+use crate::rows::{in_list, int, item_of, k, oint, text};
 use crate::tx::Tx;
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
@@ -50,7 +50,7 @@ use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::Ordering;
 use tideway_core::notify::{Mark, NEVER, NewestGroup, Notice, Op, Placement, SHOWN_ACTORS, Verb, place};
 use tideway_core::{ItemId, Millis, UserId};
-use tideway_store::{GroupView, Notifications, NotifyPage, Result, StoreError};
+use tideway_store::{CausePos, GroupView, Notifications, NotifyPage, Result, StoreError, StoredCause};
 
 /// Reads of a page before it is returned as read: a write between its two
 /// statements (seen in a group's figures) makes it read again.
@@ -765,6 +765,64 @@ impl Notifications for SqlStore {
             .await?;
         self.fold_after(&fold).await;
         Ok(())
+    }
+
+    /// Keyset pages of `tw_items`, `tw_follows` and `tw_reactions` by
+    /// their primary keys.
+    async fn stored_causes(&self, after: &CausePos, limit: usize) -> Result<Vec<StoredCause>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        Ok(match after {
+            CausePos::Items(a) => {
+                let sql = format!("SELECT id, record FROM tw_items WHERE id > ? ORDER BY id LIMIT {limit}");
+                let rows = self.fetch(&sql, &[a.map_or(i64::MIN, |a| k(a.0))]).await?;
+                rows.iter().map(|r| Ok(StoredCause::Item(item_of(&text(r, 1)?, None)?))).collect::<Result<_>>()?
+            }
+            CausePos::Follows(a) => {
+                let (from, to) = a.map_or((i64::MIN, i64::MIN), |(f, t)| (k(f.0), k(t.0)));
+                let sql = format!(
+                    "SELECT follower, followee, since FROM tw_follows WHERE (follower, followee) > (?, ?) \
+                     ORDER BY follower, followee LIMIT {limit}"
+                );
+                let rows = self.fetch(&sql, &[from, to]).await?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(StoredCause::Follow {
+                            from: UserId(int(r, 0)? as u64),
+                            to: UserId(int(r, 1)? as u64),
+                            since: Millis(int(r, 2)?),
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+            CausePos::Reactions(a) => {
+                let (item, user, kind) = match a {
+                    Some((i, u, kind)) => (k(i.0), k(u.0), kind.clone()),
+                    None => (i64::MIN, i64::MIN, String::new()),
+                };
+                let sql = self.q(&format!(
+                    "SELECT item, user_id, kind FROM tw_reactions WHERE (item, user_id, kind) > (?, ?, ?) \
+                     ORDER BY item, user_id, kind LIMIT {limit}"
+                ));
+                let rows = sqlx::query(&sql)
+                    .bind(item)
+                    .bind(user)
+                    .bind(kind)
+                    .fetch_all(&self.pool)
+                    .await
+                    .map_err(self.err())?;
+                rows.iter()
+                    .map(|r| {
+                        Ok(StoredCause::Reaction {
+                            item: ItemId(int(r, 0)? as u64),
+                            user: UserId(int(r, 1)? as u64),
+                            kind: text(r, 2)?,
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+        })
     }
 
     async fn notifications(&self, user: UserId, before: Option<(Millis, u64)>, limit: usize) -> Result<NotifyPage> {

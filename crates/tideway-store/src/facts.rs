@@ -175,12 +175,23 @@ impl FactLayer {
         [item.reply_to, item.repost_of].into_iter().flatten().map(FactKey::Item)
     }
 
-    pub async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+    pub async fn create_item_notifying(
+        &self,
+        item: Item,
+        fan_out: bool,
+        now: Millis,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<CreateOutcome> {
         let parents: Vec<FactKey> = Self::parents(&item).collect();
-        self.changing(&parents, self.durable.create_item(item, fan_out, now)).await
+        self.changing(&parents, self.durable.create_item_notifying(item, fan_out, now, notify)).await
     }
 
-    pub async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+    pub async fn update_item_notifying(
+        &self,
+        id: ItemId,
+        change: &ItemChange,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<Option<Arc<Item>>> {
         // Every patch and delete moves the item epoch; a delete the
         // counts of the item and of its parents.
         let mut keys = vec![FactKey::Records];
@@ -190,7 +201,7 @@ impl FactLayer {
                 keys.extend(Self::parents(&i));
             }
         }
-        self.changing(&keys, self.durable.update_item(id, change)).await
+        self.changing(&keys, self.durable.update_item_notifying(id, change, notify)).await
     }
 
     pub async fn set_reaction(
@@ -212,18 +223,25 @@ impl FactLayer {
         self.changing(&[FactKey::Followees(user)], self.durable.insert_home(user, item, key)).await
     }
 
-    pub async fn follow_many(
+    pub async fn follow_many_notifying(
         &self,
         user: UserId,
         targets: &[UserId],
         at: Millis,
         max_following: usize,
+        notify: &[tideway_core::notify::Op],
     ) -> Result<Vec<FollowStatus>> {
-        self.changing(&[FactKey::Followees(user)], self.durable.follow_many(user, targets, at, max_following)).await
+        let write = self.durable.follow_many_notifying(user, targets, at, max_following, notify);
+        self.changing(&[FactKey::Followees(user)], write).await
     }
 
-    pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
-        self.changing(&[FactKey::Followees(user)], self.durable.unfollow(user, target)).await
+    pub async fn unfollow_notifying(
+        &self,
+        user: UserId,
+        target: UserId,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<bool> {
+        self.changing(&[FactKey::Followees(user)], self.durable.unfollow_notifying(user, target, notify)).await
     }
 
     pub async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {

@@ -30,24 +30,26 @@ macro_rules! forward_backend {
             use $crate::traits::*;
             #[async_trait::async_trait]
             impl Items for $ty {
-                async fn create_item(
+                async fn create_item_notifying(
                     &self,
                     item: tideway_core::Item,
                     fan_out: bool,
                     now: Millis,
+                    notify: &[tideway_core::notify::Op],
                 ) -> Result<CreateOutcome> {
                     let $s = self;
                     $(($before)(stringify!(create_item));)?
-                    $facts.create_item(item, fan_out, now).await
+                    $facts.create_item_notifying(item, fan_out, now, notify).await
                 }
-                async fn update_item(
+                async fn update_item_notifying(
                     &self,
                     id: ItemId,
                     change: &ItemChange,
+                    notify: &[tideway_core::notify::Op],
                 ) -> Result<Option<Arc<tideway_core::Item>>> {
                     let $s = self;
                     $(($before)(stringify!(update_item));)?
-                    $facts.update_item(id, change).await
+                    $facts.update_item_notifying(id, change, notify).await
                 }
                 async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>> {
                     let $s = self;
@@ -186,6 +188,11 @@ macro_rules! forward_backend {
                     $(($before)(stringify!(mark_notifications));)?
                     $durable.mark_notifications(user, mark, up_to).await
                 }
+                async fn stored_causes(&self, after: &CausePos, limit: usize) -> Result<Vec<StoredCause>> {
+                    let $s = self;
+                    $(($before)(stringify!(stored_causes));)?
+                    $durable.stored_causes(after, limit).await
+                }
             }
             #[async_trait::async_trait]
             impl Live for $ty {
@@ -222,21 +229,27 @@ macro_rules! forward_backend {
             }
             #[async_trait::async_trait]
             impl Graph for $ty {
-                async fn follow_many(
+                async fn follow_many_notifying(
                     &self,
                     user: UserId,
                     targets: &[UserId],
                     at: Millis,
                     max_following: usize,
+                    notify: &[tideway_core::notify::Op],
                 ) -> Result<Vec<FollowStatus>> {
                     let $s = self;
                     $(($before)(stringify!(follow_many));)?
-                    $facts.follow_many(user, targets, at, max_following).await
+                    $facts.follow_many_notifying(user, targets, at, max_following, notify).await
                 }
-                async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+                async fn unfollow_notifying(
+                    &self,
+                    user: UserId,
+                    target: UserId,
+                    notify: &[tideway_core::notify::Op],
+                ) -> Result<bool> {
                     let $s = self;
                     $(($before)(stringify!(unfollow));)?
-                    $facts.unfollow(user, target).await
+                    $facts.unfollow_notifying(user, target, notify).await
                 }
                 async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
                     let $s = self;

@@ -164,6 +164,25 @@ impl ReactionIndex {
     }
 
     /// The kinds `user` reacted with on `item`, sorted.
+    /// Every reaction after `after` by (item, user, kind), at most `limit`
+    /// (a scan of all of them: for a backfill of the memory backend).
+    pub fn after(&self, after: Option<&(ItemId, UserId, String)>, limit: usize) -> Vec<(ItemId, UserId, String)> {
+        let mut all: Vec<(ItemId, UserId, String)> = Vec::new();
+        for shard in &self.members {
+            for ((item, user), kinds) in shard.lock().iter() {
+                for kind in kinds {
+                    let r = (*item, *user, kind.clone());
+                    if after.is_none_or(|a| &r > a) {
+                        all.push(r);
+                    }
+                }
+            }
+        }
+        all.sort_unstable();
+        all.truncate(limit);
+        all
+    }
+
     pub fn of_user(&self, item: ItemId, user: UserId) -> Vec<String> {
         let g = self.lock(item, user);
         let mut v = g.guard.get(&g.key).cloned().unwrap_or_default();

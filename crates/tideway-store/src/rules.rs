@@ -64,6 +64,16 @@ pub fn follow(
     FollowDecision { statuses, new }
 }
 
+/// The notification ops a follow applies with its edges: those of the
+/// targets it newly follows (an op's user is the followed target), not
+/// those of a follow that stood already (stored with its own).
+pub fn notify_of_new<'a>(
+    notify: &'a [tideway_core::notify::Op],
+    new: &'a [UserId],
+) -> impl Iterator<Item = tideway_core::notify::Op> + 'a {
+    notify.iter().filter(|op| new.contains(&op.user())).cloned()
+}
+
 /// The worker id of `node`'s run in start epoch `epoch` (see
 /// [`WorkerId`](crate::WorkerId)): the node in the high 32 bits.
 pub const fn worker_id(node: u16, epoch: u32) -> u64 {

@@ -149,13 +149,38 @@ impl ItemChange {
 /// Items, their outboxes, reposts and home insertions.
 #[async_trait]
 pub trait Items: Send + Sync {
-    /// Stores a new item atomically with its fan-out job (when `fan_out`).
-    /// Idempotency keys and repeated reposts return the existing item.
-    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome>;
+    /// Stores a new item atomically with its fan-out job (when `fan_out`)
+    /// and, when it is stored (`Created`), with `notify` (its notification
+    /// ops, as [`Notifications::notify`] applies them): one atomic write,
+    /// so no crash leaves the item without its notifications. Idempotency
+    /// keys and repeated reposts return the existing item, and apply
+    /// nothing (it was stored with its own).
+    async fn create_item_notifying(
+        &self,
+        item: Item,
+        fan_out: bool,
+        now: Millis,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<CreateOutcome>;
+    /// [`Items::create_item_notifying`] with no notifications (imports, tests).
+    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        self.create_item_notifying(item, fan_out, now, &[]).await
+    }
     /// Changes an existing, non-deleted item (a patch or a soft delete), as
-    /// data a remote engine can apply in one statement. Returns the item as
-    /// changed, or `None` when it is unknown or already deleted.
-    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>>;
+    /// data a remote engine can apply in one statement, and applies
+    /// `notify` in the same atomic write when it changed it. Returns the
+    /// item as changed, or `None` (nothing applied) when it is unknown or
+    /// already deleted.
+    async fn update_item_notifying(
+        &self,
+        id: ItemId,
+        change: &ItemChange,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<Option<Arc<Item>>>;
+    /// [`Items::update_item_notifying`] with no notifications (a patch).
+    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+        self.update_item_notifying(id, change, &[]).await
+    }
     /// The records named by `keys`, in order. An item's `body` may be left
     /// out (the store keeps bodies on disk): [`Items::bodies`] reads them.
     async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
@@ -240,6 +265,46 @@ pub struct NotifyPage {
     pub unread: u64,
 }
 
+/// Where a scan of [`Notifications::stored_causes`] is: the kind it reads,
+/// and the last one it read of that kind (`None`: from the start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CausePos {
+    Items(Option<ItemId>),
+    /// `(follower, followee)`.
+    Follows(Option<(UserId, UserId)>),
+    /// `(item, user, kind)`.
+    Reactions(Option<(ItemId, UserId, String)>),
+}
+
+/// One stored thing that notifies someone (read by a backfill).
+#[derive(Debug, Clone, PartialEq)]
+pub enum StoredCause {
+    /// An item (deleted ones too), without its body.
+    Item(Arc<Item>),
+    Follow {
+        from: UserId,
+        to: UserId,
+        since: Millis,
+    },
+    /// A reaction: engines keep no time for one.
+    Reaction {
+        item: ItemId,
+        user: UserId,
+        kind: String,
+    },
+}
+
+impl StoredCause {
+    /// Its position, for the next page of its kind.
+    pub fn pos(&self) -> CausePos {
+        match self {
+            StoredCause::Item(i) => CausePos::Items(Some(i.id)),
+            StoredCause::Follow { from, to, .. } => CausePos::Follows(Some((*from, *to))),
+            StoredCause::Reaction { item, user, kind } => CausePos::Reactions(Some((*item, *user, kind.clone()))),
+        }
+    }
+}
+
 /// Notifications: per user, groups of events, two marks and the counts of
 /// groups above them.
 ///
@@ -259,6 +324,12 @@ pub trait Notifications: Send + Sync {
     async fn notify(&self, ops: &[tideway_core::notify::Op]) -> Result<()>;
     /// A page of `user`'s groups below `before`, newest first.
     async fn notifications(&self, user: UserId, before: Option<(Millis, u64)>, limit: usize) -> Result<NotifyPage>;
+    /// A page of what is stored that notifies (for a backfill of
+    /// notifications: what was stored before they existed, or imported):
+    /// of the kind `after` names, those after its position, in the
+    /// engine's order of that kind, at most `limit`. Items come with
+    /// deleted ones and without their bodies; an empty page ends the kind.
+    async fn stored_causes(&self, after: &CausePos, limit: usize) -> Result<Vec<StoredCause>>;
     /// Moves `user`'s mark to group `up_to`'s `latest_at`, or to the newest
     /// group's; `false` when `up_to` is not a group of `user`'s.
     async fn mark_notifications(
@@ -322,16 +393,42 @@ pub trait Snapshots: Send + Sync {
 /// The follow graph, blocks and mutes.
 #[async_trait]
 pub trait Graph: Send + Sync {
-    /// Follows every target in one storage round.
+    /// Follows every target in one storage round, and applies, in the same
+    /// atomic write, the ops of `notify` whose user ([`Op::user`]) is a
+    /// target it newly follows (`Followed`): a follow that stood already
+    /// was stored with its own.
+    ///
+    /// [`Op::user`]: tideway_core::notify::Op::user
+    async fn follow_many_notifying(
+        &self,
+        user: UserId,
+        targets: &[UserId],
+        at: Millis,
+        max_following: usize,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<Vec<FollowStatus>>;
+    /// [`Graph::follow_many_notifying`] with no notifications.
     async fn follow_many(
         &self,
         user: UserId,
         targets: &[UserId],
         at: Millis,
         max_following: usize,
-    ) -> Result<Vec<FollowStatus>>;
-    /// Returns whether an edge was removed.
-    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool>;
+    ) -> Result<Vec<FollowStatus>> {
+        self.follow_many_notifying(user, targets, at, max_following, &[]).await
+    }
+    /// Removes the follow, with `notify` in the same atomic write when
+    /// there was one to remove. Returns whether an edge was removed.
+    async fn unfollow_notifying(
+        &self,
+        user: UserId,
+        target: UserId,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<bool>;
+    /// [`Graph::unfollow_notifying`] with no notifications.
+    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+        self.unfollow_notifying(user, target, &[]).await
+    }
     /// Blocks (removing follows both ways) or unblocks.
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()>;

@@ -56,6 +56,19 @@ enum Command {
         #[arg(long)]
         config: Option<PathBuf>,
     },
+    /// Give notifications to items, follows and reactions stored before
+    /// notifications existed, or imported. Idempotent; on postgres / mysql
+    /// it may run beside the nodes, under a node id of its own
+    /// (TIDEWAY_SERVER__NODE_ID). See docs/deploy.md.
+    BackfillNotifications {
+        /// Data directory of the embedded store (overrides storage.data_dir;
+        /// stop the server first).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
+        /// TOML configuration file.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Print the configuration: the effective one (defaults, file and
     /// environment applied), or with --example the commented defaults.
     Config {
@@ -82,25 +95,16 @@ fn main() -> ExitCode {
         Command::Config { example: true, .. } => emit(&settings::example_toml()),
         Command::Config { config, example: false } => match settings::load(config.as_deref(), None, None) {
             Ok(c) => emit(&toml::to_string_pretty(&c.redacted()).unwrap_or_default()),
-            Err(e) => {
-                eprintln!("tideway: {e}");
-                ExitCode::from(2)
-            }
+            Err(e) => usage(&e),
         },
         Command::Import { follows, items, since, data_dir, config } => {
             let cfg = match settings::load(config.as_deref(), None, data_dir) {
                 Ok(c) => c,
-                Err(e) => {
-                    eprintln!("tideway: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(e) => return usage(&e),
             };
             let since = match since.as_deref().map(|s| tideway_core::Millis::parse_rfc3339("--since", s)).transpose() {
                 Ok(s) => s,
-                Err(e) => {
-                    eprintln!("tideway: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(e) => return usage(&e),
             };
             let args = tideway::import::ImportArgs { follows, items, since };
             match tideway::import::run(&cfg, &args) {
@@ -111,25 +115,30 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Command::BackfillNotifications { data_dir, config } => {
+            let cfg = match settings::load(config.as_deref(), None, data_dir) {
+                Ok(c) => c,
+                Err(e) => return usage(&e),
+            };
+            match runtime().map(|rt| rt.block_on(tideway::backfill::run(&cfg))) {
+                Err(code) => code,
+                Ok(Ok(summary)) => emit(&format!("{summary}\n")),
+                Ok(Err(e)) => {
+                    eprintln!("tideway backfill-notifications: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
         Command::Serve { listen, data_dir, config } => {
             server::init_tracing();
             let cfg = match settings::load(config.as_deref(), listen, data_dir) {
                 Ok(c) => c,
-                Err(e) => {
-                    eprintln!("tideway: {e}");
-                    return ExitCode::from(2);
-                }
+                Err(e) => return usage(&e),
             };
-            let rt = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-                Ok(rt) => rt,
-                Err(e) => {
-                    eprintln!("tideway: cannot start the runtime: {e}");
-                    return ExitCode::FAILURE;
-                }
-            };
-            match rt.block_on(server::run(cfg)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
+            match runtime().map(|rt| rt.block_on(server::run(cfg))) {
+                Err(code) => code,
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => {
                     tracing::error!("{e}");
                     eprintln!("tideway: {e}");
                     ExitCode::FAILURE
@@ -137,4 +146,19 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// A bad setting or argument: said on stderr, exit code 2.
+fn usage(e: &dyn std::fmt::Display) -> ExitCode {
+    eprintln!("tideway: {e}");
+    ExitCode::from(2)
+}
+
+/// The multi-threaded runtime of `serve` and of the commands that open a
+/// backend (exit code 1 when it cannot start).
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().map_err(|e| {
+        eprintln!("tideway: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
 }

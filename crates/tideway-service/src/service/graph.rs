@@ -21,7 +21,13 @@ impl FeedService {
         if targets.contains(&user) {
             return Err(ServiceError::invalid("targets", "a user cannot follow themselves"));
         }
-        let statuses = self.backend.follow_many(user, targets, self.write_now()?, self.opts.max_following).await?;
+        // The follows' notifications go in the same atomic write (the
+        // backend keeps those of the targets it newly follows).
+        let at = self.write_now()?;
+        let causes: Vec<Cause<'_>> =
+            targets.iter().map(|t| Cause::Follow { from: user, to: *t, at, stands: true }).collect();
+        let notify = self.notify_ops(&causes)?;
+        let statuses = self.backend.follow_many_notifying(user, targets, at, self.opts.max_following, &notify).await?;
         self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
         // Every follow that stands is backfilled, a repeat too. The
@@ -56,19 +62,6 @@ impl FeedService {
                 }
             }
         }
-        // Every follow that stands notifies its target (a repeat too: it
-        // completes a request whose notifications failed).
-        let causes: Vec<Cause<'_>> = targets
-            .iter()
-            .zip(&statuses)
-            .filter_map(|(t, s)| match s {
-                FollowStatus::Followed(at) | FollowStatus::Already(at) => {
-                    Some(Cause::Follow { from: user, to: *t, at: *at, stands: true })
-                }
-                _ => None,
-            })
-            .collect();
-        self.notify(&causes).await?;
         Ok(targets.iter().copied().zip(statuses).collect())
     }
 
@@ -109,12 +102,14 @@ impl FeedService {
     }
 
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
-        self.backend.unfollow(user, target).await?;
+        // The follow's event falls in the same atomic write.
+        let at = self.clock.now();
+        let notify = self.notify_ops(&[Cause::Follow { from: user, to: target, at, stands: false }])?;
+        self.backend.unfollow_notifying(user, target, &notify).await?;
         self.forget_followees(&[user]);
         self.note_removals(&[Removal::Relation { user, other: target }]).await;
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
-        let at = self.clock.now();
-        self.notify(&[Cause::Follow { from: user, to: target, at, stands: false }]).await
+        Ok(())
     }
 
     /// Forgets this node's copies of these users' followee lists and own

@@ -216,7 +216,10 @@ impl FeedService {
                 missed = shared_away(self.backend.mark_unpushed(author, id).await)?;
             }
             missed_shared = missed_shared || missed;
-            let create = self.backend.create_item(item, fan_out, now);
+            // Whom it notifies, stored in the same atomic write as the item.
+            let cause = Cause::Item { item: &item, parent_author: reply_to_author, original_author, stands: true };
+            let notify = self.notify_ops(&[cause])?;
+            let create = self.backend.create_item_notifying(item, fan_out, now, &notify);
             let created = if missed {
                 tideway_store::trust::without_shared(self.backend.as_ref(), create).await
             } else {
@@ -236,27 +239,6 @@ impl FeedService {
                 other => break other?,
             }
         };
-        // Whom it notifies; sent again for a repeat, which completes a
-        // request whose notifications failed after the item was stored.
-        let made = match &outcome {
-            CreateOutcome::Existing(item) if item.deleted => None,
-            CreateOutcome::Created(item) | CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
-                Some(item.clone())
-            }
-        };
-        if let Some(item) = made {
-            let original_author = match (item.repost_of, original_author) {
-                (Some(_), None) => self.author_of(item.repost_of).await?,
-                (_, known) => known,
-            };
-            self.notify(&[Cause::Item {
-                item: &item,
-                parent_author: item.reply_to_author,
-                original_author,
-                stands: true,
-            }])
-            .await?;
-        }
         match outcome {
             CreateOutcome::Created(item) => {
                 // The own inbox again, now that the item is stored. The
@@ -427,9 +409,8 @@ impl FeedService {
         self.hydrate_one(updated, actor).await
     }
 
-    /// Soft-deletes an item; deleting a deleted item is a no-op (but for
-    /// its notifications, sent again to complete a delete that failed
-    /// after the item was deleted).
+    /// Soft-deletes an item, its notifications falling in the same atomic
+    /// write; deleting a deleted item is a no-op.
     pub async fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
         let item = match self.load_item(id).await? {
             None => return Err(ServiceError::NotFound(format!("item {id} does not exist"))),
@@ -437,15 +418,17 @@ impl FeedService {
         };
         Self::check_author(&item, actor)?;
         if !item.deleted {
-            self.backend.update_item(id, &ItemChange::Delete).await?;
+            let original_author = self.author_of(item.repost_of).await?;
+            let cause =
+                Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false };
+            let notify = self.notify_ops(&[cause])?;
+            self.backend.update_item_notifying(id, &ItemChange::Delete, &notify).await?;
             let original = item.repost_of.unwrap_or(item.id);
             self.note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }]).await;
             self.forget_copy(id);
             self.signal(vec![Signal::Gone(item.author), Signal::Item(id)]).await;
         }
-        let original_author = self.author_of(item.repost_of).await?;
-        self.notify(&[Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false }])
-            .await
+        Ok(())
     }
 
     /// The author of an item, if there is one and it is known.

@@ -14,6 +14,7 @@ mod items;
 mod live;
 pub mod node;
 mod notifications;
+pub use notifications::Backfilled;
 mod ops;
 mod postings;
 pub mod stream;

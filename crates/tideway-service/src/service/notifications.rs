@@ -2,14 +2,17 @@
 //! items, as groups, with `seen` and `read` marks.
 //!
 //! Every write that makes or unmakes an event (a post, reply, repost or
-//! mention; a reaction; a follow; a delete; a block or a mute) is followed,
-//! before it is answered, by the notification ops that
-//! `tideway_core::notify::ops` derives from it, applied by the backend in
-//! one atomic write per user. The ops are idempotent: a request retried
-//! after a failure between the two writes (the cause stored, its
-//! notification not) sends them again and completes them. A reaction hands
-//! its ops to the backend with the reaction itself (`Items::set_reaction`),
-//! which makes both durable with one wait.
+//! mention; a reaction; a follow or unfollow; a delete) hands the
+//! notification ops that `tideway_core::notify::ops` derives from it to
+//! the backend with the write itself (`Items::create_item_notifying`,
+//! `update_item_notifying`, `set_reaction`, `Graph::follow_many_notifying`,
+//! `unfollow_notifying`): the cause and its notifications are one atomic
+//! write on every engine, so no crash leaves one without the other. A
+//! block or mute re-evaluates who is hidden after it is stored, in a write
+//! of its own; its ops are idempotent, and a retried request completes
+//! them. What was stored before notifications existed (or by `tideway
+//! import`) gets its notifications from `tideway admin backfill-notifications`
+//! ([`FeedService::backfill_notifications`]).
 
 use super::FeedService;
 use crate::error::{Result, ServiceError};
@@ -20,6 +23,22 @@ use tideway_core::ids::key_time;
 use tideway_core::limits::page_limit;
 use tideway_core::notify::{Cause, Mark, Op};
 use tideway_core::{ItemId, Millis, UserId};
+use tideway_store::{CausePos, StoredCause};
+
+/// Stored causes read a page by a backfill.
+const BACKFILL_PAGE: usize = 500;
+/// Notification ops applied a call by a backfill.
+const BACKFILL_OPS: usize = 200;
+
+/// What [`FeedService::backfill_notifications`] has read and applied.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Backfilled {
+    pub items: u64,
+    pub follows: u64,
+    pub reactions: u64,
+    /// Notification ops applied (an event already standing is kept).
+    pub ops: u64,
+}
 
 impl FeedService {
     /// Applies what `causes` do to the notifications, in one backend call
@@ -76,6 +95,91 @@ impl FeedService {
         ));
         self.backend.notify(&ops).await?;
         Ok(())
+    }
+
+    /// Gives notifications to everything stored that notifies someone:
+    /// items, follows and reactions stored before notifications existed,
+    /// or written by `tideway import`. Idempotent (an event that stands is
+    /// kept as it is), so it may run again, and beside nodes that serve:
+    /// what they write meanwhile comes with its own. Events about a
+    /// deleted item stay out (its delete took them). A reaction is placed
+    /// at its item's time: no engine keeps a reaction's. `progress` is
+    /// called after every page.
+    pub async fn backfill_notifications(&self, mut progress: impl FnMut(&Backfilled)) -> Result<Backfilled> {
+        let mut done = Backfilled::default();
+        for start in [CausePos::Items(None), CausePos::Follows(None), CausePos::Reactions(None)] {
+            let mut pos = start;
+            loop {
+                let page = self.backend.stored_causes(&pos, BACKFILL_PAGE).await?;
+                let Some(last) = page.last() else { break };
+                pos = last.pos();
+                let ops = self.backfill_ops(&page, &mut done).await?;
+                for chunk in ops.chunks(BACKFILL_OPS) {
+                    self.backend.notify(chunk).await?;
+                }
+                done.ops += ops.len() as u64;
+                progress(&done);
+            }
+        }
+        Ok(done)
+    }
+
+    /// The notification ops of one page of stored causes.
+    async fn backfill_ops(&self, page: &[StoredCause], done: &mut Backfilled) -> Result<Vec<Op>> {
+        // The items these name (parents, originals, reacted to): their
+        // authors, and whether they were deleted.
+        let mut named: Vec<u64> = page
+            .iter()
+            .flat_map(|c| match c {
+                StoredCause::Item(i) => vec![i.reply_to, i.repost_of],
+                StoredCause::Reaction { item, .. } => vec![Some(*item)],
+                StoredCause::Follow { .. } => vec![],
+            })
+            .flatten()
+            .map(|i| i.0)
+            .collect();
+        named.sort_unstable();
+        named.dedup();
+        let records = self.backend.records(&named).await?;
+        let live_author: HashMap<ItemId, UserId> = records
+            .into_iter()
+            .flatten()
+            .filter_map(|r| match r {
+                tideway_store::Record::Item(i) if !i.deleted => Some((i.id, i.author)),
+                _ => None,
+            })
+            .collect();
+        let live = |id: Option<ItemId>| id.and_then(|i| live_author.get(&i).copied());
+        let mut causes = Vec::with_capacity(page.len());
+        for c in page {
+            match c {
+                StoredCause::Item(item) => {
+                    done.items += 1;
+                    causes.push(Cause::Item {
+                        item,
+                        parent_author: live(item.reply_to),
+                        original_author: live(item.repost_of),
+                        stands: !item.deleted,
+                    });
+                }
+                StoredCause::Follow { from, to, since } => {
+                    done.follows += 1;
+                    causes.push(Cause::Follow { from: *from, to: *to, at: *since, stands: true });
+                }
+                StoredCause::Reaction { item, user, kind } => {
+                    done.reactions += 1;
+                    if let Some(author) = live(Some(*item)) {
+                        let at = key_time(item.0);
+                        causes.push(Cause::Reaction { item: *item, author, user: *user, kind, at, stands: true });
+                    }
+                }
+            }
+        }
+        // A deleted item's notifications fell with it: only its own
+        // `Forget` is kept (a delete done before notifications existed).
+        let mut ops = self.notify_ops(&causes)?;
+        ops.retain(|op| !matches!(op, Op::Fall { .. }));
+        Ok(ops)
     }
 
     /// A page of `user`'s notification groups, newest first, below the

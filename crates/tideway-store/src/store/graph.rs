@@ -8,16 +8,18 @@ use crate::rules::{self, FollowFact};
 use crate::state::Unit;
 use crate::traits::*;
 use async_trait::async_trait;
+use tideway_core::notify::Op;
 use tideway_core::{Millis, Relation, UserId};
 
 #[async_trait]
 impl<J: Journal> Graph for Store<J> {
-    async fn follow_many(
+    async fn follow_many_notifying(
         &self,
         user: UserId,
         targets: &[UserId],
         at: Millis,
         max_following: usize,
+        notify: &[Op],
     ) -> Result<Vec<FollowStatus>> {
         self.commit(|st, need| {
             let following = st.user_or_need(Unit::Head(user), need).map_or(0, |u| u.head.following as usize);
@@ -30,20 +32,26 @@ impl<J: Journal> Graph for Store<J> {
                     FollowFact::Free
                 }
             });
-            let changes = decided
+            let mut changes: Vec<Change> = decided
                 .new
                 .iter()
                 .map(|&t| Change::PutEdge { kind: EdgeKind::Follow, from: user, to: t, since: at })
                 .collect();
+            // The new follows' notifications in the same journal write.
+            changes.extend(rules::notify_of_new(notify, &decided.new).map(Change::Notify));
             let statuses = decided.statuses;
             Ok((statuses, changes))
         })
         .await
     }
 
-    async fn unfollow(&self, user: UserId, target: UserId) -> Result<bool> {
+    async fn unfollow_notifying(&self, user: UserId, target: UserId, notify: &[Op]) -> Result<bool> {
         self.commit(|st, need| match st.follow_since(user, target, need) {
-            Some(since) => Ok((true, vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target, since }])),
+            Some(since) => {
+                let mut changes = vec![Change::DelEdge { kind: EdgeKind::Follow, from: user, to: target, since }];
+                changes.extend(notify.iter().cloned().map(Change::Notify));
+                Ok((true, changes))
+            }
             None => Ok((false, vec![])),
         })
         .await

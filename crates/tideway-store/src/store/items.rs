@@ -17,7 +17,13 @@ use tideway_core::{Body, Item, ItemId, Key, Millis, UserId};
 
 #[async_trait]
 impl<J: Journal> Items for Store<J> {
-    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+    async fn create_item_notifying(
+        &self,
+        item: Item,
+        fan_out: bool,
+        now: Millis,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<CreateOutcome> {
         self.commit(|st, need| {
             let mut facts = CreateFacts::default();
             if let Some(k) = &item.idempotency_key {
@@ -51,12 +57,19 @@ impl<J: Journal> Items for Store<J> {
             if fan_out {
                 changes.push(Change::PutJob(Job { key: item.id.0, author: item.author, cursor: None, created: now }));
             }
+            // Its notifications in the same journal write: on disk together.
+            changes.extend(notify.iter().cloned().map(Change::Notify));
             Ok((CreateOutcome::Created(item), changes))
         })
         .await
     }
 
-    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+    async fn update_item_notifying(
+        &self,
+        id: ItemId,
+        change: &ItemChange,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<Option<Arc<Item>>> {
         self.commit(|st, _| match self.item_now(st, id)? {
             Some(i) if !i.deleted => {
                 let mut new = change.apply(&i);
@@ -67,7 +80,9 @@ impl<J: Journal> Items for Store<J> {
                     new.body = self.body_now(id)?.unwrap_or_default();
                 }
                 let new = Arc::new(new);
-                Ok((Some(new.clone()), vec![Change::UpdateItem(new)]))
+                let mut changes = vec![Change::UpdateItem(new.clone())];
+                changes.extend(notify.iter().cloned().map(Change::Notify));
+                Ok((Some(new), changes))
             }
             _ => Ok((None, vec![])),
         })

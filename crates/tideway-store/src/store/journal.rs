@@ -6,8 +6,9 @@ use crate::change::{Change, Record};
 use crate::error::{Engine, StoreError};
 use crate::state::{Unit, UnitData};
 use crate::traits::*;
+use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
-use tideway_core::{Body, ItemId, Key, UserId};
+use tideway_core::{Body, ItemId, Key, Millis, UserId};
 
 pub use crate::state::Ticket;
 
@@ -62,6 +63,18 @@ pub trait Disk: Send + Sync {
     /// Item keys posted to `feed` in `range`, in `dir` order, at most
     /// `limit` (one range read: feeds are never loaded whole).
     fn postings_range(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    /// Stored items after `after` by id (deleted ones too, without their
+    /// bodies), at most `limit`: a scan for a backfill.
+    fn items_after(&self, after: Option<ItemId>, limit: usize) -> Result<Vec<Arc<tideway_core::Item>>>;
+    /// Stored follows after `after` by (follower, followee), with their
+    /// times, at most `limit`.
+    fn follows_after(&self, after: Option<(UserId, UserId)>, limit: usize) -> Result<Vec<(UserId, UserId, Millis)>>;
+    /// Stored reactions after `after` by (item, user, kind), at most `limit`.
+    fn reactions_after(
+        &self,
+        after: Option<(ItemId, UserId, String)>,
+        limit: usize,
+    ) -> Result<Vec<(ItemId, UserId, String)>>;
     /// Stored live sessions by id (`None`: unknown).
     fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>>;
     /// Pending fan-out jobs in key order, leaving out the keys in `held`

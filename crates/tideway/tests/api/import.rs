@@ -115,3 +115,68 @@ async fn a_malformed_line_names_its_number_and_nothing_is_written() {
     assert_eq!(get(&p.base, "/v1/users/2").await["items_count"], json!(0));
     drop(p);
 }
+
+/// Runs `tideway backfill-notifications` on a data directory.
+fn backfill(dir: &std::path::Path) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tideway"))
+        .arg("backfill-notifications")
+        .arg("--data-dir")
+        .arg(dir)
+        .output()
+        .expect("run tideway backfill-notifications");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// Each notification group of `user` as (verb, actors).
+async fn groups(base: &str, user: u64) -> Vec<(String, Vec<String>)> {
+    let v = get(base, &format!("/v1/users/{user}/notifications")).await;
+    let groups = v["groups"].as_array().expect("groups").iter();
+    groups
+        .map(|g| {
+            let actors = g["actors"].as_array().expect("actors").iter().map(|a| a.as_str().expect("id").to_owned());
+            (g["verb"].as_str().expect("verb").to_owned(), actors.collect())
+        })
+        .collect()
+}
+
+/// An import writes no notification; `tideway backfill-notifications`
+/// gives the imported follows and mentions theirs, and a second run
+/// changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn imported_follows_and_mentions_notify_after_the_backfill() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (data, follows, items) = (tmp.path().join("data"), tmp.path().join("f.txt"), tmp.path().join("i.jsonl"));
+    std::fs::write(&follows, "1 2\n3 2\n").expect("follows");
+    std::fs::write(
+        &items,
+        concat!(
+            r#"{"author":"2","created_at":"2024-03-01T10:00:00Z","body":{"t":"hi"},"mentions":["1","3"]}"#,
+            "\n",
+            r#"{"author":"3","created_at":"2024-03-02T10:00:00Z","body":{"t":"plain"}}"#,
+            "\n"
+        ),
+    )
+    .expect("items");
+    let paths = ["--follows", follows.to_str().expect("path"), "--items", items.to_str().expect("path")];
+    let (ok, out, err) = import(&data, &paths);
+    assert!(ok, "{out}\n{err}");
+    let logs = tempfile::tempdir().expect("tempdir");
+    {
+        let p = start_with(&data, &logs.path().join("before.log"), &[]).await;
+        assert!(groups(&p.base, 2).await.is_empty(), "an import notifies no one");
+        assert!(groups(&p.base, 1).await.is_empty());
+    }
+    let (ok, out, err) = backfill(&data);
+    assert!(ok, "{out}\n{err}");
+    assert!(out.contains("notifications backfilled: 2 items, 2 follows, 0 reactions read; 4 ops applied"), "{out}");
+    let (ok, again, err) = backfill(&data);
+    assert!(ok, "{again}\n{err}");
+    let p = start_with(&data, &logs.path().join("after.log"), &[]).await;
+    let strs = |ids: &[&str]| ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    assert_eq!(groups(&p.base, 2).await, vec![("follow".to_owned(), strs(&["3", "1"]))], "both follows, one group");
+    for user in [1, 3] {
+        let got = groups(&p.base, user).await;
+        assert_eq!(got.len(), 1, "user {user}: one mention, applied once by two runs: {got:?}");
+        assert_eq!((got[0].0.as_str(), got[0].1.clone()), ("mention", strs(&["2"])), "user {user}");
+    }
+}
