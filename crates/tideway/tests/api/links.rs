@@ -1,5 +1,5 @@
 //! Faults on the links between nodes and engines (issue 64's proof): two
-//! nodes on one PostgreSQL database and one Redis, node a's links to both
+//! nodes on one PostgreSQL (or MariaDB) database and one Redis, node a's links to both
 //! through a fault-injecting proxy (`tideway_store_sql::fault_link`), six
 //! writers posting through both nodes while a's links go dark, slow,
 //! reset, lose the engine's answer after it acted, and while a loses Redis.
@@ -120,7 +120,17 @@ async fn ready(c: &reqwest::Client, node: &Proc) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_write_once_through_faults_on_the_links_to_postgres_and_redis() {
-    let cl = Cluster::create_on("postgres").await;
+    every_write_once_through_faults_on("postgres").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_once_through_faults_on_the_links_to_mariadb_and_redis() {
+    every_write_once_through_faults_on("mysql").await;
+}
+
+/// The proof on `engine` (`postgres` or `mysql`) and one Redis.
+async fn every_write_once_through_faults_on(engine: &'static str) {
+    let cl = Cluster::create_on(engine).await;
     let redis = std::env::var("TIDEWAY_TEST_REDIS_URL").expect("TIDEWAY_TEST_REDIS_URL: run scripts/services.sh up");
     let db_link = FaultLink::start(FaultLink::target_of(&cl.db.url).expect("db address")).await.expect("proxy");
     let redis_link = FaultLink::start(FaultLink::target_of(&redis).expect("redis address")).await.expect("proxy");
@@ -219,7 +229,8 @@ async fn every_write_once_through_faults_on_the_links_to_postgres_and_redis() {
         eprintln!("{name:<40} a ready again after the heal in {back:?}");
     }
     eprintln!("a unready in {} of {} probes at +150 ms each way", unready_at_delay.1, unready_at_delay.0);
-    eprintln!("answers lost after the database acted: {}", db_link.answers_lost());
+    let lost = db_link.answers_lost();
+    eprintln!("answers lost after the database acted: {lost}");
     eprintln!("a post through a without Redis: {without_redis:?}");
 
     // The history. Fan-out settles first.
@@ -264,6 +275,7 @@ async fn every_write_once_through_faults_on_the_links_to_postgres_and_redis() {
     let (status, took) = without_redis.expect("the post without Redis");
     assert_eq!(status, StatusCode::CREATED, "a post through a without Redis, in {took:?}");
     assert_eq!(unready_at_delay.1, 0, "a stayed ready at +150 ms each way");
+    assert!(lost > 0, "the phase that loses answers after the engine acted lost none: the proof did not try it");
     drop((a, b));
     let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], 800);
     ro.prefix = cl.prefix.clone();
