@@ -563,16 +563,16 @@ pub async fn create_session(
     let anchor = extract::user("anchor", &b.anchor)?;
     actor.act_as(anchor)?;
     let at = Millis::parse_rfc3339("scheduled_start", &b.scheduled_start)?;
-    let s = st.svc.create_session(anchor, at, b.body.map(tideway_core::Body::from).unwrap_or_default()).await?;
+    let s = st.svc.live.create_session(anchor, at, b.body.map(tideway_core::Body::from).unwrap_or_default()).await?;
     Ok((StatusCode::CREATED, axum::Json(SessionEnvelope { session: SessionJson::from(&s) })))
 }
 
 /// A step of session `id`, taken as its anchor.
 async fn move_session(st: AppState, actor: Actor, id: String, step: Move) -> ApiResult<axum::Json<SessionEnvelope>> {
     let id = extract::item("id", &id)?.0;
-    let s = st.svc.session(id).await?;
+    let s = st.svc.live.session(id).await?;
     actor.act_as(s.anchor)?;
-    let s = st.svc.move_session(id, step).await?;
+    let s = st.svc.live.move_session(id, step).await?;
     Ok(axum::Json(SessionEnvelope { session: SessionJson::from(&s) }))
 }
 
@@ -611,7 +611,7 @@ pub async fn live(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let limit = extract::limit(q.limit.as_deref())?;
-    let page = st.svc.live_page(u, q.cursor.as_deref(), limit).await?;
+    let page = st.svc.live.page(u, q.cursor.as_deref(), limit).await?;
     Ok(axum::Json(LivePageJson::from(&page)))
 }
 

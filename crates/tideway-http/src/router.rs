@@ -72,7 +72,7 @@ async fn clock_gate(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let write = !matches!(*req.method(), axum::http::Method::GET | axum::http::Method::HEAD);
-    if write && let Err(e) = st.svc.check_clock() {
+    if write && let Err(e) = st.svc.node().check_clock() {
         return ApiError::from(e).into_response();
     }
     next.run(req).await

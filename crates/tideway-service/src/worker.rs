@@ -61,7 +61,7 @@ impl FanoutWorker {
     #[tracing::instrument(level = "debug", skip_all)]
     pub async fn step(&self) -> Result<StepOutcome> {
         let b = &self.svc.backend;
-        let now = self.svc.shared_now();
+        let now = self.svc.node().shared_now();
         let jobs = b.claim_jobs(self.id, now, self.svc.opts.lease_ms, LANES).await?;
         if jobs.is_empty() {
             return Ok(StepOutcome::Idle);

@@ -41,7 +41,7 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
         .await
         .expect("a future item");
     let good = service(&backend, SystemClock).await;
-    good.check_clock().expect("a correct clock takes writes");
+    good.node().check_clock().expect("a correct clock takes writes");
     let (item, _) = good.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
     let dated = key_time(item.item.id.0).0 - Millis::now().0;
     assert!(dated.abs() < 5_000, "a new id is dated by the clock, not after the future id ({dated} ms off)");
@@ -59,7 +59,7 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
     ahead.probe_engines().await;
     let why = ahead.readiness().expect_err("not ready");
     assert!(why.contains("clock"), "{why}");
-    let shared = ahead.shared_now().0 - Millis::now().0;
+    let shared = ahead.node().shared_now().0 - Millis::now().0;
     assert!(shared.abs() < 2_000, "its deadlines follow the database's clock ({shared} ms off)");
     // Reads still work.
     ahead.home(UserId(5), &PageRequest::default()).await.expect("a read");

@@ -699,7 +699,7 @@ fn kind_of(e: &ServiceError) -> &'static str {
 
 async fn check_all(h: &Harness, m: &Model, ctx: &str) {
     h.drain().await;
-    let now = h.svc().now().0;
+    let now = h.svc().node().now().0;
     for u in 1..=USERS {
         let want = m.home(u);
         let promos = m.promos_for(u, now);
@@ -885,7 +885,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let got = h.svc().follow(UserId(a), UserId(b)).await.map(|_| ()).map_err(|e| kind_of(&e));
                 assert_eq!(got, want, "{ctx}: follow {a}->{b}");
                 if got.is_ok() && m.follows.insert((a, b)) {
-                    m.start(b, Ident::Follow, a, h.svc().now().0);
+                    m.start(b, Ident::Follow, a, h.svc().node().now().0);
                 }
             }
             15..=19 => {
@@ -1169,7 +1169,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 if got.is_ok() {
                     if on {
                         if m.reactions.insert((t, a, kind)) {
-                            m.start(it.author, Ident::Reaction(t, kind), a, h.svc().now().0);
+                            m.start(it.author, Ident::Reaction(t, kind), a, h.svc().node().now().0);
                         }
                     } else {
                         m.reactions.remove(&(t, a, kind));
@@ -1208,7 +1208,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             108..=111 => {
                 // promote an item for a while
                 let Some(t) = any_item(&mut rng, &m) else { continue };
-                let now = h.svc().now().0;
+                let now = h.svc().node().now().0;
                 let (every, start, end) =
                     (rng.random_range(1..=3u32), now - rng.random_range(0..5), now + rng.random_range(1..150));
                 let got = h.svc().create_promotion(ItemId(t), every, Millis(start), Millis(end)).await;
@@ -1221,12 +1221,13 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             }
             118..=125 => {
                 // an anchor plans a session
-                let now = h.svc().now().0;
+                let now = h.svc().node().now().0;
                 let at = now + rng.random_range(-5..50);
                 let mut body = serde_json::Map::new();
                 body.insert("n".into(), serde_json::json!(step));
                 let body = tideway_core::Body::new(&body);
-                let s = h.svc().create_session(UserId(a), Millis(at), body.clone()).await.expect("create a session");
+                let s =
+                    h.svc().live.create_session(UserId(a), Millis(at), body.clone()).await.expect("create a session");
                 assert_eq!(
                     (s.anchor, s.scheduled_start, s.started_at, s.ended_at, &s.body),
                     (UserId(a), Millis(at), None, None, &body),
@@ -1240,7 +1241,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let id =
                     if ids.is_empty() || rng.random_bool(0.05) { 424_242 } else { ids[rng.random_range(0..ids.len())] };
                 let step_ = if rng.random_bool(0.5) { Move::Start } else { Move::End };
-                let now = h.svc().now();
+                let now = h.svc().node().now();
                 let want = match m.sessions.get(&id) {
                     None => Err("not_found"),
                     Some(s) => match (step_, s.started_at, s.ended_at) {
@@ -1249,7 +1250,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                         _ => Err("conflict"),
                     },
                 };
-                let got = h.svc().move_session(id, step_).await.map_err(|e| kind_of(&e));
+                let got = h.svc().live.move_session(id, step_).await.map_err(|e| kind_of(&e));
                 assert_eq!(got, want, "{ctx}: {step_:?} session {id}");
                 if let Ok(s) = got {
                     m.sessions.insert(id, s);
@@ -1258,7 +1259,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             134..=141 => {
                 // a viewer opens their live feed
                 let limit = rng.random_range(1..=3);
-                let taken = h.svc().now().0;
+                let taken = h.svc().node().now().0;
                 let mut w = MWalk {
                     viewer: a,
                     limit,
@@ -1268,7 +1269,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     at: MPos::Snap(0),
                     lost: false,
                 };
-                let page = h.svc().live_page(UserId(a), None, Some(limit)).await.expect("live page");
+                let page = h.svc().live.page(UserId(a), None, Some(limit)).await.expect("live page");
                 if live_step(&m, &mut w, page, &ctx) {
                     m.walks.push(w);
                 }
@@ -1280,8 +1281,8 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 }
                 let i = rng.random_range(0..m.walks.len());
                 let mut w = m.walks.remove(i);
-                let now = h.svc().now().0;
-                let got = h.svc().live_page(UserId(w.viewer), Some(&w.cursor), Some(w.limit)).await;
+                let now = h.svc().node().now().0;
+                let got = h.svc().live.page(UserId(w.viewer), Some(&w.cursor), Some(w.limit)).await;
                 if w.lost || now - w.taken > LIVE_TTL_MS {
                     assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("expired"), "{ctx}: an expired walk");
                     live_seen(1, 1);

@@ -128,7 +128,7 @@ async fn tideway(args: &Args, cfg: &Config) -> Res<[Histogram<u64>; 3]> {
     let svc = setup::service(cfg).await?;
     let backend = svc.backend().clone();
     let started = Instant::now();
-    let all = sessions(args, svc.now());
+    let all = sessions(args, svc.node().now());
     for chunk in all.chunks(64) {
         let writes = chunk.iter().map(|s| backend.create_session(s.clone(), usize::MAX));
         for ok in futures_util::future::join_all(writes).await {
@@ -147,26 +147,26 @@ async fn tideway(args: &Args, cfg: &Config) -> Res<[Histogram<u64>; 3]> {
     let mut cursor = None;
     for _ in 0..args.reads {
         let t = Instant::now();
-        let p = svc.live_page(VIEWER, None, Some(args.limit)).await.map_err(err)?;
+        let p = svc.live.page(VIEWER, None, Some(args.limit)).await.map_err(err)?;
         first.record(t.elapsed().as_nanos() as u64).map_err(err)?;
         cursor = p.next_cursor;
     }
     let cursor = cursor.ok_or("the first page has no next page")?;
     for _ in 0..args.reads {
         let t = Instant::now();
-        svc.live_page(VIEWER, Some(&cursor), Some(args.limit)).await.map_err(err)?;
+        svc.live.page(VIEWER, Some(&cursor), Some(args.limit)).await.map_err(err)?;
         inside.record(t.elapsed().as_nanos() as u64).map_err(err)?;
     }
     // Walk into the replay part: past every open session, then 10 pages.
     let mut c = cursor;
     let open = (args.live + args.upcoming) as usize;
     for _ in 0..(open / args.limit + 10) {
-        let p = svc.live_page(VIEWER, Some(&c), Some(args.limit)).await.map_err(err)?;
+        let p = svc.live.page(VIEWER, Some(&c), Some(args.limit)).await.map_err(err)?;
         c = p.next_cursor.ok_or("the walk ended before the replay part")?;
     }
     for _ in 0..args.reads {
         let t = Instant::now();
-        let p = svc.live_page(VIEWER, Some(&c), Some(args.limit)).await.map_err(err)?;
+        let p = svc.live.page(VIEWER, Some(&c), Some(args.limit)).await.map_err(err)?;
         deep.record(t.elapsed().as_nanos() as u64).map_err(err)?;
         if p.entries.iter().any(|s| s.ended_at.is_none()) {
             return Err("a deep page is not in the replay part".into());

@@ -168,7 +168,7 @@ impl FeedService {
 
     /// Marks `user` active, unless this node did lately (`touch_every_ms`).
     async fn touch_reader(&self, user: UserId) -> tideway_store::Result<()> {
-        let now = self.shared_now();
+        let now = self.node.shared_now();
         if let Some(t) = &self.touches
             && t.recent(user, now.0)
         {
@@ -337,7 +337,7 @@ impl FeedService {
             Copied::Held(_) => Some(user),
             Copied::Read => None,
         };
-        let asks = PageAsks::new(held, Some(self.clock.now()));
+        let asks = PageAsks::new(held, Some(self.node.clock.now()));
         let read_ahead = self.opts.read_ahead;
         let cache = self.item_cache.as_deref();
         let own = own.as_deref();
@@ -447,8 +447,8 @@ impl FeedService {
         if !access.visible || access.blocked {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
-        let now = self.write_now()?;
-        let key = self.ids.next(now)?;
+        let now = self.node.write_now()?;
+        let key = self.node.ids.next(now)?;
         // The inbox first: if the durable write fails, the inbox holds a
         // key without a record, which pages skip. If the shared half is
         // away, the insert goes on without it (`tideway_store::trust`).

@@ -23,7 +23,7 @@ impl FeedService {
         }
         // The follows' notifications go in the same atomic write (the
         // backend keeps those of the targets it newly follows).
-        let at = self.write_now()?;
+        let at = self.node.write_now()?;
         let causes: Vec<Cause<'_>> =
             targets.iter().map(|t| Cause::Follow { from: user, to: *t, at, stands: true }).collect();
         let notify = self.notify_ops(&causes)?;
@@ -103,7 +103,7 @@ impl FeedService {
 
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
         // The follow's event falls in the same atomic write.
-        let at = self.clock.now();
+        let at = self.node.clock.now();
         let notify = self.notify_ops(&[Cause::Follow { from: user, to: target, at, stands: false }])?;
         self.backend.unfollow_notifying(user, target, &notify).await?;
         self.forget_followees(&[user]);
@@ -132,7 +132,7 @@ impl FeedService {
 
     pub async fn set_block(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "block")?;
-        let at = self.write_now()?;
+        let at = self.node.write_now()?;
         self.backend.set_block(user, target, on, at).await?;
         self.forget_followees(&[user, target]);
         if on {
@@ -156,7 +156,7 @@ impl FeedService {
 
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
-        self.backend.set_mute(user, target, on, self.write_now()?).await?;
+        self.backend.set_mute(user, target, on, self.node.write_now()?).await?;
         self.forget_followees(&[user]);
         if on {
             self.note_removals(&[Removal::Relation { user, other: target }]).await;

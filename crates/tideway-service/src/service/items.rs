@@ -26,13 +26,13 @@ impl FeedService {
     /// within that time.
     fn hot_decided(&self, author: UserId) -> Option<bool> {
         let (hot, at) = self.hot_decisions.as_ref()?.get(&author)?;
-        let now = self.clock.now().0;
+        let now = self.node.clock.now().0;
         (now >= at && now - at < self.opts.hot_decision_ms).then_some(hot)
     }
 
     fn decided_hot(&self, author: UserId, hot: bool) {
         if let Some(d) = &self.hot_decisions {
-            d.insert(author, (hot, self.clock.now().0));
+            d.insert(author, (hot, self.node.clock.now().0));
         }
     }
 
@@ -142,7 +142,7 @@ impl FeedService {
             }
             reply_to_author = Some(parent.author);
         }
-        let now = self.write_now()?;
+        let now = self.node.write_now()?;
         if let Some(t) = new.created_at {
             // Imports are of the past. A time a little ahead (the app's clock
             // runs fast) is taken as now; further ahead would sit above every
@@ -169,8 +169,8 @@ impl FeedService {
         let mut missed_shared = false;
         let outcome = loop {
             let id = match new.created_at {
-                Some(t) => self.ids.at(t)?,
-                None => self.ids.next(now)?,
+                Some(t) => self.node.ids.at(t)?,
+                None => self.node.ids.next(now)?,
             };
             let item = Item {
                 id: ItemId(id),
@@ -227,7 +227,7 @@ impl FeedService {
             };
             match created {
                 Err(StoreError::IdTaken(key)) if attempt < MAX_ID_ATTEMPTS => {
-                    self.ids.taken(key);
+                    self.node.ids.taken(key);
                     attempt += 1;
                 }
                 Err(StoreError::IdTaken(key)) => {
@@ -511,7 +511,7 @@ impl FeedService {
             return Err(ServiceError::invalid("ends_at", "must be after starts_at"));
         }
         self.live_item(item).await?;
-        let p = Promotion { id: self.ids.next(self.write_now()?)?, item, every, starts_at, ends_at };
+        let p = Promotion { id: self.node.ids.next(self.node.write_now()?)?, item, every, starts_at, ends_at };
         self.backend.create_promotion(p.clone()).await?;
         Ok(p)
     }
@@ -519,7 +519,7 @@ impl FeedService {
     /// Sets (`on`) or clears one reaction of `user` to `item`; returns the
     /// item's counts after the change.
     pub async fn react(&self, item: ItemId, user: UserId, kind: &str, on: bool) -> Result<ItemCounts> {
-        self.check_clock()?;
+        self.node.check_clock()?;
         let valid = kind.len() <= 32
             && kind.starts_with(|c: char| c.is_ascii_lowercase())
             && kind.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
@@ -541,7 +541,7 @@ impl FeedService {
         }
         // Applied even when the reaction did not change: a repeat completes
         // a request whose notification failed after the reaction was stored.
-        let at = self.clock.now();
+        let at = self.node.clock.now();
         let notes = self.notify_ops(&[Cause::Reaction { item, author: it.author, user, kind, at, stands: on }])?;
         self.backend.set_reaction(item, user, kind, on, &notes).await?;
         metrics::counter!("tideway_reactions_total").increment(1);

@@ -21,22 +21,37 @@
 //! - A cursor older than the TTL, or whose snapshot is gone, is `410
 //!   cursor_expired`: the client starts over.
 
-use super::FeedService;
+use super::node::Node;
 use crate::error::{Result, ServiceError};
 use crate::view::LivePage;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use tideway_core::cursor::LiveCursor;
 use tideway_core::ids::key_time;
 use tideway_core::item::check_body;
 use tideway_core::limits::page_limit;
 use tideway_core::live::{LivePos, MAX_OPEN_SESSIONS, Move, Phase, Session, Snapshot, check_schedule};
 use tideway_core::{Millis, UserId};
-use tideway_store::{Moved, StoreError};
+use tideway_store::{Backend, Moved, StoreError};
 
 /// How long the shared half keeps a snapshot past `live.snapshot_ttl`.
 const SNAPSHOT_GRACE_MS: i64 = 60_000;
 
-impl FeedService {
+/// The live feed: sessions and pages. It touches the backend's `Live`,
+/// `Snapshots` and the viewer's graph, this node's clock and ids, and
+/// nothing else.
+pub struct LiveService {
+    backend: Arc<dyn Backend>,
+    node: Arc<Node>,
+    /// `live.snapshot_ttl`, in ms.
+    snapshot_ttl_ms: i64,
+}
+
+impl LiveService {
+    pub(crate) fn new(backend: Arc<dyn Backend>, node: Arc<Node>, snapshot_ttl_ms: i64) -> Self {
+        Self { backend, node, snapshot_ttl_ms }
+    }
+
     /// Creates an upcoming session of `anchor`.
     pub async fn create_session(
         &self,
@@ -45,9 +60,9 @@ impl FeedService {
         body: tideway_core::Body,
     ) -> Result<Session> {
         check_body(&body)?;
-        let now = self.write_now()?;
+        let now = self.node.write_now()?;
         check_schedule("scheduled_start", scheduled_start, now)?;
-        let session = Session::new(self.ids.next(now)?, anchor, scheduled_start, body);
+        let session = Session::new(self.node.ids.next(now)?, anchor, scheduled_start, body);
         if !self.backend.create_session(session.clone(), MAX_OPEN_SESSIONS).await? {
             return Err(ServiceError::LimitExceeded(format!(
                 "anchor {anchor} has {MAX_OPEN_SESSIONS} sessions upcoming or live; end or start one first"
@@ -68,7 +83,7 @@ impl FeedService {
 
     /// Starts or ends session `id` now.
     pub async fn move_session(&self, id: u64, step: Move) -> Result<Session> {
-        match self.backend.move_session(id, step, self.write_now()?).await? {
+        match self.backend.move_session(id, step, self.node.write_now()?).await? {
             Moved::Done(s) => Ok(s),
             Moved::Wrong(s) => {
                 let (verb, needs) = match step {
@@ -86,10 +101,10 @@ impl FeedService {
 
     /// A page of `viewer`'s live feed: the first (no cursor) takes the
     /// snapshot; the others continue the walk their cursor names.
-    pub async fn live_page(&self, viewer: UserId, cursor: Option<&str>, limit: Option<usize>) -> Result<LivePage> {
+    pub async fn page(&self, viewer: UserId, cursor: Option<&str>, limit: Option<usize>) -> Result<LivePage> {
         let limit = page_limit(limit)?;
-        let now = self.now();
-        let ttl = self.opts.snapshot_ttl_ms;
+        let now = self.node.now();
+        let ttl = self.snapshot_ttl_ms;
         // The walk: its snapshot's id and contents, where the page starts,
         // and (on the first page) what it read to take it.
         let (snap_id, snapshot, start, mut followees, mut open) = match cursor {
@@ -97,7 +112,7 @@ impl FeedService {
                 let followees = self.backend.followees(viewer).await?;
                 let open = self.backend.open_sessions(&followees).await?;
                 let snapshot = Snapshot::take(open.iter().collect(), now);
-                let id = self.ids.next(now)?;
+                let id = self.node.ids.next(now)?;
                 let open: HashMap<u64, Session> = open.into_iter().map(|s| (s.id, s)).collect();
                 (id, snapshot, LivePos::Snapshot(0), Some(followees), open)
             }

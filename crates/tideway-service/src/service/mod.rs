@@ -11,7 +11,7 @@
 mod feeds;
 mod graph;
 mod items;
-mod live;
+pub mod live;
 pub mod node;
 mod notifications;
 pub use notifications::Backfilled;
@@ -29,7 +29,7 @@ use std::sync::atomic::AtomicU64;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::page_limit;
 use tideway_core::merge::Direction;
-use tideway_core::{IdGenerator, Key, Millis};
+use tideway_core::Key;
 use tideway_store::{Backend, Profile};
 
 /// Ids tried for one new item before giving up (a collision only happens
@@ -133,8 +133,8 @@ impl Default for ServiceOptions {
 pub struct FeedService {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) opts: ServiceOptions,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) ids: IdGenerator,
+    /// This node's clock, ids and standing ([`node::Node`]).
+    pub(crate) node: Arc<node::Node>,
     pub(crate) delivered_total: AtomicU64,
     /// Deliveries per wall-clock second, the last 16 seconds (second, count).
     pub(crate) delivery_rate: Mutex<[(u64, u64); 16]>,
@@ -144,8 +144,6 @@ pub struct FeedService {
     pub(crate) wakes_listening: std::sync::atomic::AtomicBool,
     /// What the engine probes last found ([`crate::health`]).
     pub(crate) health: crate::health::Health,
-    /// This node's claimed id, worker id and clock offset ([`node`]).
-    pub(crate) node: node::NodeState,
     /// This node's copies of item records (engines a round trip away).
     pub(crate) item_cache: Option<Arc<crate::item_cache::ItemCache>>,
     /// This node's copies of followee lists (with the records' budget).
@@ -157,6 +155,8 @@ pub struct FeedService {
     pub(crate) hot_decisions: Option<quick_cache::sync::Cache<tideway_core::UserId, (bool, i64)>>,
     /// Signals waiting to be sent in the background, merged.
     pub(crate) signals: Arc<crate::signals::SignalOutbox>,
+    /// The live feed (SPEC section 5).
+    pub live: live::LiveService,
 }
 
 /// Whether a call to the shared half failed because it is away (`true`: the
@@ -210,18 +210,16 @@ fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
 
 impl FeedService {
     pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
-        let ids = IdGenerator::new(opts.node_id)?;
+        let node = Arc::new(node::Node::new(clock, opts.node_id, opts.max_clock_offset_ms)?);
         let max_key = backend.stats().await?.max_key;
         let svc = Self {
-            backend,
-            clock,
-            ids,
+            backend: backend.clone(),
+            node: node.clone(),
             delivered_total: AtomicU64::new(0),
             delivery_rate: Mutex::new([(0, 0); 16]),
             wakes: Arc::default(),
             wakes_listening: std::sync::atomic::AtomicBool::new(false),
             health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
-            node: node::NodeState::new(),
             item_cache: (opts.item_cache_bytes > 0)
                 .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes / 4 * 3))),
             followee_copies: (opts.item_cache_bytes > 0)
@@ -229,6 +227,7 @@ impl FeedService {
             touches: (opts.touch_every_ms > 0).then(|| crate::item_cache::RecentTouches::new(opts.touch_every_ms)),
             hot_decisions: (opts.hot_decision_ms > 0).then(|| quick_cache::sync::Cache::new(1 << 16)),
             signals: Arc::default(),
+            live: live::LiveService::new(backend.clone(), node.clone(), opts.snapshot_ttl_ms),
             opts,
         };
         if let Some(cache) = &svc.item_cache {
@@ -252,18 +251,9 @@ impl FeedService {
         &self.opts
     }
 
-    /// This node's clock: item ids and the times stored with writes (which
-    /// are refused while it is too far from the durable store's, see
-    /// [`Self::check_clock`]).
-    pub fn now(&self) -> Millis {
-        self.clock.now()
-    }
-
-    /// The deployment's clock (the durable store's, as this node estimates
-    /// it): for deadlines other nodes share (job leases, activity windows,
-    /// the fan-out lag).
-    pub fn shared_now(&self) -> Millis {
-        Millis(self.clock.now().0.saturating_add(self.node.offset_ms()))
+    /// This node's clock, ids and standing among the others.
+    pub fn node(&self) -> &node::Node {
+        &self.node
     }
 }
 

@@ -22,9 +22,12 @@
 //! instances.
 
 use super::FeedService;
+use crate::clock::Clock;
 use crate::error::{Result, ServiceError};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
+use tideway_core::IdGenerator;
 use tideway_core::{Key, Millis};
 use tideway_store::{NodeClaim, WorkerId, rules};
 
@@ -77,6 +80,68 @@ impl Default for NodeState {
     }
 }
 
+/// This node's clock, its item id generator and its standing among the
+/// others: what every concern's service shares (each holds an `Arc` of it
+/// beside the backend and its own options).
+pub struct Node {
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ids: IdGenerator,
+    state: NodeState,
+    max_clock_offset_ms: i64,
+}
+
+impl Node {
+    pub(crate) fn new(clock: Arc<dyn Clock>, node_id: u16, max_clock_offset_ms: i64) -> Result<Self> {
+        Ok(Self { clock, ids: IdGenerator::new(node_id)?, state: NodeState::new(), max_clock_offset_ms })
+    }
+
+    /// This node's clock: item ids and the times stored with writes (which
+    /// are refused while it is too far from the durable store's, see
+    /// [`Self::check_clock`]).
+    pub fn now(&self) -> Millis {
+        self.clock.now()
+    }
+
+    /// The deployment's clock (the durable store's, as this node estimates
+    /// it): for deadlines other nodes share (job leases, activity windows,
+    /// the fan-out lag).
+    pub fn shared_now(&self) -> Millis {
+        Millis(self.clock.now().0.saturating_add(self.state.offset_ms()))
+    }
+
+    /// `Err` (503) while this node's clock is further from the database's
+    /// than `server.max_clock_offset`: every write checks it first.
+    pub fn check_clock(&self) -> Result<()> {
+        self.clock_answer()
+            .map_err(|why| ServiceError::NodeUnavailable(format!("{why}; writes are refused on this node until then")))
+    }
+
+    /// This node's clock for a write: its ids and stored times (`503` while
+    /// the clock is too far from the database's, see [`Self::check_clock`]).
+    pub(crate) fn write_now(&self) -> Result<Millis> {
+        self.check_clock()?;
+        Ok(self.clock.now())
+    }
+
+    /// Whether the clock check passes (for readiness).
+    pub(crate) fn clock_answer(&self) -> std::result::Result<(), String> {
+        if self.state.clock_ok.load(Ordering::Relaxed) {
+            Ok(())
+        } else {
+            Err(self.clock_message(self.state.offset_ms()))
+        }
+    }
+
+    fn clock_message(&self, offset: i64) -> String {
+        let (dir, by) = if offset < 0 { ("ahead of", -offset) } else { ("behind", offset) };
+        format!(
+            "this node's clock is {:.1} s {dir} the database's, beyond server.max_clock_offset ({} ms): fix its time synchronisation (NTP)",
+            by as f64 / 1000.0,
+            self.max_clock_offset_ms
+        )
+    }
+}
+
 /// Why a probe found this node must stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeIdLost(pub String);
@@ -92,10 +157,10 @@ impl FeedService {
         let stale_ms = NODE_STALE.as_millis() as i64;
         let mut waited = false;
         loop {
-            match self.backend.claim_node(node, self.node.instance, stale_ms).await? {
+            match self.backend.claim_node(node, self.node.state.instance, stale_ms).await? {
                 NodeClaim::Claimed { epoch } => {
-                    self.node.worker.store(rules::worker_id(node, epoch), Ordering::Relaxed);
-                    self.node.claimed.store(true, Ordering::Relaxed);
+                    self.node.state.worker.store(rules::worker_id(node, epoch), Ordering::Relaxed);
+                    self.node.state.claimed.store(true, Ordering::Relaxed);
                     tracing::info!(node_id = node, epoch, "node id claimed");
                     return Ok(epoch);
                 }
@@ -126,20 +191,20 @@ impl FeedService {
     /// Gives the node id up (clean shutdown): a restart need not wait for
     /// the heartbeat to go stale.
     pub async fn release_node(&self) -> Result<()> {
-        if self.node.claimed.swap(false, Ordering::Relaxed) {
-            self.backend.release_node(self.opts.node_id, self.node.instance).await?;
+        if self.node.state.claimed.swap(false, Ordering::Relaxed) {
+            self.backend.release_node(self.opts.node_id, self.node.state.instance).await?;
         }
         Ok(())
     }
 
     /// The fan-out worker's id in job leases.
     pub fn worker_id(&self) -> WorkerId {
-        self.node.worker.load(Ordering::Relaxed)
+        self.node.state.worker.load(Ordering::Relaxed)
     }
 
     /// Set when another instance claimed this node's id: the node must stop.
     pub fn node_id_lost(&self) -> Option<NodeIdLost> {
-        self.node.lost.load(Ordering::Relaxed).then(|| {
+        self.node.state.lost.load(Ordering::Relaxed).then(|| {
             NodeIdLost(format!(
                 "server.node_id {} was claimed by another node while this one ran (its heartbeats were late): \
                  two nodes must not share an id",
@@ -160,9 +225,9 @@ impl FeedService {
     /// the shared pool: a late beat makes no node unready, and only a beat
     /// another instance's claim refused stops this one).
     pub(crate) async fn beat(&self) -> tideway_store::Result<()> {
-        if self.node.claimed.load(Ordering::Relaxed)
-            && !self.backend.beat(self.opts.node_id, self.node.instance).await?
-            && !self.node.lost.swap(true, Ordering::Relaxed)
+        if self.node.state.claimed.load(Ordering::Relaxed)
+            && !self.backend.beat(self.opts.node_id, self.node.state.instance).await?
+            && !self.node.state.lost.swap(true, Ordering::Relaxed)
         {
             tracing::error!(node_id = self.opts.node_id, "this node's id was claimed by another node: stopping");
         }
@@ -172,56 +237,33 @@ impl FeedService {
     /// Reads the store's clock and records this node's offset from it (the
     /// midpoint of the read by this node's clock).
     pub(crate) async fn measure_clock(&self) -> tideway_store::Result<()> {
-        let before = self.clock.now();
+        let before = self.node.clock.now();
         let Some(store) = self.backend.clock().await? else {
             metrics::gauge!("tideway_clock_offset_seconds").set(0.0);
             return Ok(());
         };
-        if !self.clock.is_real() {
+        if !self.node.clock.is_real() {
             return Ok(());
         }
-        let after = self.clock.now();
+        let after = self.node.clock.now();
         let mid = before.0 + (after.0 - before.0) / 2;
         let offset = store.0 - mid;
-        self.node.offset_ms.store(offset, Ordering::Relaxed);
+        self.node.state.offset_ms.store(offset, Ordering::Relaxed);
         // Positive: this node is ahead.
         metrics::gauge!("tideway_clock_offset_seconds").set(-offset as f64 / 1000.0);
         let ok = offset.abs() <= self.opts.max_clock_offset_ms;
-        let was = self.node.clock_ok.swap(ok, Ordering::Relaxed);
+        let was = self.node.state.clock_ok.swap(ok, Ordering::Relaxed);
         if was && !ok {
             tracing::error!(
                 offset_ms = -offset,
                 max_ms = self.opts.max_clock_offset_ms,
                 "{}; writes are refused until it is corrected",
-                self.clock_message(offset)
+                self.node.clock_message(offset)
             );
         } else if !was && ok {
             tracing::info!(offset_ms = -offset, "this node's clock agrees with the database's again: writes resume");
         }
         Ok(())
-    }
-
-    fn clock_message(&self, offset: i64) -> String {
-        let (dir, by) = if offset < 0 { ("ahead of", -offset) } else { ("behind", offset) };
-        format!(
-            "this node's clock is {:.1} s {dir} the database's, beyond server.max_clock_offset ({} ms): fix its time synchronisation (NTP)",
-            by as f64 / 1000.0,
-            self.opts.max_clock_offset_ms
-        )
-    }
-
-    /// `Err` (503) while this node's clock is further from the database's
-    /// than `server.max_clock_offset`: every write checks it first.
-    pub fn check_clock(&self) -> Result<()> {
-        self.clock_answer()
-            .map_err(|why| ServiceError::NodeUnavailable(format!("{why}; writes are refused on this node until then")))
-    }
-
-    /// This node's clock for a write: its ids and stored times (`503` while
-    /// the clock is too far from the database's, see [`Self::check_clock`]).
-    pub(crate) fn write_now(&self) -> Result<Millis> {
-        self.check_clock()?;
-        Ok(self.clock.now())
     }
 
     /// Starts the id allocator above the newest stored key, unless that key
@@ -230,9 +272,9 @@ impl FeedService {
     /// new item that far ahead too.
     pub(crate) fn observe_stored(&self, max_key: Key) {
         let newest = tideway_core::ids::key_time(max_key);
-        let now = self.shared_now().0;
+        let now = self.node.shared_now().0;
         if newest.0 <= now.saturating_add(self.opts.max_clock_offset_ms) {
-            self.ids.observe(max_key);
+            self.node.ids.observe(max_key);
         } else {
             tracing::warn!(
                 newest_id_ahead_ms = newest.0 - now,
@@ -240,10 +282,5 @@ impl FeedService {
                  new ids continue from the clock, not from it"
             );
         }
-    }
-
-    /// Whether the clock check passes (for readiness).
-    pub(crate) fn clock_answer(&self) -> std::result::Result<(), String> {
-        if self.node.clock_ok.load(Ordering::Relaxed) { Ok(()) } else { Err(self.clock_message(self.node.offset_ms())) }
     }
 }

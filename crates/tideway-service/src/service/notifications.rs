@@ -54,7 +54,7 @@ impl FeedService {
     /// The notification ops of `causes` (ids drawn now), for a write that
     /// applies them itself (a reaction journals its own with it).
     pub(super) fn notify_ops(&self, causes: &[Cause<'_>]) -> Result<Vec<Op>> {
-        let now = self.clock.now();
+        let now = self.node.clock.now();
         let mut failed = None;
         let mut ops = Vec::new();
         for cause in causes {
@@ -62,7 +62,7 @@ impl FeedService {
                 cause,
                 |id| key_time(id.0),
                 || {
-                    self.ids.next(now).unwrap_or_else(|e| {
+                    self.node.ids.next(now).unwrap_or_else(|e| {
                         failed.get_or_insert(e);
                         0
                     })

@@ -52,7 +52,7 @@ impl FeedService {
     /// `fanout.active_window`: they stop receiving pushes, and their next read
     /// rebuilds the inbox. Returns how many were dropped.
     pub async fn sweep_inactive(&self) -> Result<usize> {
-        let now = self.shared_now();
+        let now = self.node.shared_now();
         let stale = self.backend.inactive_before(Millis(now.0.saturating_sub(self.opts.active_window_ms))).await?;
         let mut dropped = 0;
         for u in stale {
@@ -70,7 +70,7 @@ impl FeedService {
     pub async fn user(&self, user: UserId) -> Result<UserView> {
         let c = self.backend.counts(user).await?;
         let last = self.backend.last_active(&[user]).await?.pop().flatten();
-        let now = self.shared_now();
+        let now = self.node.shared_now();
         Ok(UserView {
             id: user,
             following: c.following,
@@ -99,7 +99,7 @@ impl FeedService {
     /// count (pages are pulled from the durable one while it is away).
     pub fn readiness(&self) -> std::result::Result<(), String> {
         self.health.durable.answering()?;
-        self.clock_answer()
+        self.node.clock_answer()
     }
 
     /// Whether the shared engine answered its last probe (for `/v1/stats`
@@ -139,7 +139,7 @@ impl FeedService {
         let (s, ib) = tokio::join!(self.backend.stats(), self.backend.inbox_stats());
         let s = s?;
         let ib = ib.inspect_err(crate::health::count_error).ok();
-        let now = self.shared_now();
+        let now = self.node.shared_now();
         Ok(StatsView {
             users: s.users,
             items: s.items,

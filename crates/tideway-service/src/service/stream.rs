@@ -89,7 +89,7 @@ impl FeedService {
     /// leave homes now. Best effort: a note lost with the shared half lets
     /// a resume miss a delete (logged and counted).
     pub(crate) async fn note_removals(&self, notes: &[Removal]) {
-        if let Err(e) = self.backend.note_removals(notes, self.now(), self.opts.replay_window_ms).await {
+        if let Err(e) = self.backend.note_removals(notes, self.node.now(), self.opts.replay_window_ms).await {
             tracing::warn!(error = %e, "could not note a removal for resuming home streams");
             metrics::counter!("tideway_stream_removals_lost_total").increment(1);
         }
@@ -142,7 +142,7 @@ impl FeedService {
     /// `since` for their removals to be noted at or after it (a node's clock
     /// and a note's write are within `settle_ms`).
     fn sent_delete(&self, s: &mut HomeStream, item: ItemId) {
-        s.recent.push_back((item, self.now().0));
+        s.recent.push_back((item, self.node.now().0));
         self.forget_recent(s);
     }
 
@@ -178,7 +178,7 @@ impl FeedService {
         user: UserId,
         last_event_id: Option<&str>,
     ) -> Result<(HomeStream, Vec<StreamEvent>)> {
-        let now = self.now();
+        let now = self.node.now();
         let window = self.opts.replay_window_ms;
         let reset = match last_event_id {
             None => None,
@@ -208,7 +208,7 @@ impl FeedService {
         };
         // At the top now: the newest entry's cursor, or (an empty home) a
         // position just before this moment.
-        let read_at = self.now().0;
+        let read_at = self.node.now().0;
         let top = self.home_pulled(user, &PageRequest { limit: Some(HELD), ..PageRequest::default() }).await?;
         let position = match top.entries.iter().find(|e| e.reason != Reason::Promoted) {
             Some(e) => e.cursor.clone(),
@@ -245,7 +245,7 @@ impl FeedService {
     /// removes nothing). The page read becomes what the stream holds, and
     /// every removal noted before it (less `settle_ms`) is told.
     async fn resume_deletes(&self, s: &mut HomeStream) -> Result<Vec<StreamEvent>> {
-        let read_at = self.now().0;
+        let read_at = self.node.now().0;
         let followees = self.backend.followees(s.user).await?;
         let removed = self.backend.removed_since(s.user, &followees, Millis(s.since)).await?;
         let scope = FeedScope::Home(s.user.0);
@@ -303,7 +303,7 @@ impl FeedService {
         // Entries that left or moved, among those held. A delete's id tells
         // the removals before the last check (this one's are being told).
         if check_sent {
-            let read_at = self.now().0;
+            let read_at = self.node.now().0;
             let told_before = s.since;
             let mut judged_all = true;
             if !s.held.is_empty() {
@@ -348,7 +348,7 @@ impl FeedService {
         // took an older id may still be landing: sending a newer entry first
         // would pass it over), each as the first page of the home shows it.
         s.wake_in = None;
-        let settled_before = self.now().0.saturating_sub(self.opts.settle_ms);
+        let settled_before = self.node.now().0.saturating_sub(self.opts.settle_ms);
         let fresh: Vec<EntryView> =
             self.home_above(s.user, &s.position).await?.into_iter().filter(|e| e.reason != Reason::Promoted).collect();
         for e in fresh.into_iter().rev() {
