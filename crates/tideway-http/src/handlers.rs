@@ -421,7 +421,7 @@ pub async fn notifications(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let limit = extract::limit(q.limit.as_deref())?;
-    let page = st.svc.notifications(u, limit, q.before.as_deref()).await?;
+    let page = st.svc.notifications.page(u, limit, q.before.as_deref()).await?;
     Ok(axum::Json(NotificationsJson::from(&page)))
 }
 
@@ -429,7 +429,7 @@ async fn mark(st: AppState, actor: Actor, u: String, body: Option<MarkBody>, whi
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let up_to = body.and_then(|b| b.up_to).map(|g| extract::item("up_to", &g).map(|id| id.0)).transpose()?;
-    st.svc.mark_notifications(u, which, up_to).await?;
+    st.svc.notifications.mark(u, which, up_to).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 

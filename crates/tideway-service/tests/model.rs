@@ -790,7 +790,7 @@ async fn check_notifications(h: &Harness, m: &Model, ctx: &str) {
             let mut before: Option<String> = None;
             loop {
                 let page =
-                    h.svc().notifications(UserId(u), Some(limit), before.as_deref()).await.expect("notifications");
+                    h.svc().notifications.page(UserId(u), Some(limit), before.as_deref()).await.expect("notifications");
                 assert!(page.groups.len() <= limit, "{ctx}: notifications({u}) over limit");
                 assert_eq!((page.unseen, page.unread), (unseen, unread), "{ctx}: notifications({u}) counts");
                 for g in &page.groups {
@@ -1186,13 +1186,13 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let k = (!rows.is_empty() && rng.random_bool(0.6)).then(|| rng.random_range(0..rows.len()));
                 let up_to = match k {
                     Some(k) => {
-                        let page = h.svc().notifications(UserId(a), Some(100), None).await.expect("notifications");
+                        let page = h.svc().notifications.page(UserId(a), Some(100), None).await.expect("notifications");
                         assert_eq!(page.groups.len(), rows.len(), "{ctx}: notifications({a}) before a mark");
                         Some(page.groups[k].id)
                     }
                     None => None,
                 };
-                h.svc().mark_notifications(UserId(a), which, up_to).await.expect("mark");
+                h.svc().notifications.mark(UserId(a), which, up_to).await.expect("mark");
                 let to = match k {
                     Some(k) => Some(rows[k].1),
                     None => rows.first().map(|r| r.1),

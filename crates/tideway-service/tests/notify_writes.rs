@@ -21,7 +21,7 @@ async fn service(engine: Arc<dyn Backend>) -> (Arc<Counted>, FeedService, Arc<Ma
 async fn shapes(svc: &FeedService, users: std::ops::RangeInclusive<u64>) -> BTreeSet<(u64, String, Vec<u64>, u64)> {
     let mut out = BTreeSet::new();
     for u in users {
-        let page = svc.notifications(UserId(u), Some(100), None).await.expect("notifications");
+        let page = svc.notifications.page(UserId(u), Some(100), None).await.expect("notifications");
         for g in page.groups {
             let mut actors: Vec<u64> = g.actors.iter().map(|a| a.0).collect();
             actors.sort_unstable();
@@ -131,12 +131,12 @@ async fn the_backfill_gives_stored_facts_the_notifications_their_writes_make() {
     }
     let (_, restored, _) = service(bare).await;
     assert!(shapes(&restored, 1..=5).await.is_empty(), "no notification before the backfill");
-    let done = restored.backfill_notifications(|_| {}).await.expect("backfill");
+    let done = restored.notifications.backfill(|_| {}).await.expect("backfill");
     assert_eq!((done.items, done.follows, done.reactions), (6, 2, 3), "{done:?}");
     assert_eq!(shapes(&restored, 1..=5).await, want, "the backfill makes what the writes made");
     // Run again, it changes nothing (ids and times included).
     let first = pages(&restored).await;
-    restored.backfill_notifications(|_| {}).await.expect("again");
+    restored.notifications.backfill(|_| {}).await.expect("again");
     assert_eq!(pages(&restored).await, first, "a second backfill is the first");
 }
 
@@ -145,7 +145,7 @@ async fn the_backfill_gives_stored_facts_the_notifications_their_writes_make() {
 async fn pages(svc: &FeedService) -> Vec<Vec<(u64, Millis, u64)>> {
     let mut all = Vec::new();
     for u in 1..=5 {
-        let p = svc.notifications(UserId(u), Some(100), None).await.expect("page");
+        let p = svc.notifications.page(UserId(u), Some(100), None).await.expect("page");
         all.push(p.groups.iter().map(|g| (g.id, g.latest_at, g.actor_count)).collect());
     }
     all

@@ -26,7 +26,7 @@ pub async fn run(cfg: &Config) -> Result<String, String> {
     let shown = |b: &Backfilled| {
         format!("{} items, {} follows, {} reactions read; {} ops applied", b.items, b.follows, b.reactions, b.ops)
     };
-    let done = svc.backfill_notifications(|b| bar.set_message(shown(b))).await;
+    let done = svc.notifications.backfill(|b| bar.set_message(shown(b))).await;
     bar.finish_and_clear();
     if let Err(e) = svc.release_node().await {
         tracing::warn!(error = %e, "node id not released: a node starting under it waits a few seconds");

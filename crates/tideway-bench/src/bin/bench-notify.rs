@@ -97,7 +97,7 @@ async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>)
             let mut h = hist()?;
             while !done.load(Ordering::Relaxed) {
                 let t = Instant::now();
-                let page = svc.notifications(owner, Some(20), None).await.map_err(err)?;
+                let page = svc.notifications.page(owner, Some(20), None).await.map_err(err)?;
                 h.record(t.elapsed().as_nanos() as u64).map_err(err)?;
                 std::hint::black_box(page);
                 tokio::time::sleep(Duration::from_millis(1)).await;
@@ -125,7 +125,7 @@ async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>)
     let likes_per_sec = (per * args.like_threads.max(1)) as f64 / t.elapsed().as_secs_f64();
     done.store(true, Ordering::Relaxed);
     let read_while_liking = reader.await.map_err(err)??;
-    let page = svc.notifications(owner, Some(20), None).await.map_err(err)?;
+    let page = svc.notifications.page(owner, Some(20), None).await.map_err(err)?;
     let count = page.groups.first().map_or(0, |g| g.actor_count);
     if count != (per * args.like_threads.max(1)) as u64 || page.groups.len() != 1 {
         return Err(format!("the hot item's group counts {count} likes in {} groups", page.groups.len()));
@@ -164,7 +164,7 @@ async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>)
     let mut page_at_groups = hist()?;
     for _ in 0..args.reads {
         let t = Instant::now();
-        let page = svc.notifications(heavy, Some(20), None).await.map_err(err)?;
+        let page = svc.notifications.page(heavy, Some(20), None).await.map_err(err)?;
         page_at_groups.record(t.elapsed().as_nanos() as u64).map_err(err)?;
         if page.unread != args.groups - args.groups / 2 || page.unseen != args.groups {
             return Err(format!("counts {} unseen, {} unread", page.unseen, page.unread));

@@ -82,7 +82,7 @@ impl FeedService {
                 None => (promos[*i].1.clone(), promos[*i].2.clone()),
             })
             .unzip();
-        let views = self.hydrate_known(items, known, viewer).await?;
+        let views = self.reader.hydrate_known(items, known, viewer).await?;
         // A promoted entry takes the cursor of the organic one before it.
         let mut entries: Vec<EntryView> = Vec::with_capacity(rows.len());
         for ((f, _, k), item) in rows.into_iter().zip(views) {
@@ -113,7 +113,7 @@ impl FeedService {
             return Ok(vec![]);
         }
         let ids: Vec<ItemId> = promos.iter().map(|p| p.item).collect();
-        let items = self.live_items(&ids).await?;
+        let items = self.reader.live_items(&ids).await?;
         let authors: Vec<UserId> = items.iter().flatten().map(|i| i.author).collect();
         let rels: HashMap<UserId, Relation> =
             authors.iter().copied().zip(self.backend.relations(user, &authors).await?).collect();
@@ -460,7 +460,7 @@ impl FeedService {
         }
         self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
-        let view = self.hydrate_one(it, Some(user)).await?;
+        let view = self.reader.hydrate_one(it, Some(user)).await?;
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }

@@ -26,7 +26,7 @@ impl FeedService {
         let at = self.node.write_now()?;
         let causes: Vec<Cause<'_>> =
             targets.iter().map(|t| Cause::Follow { from: user, to: *t, at, stands: true }).collect();
-        let notify = self.notify_ops(&causes)?;
+        let notify = self.notifications.ops(&causes)?;
         let statuses = self.backend.follow_many_notifying(user, targets, at, self.opts.max_following, &notify).await?;
         self.forget_followees(&[user]);
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
@@ -104,7 +104,7 @@ impl FeedService {
     pub async fn unfollow(&self, user: UserId, target: UserId) -> Result<()> {
         // The follow's event falls in the same atomic write.
         let at = self.node.clock.now();
-        let notify = self.notify_ops(&[Cause::Follow { from: user, to: target, at, stands: false }])?;
+        let notify = self.notifications.ops(&[Cause::Follow { from: user, to: target, at, stands: false }])?;
         self.backend.unfollow_notifying(user, target, &notify).await?;
         self.forget_followees(&[user]);
         self.note_removals(&[Removal::Relation { user, other: target }]).await;
@@ -145,13 +145,14 @@ impl FeedService {
         self.signal(vec![tideway_store::Signal::Home(user), tideway_store::Signal::Home(target)]).await;
         if on {
             // A block removes the follows both ways: their events fall.
-            self.notify(&[
-                Cause::Follow { from: user, to: target, at, stands: false },
-                Cause::Follow { from: target, to: user, at, stands: false },
-            ])
-            .await?;
+            self.notifications
+                .notify(&[
+                    Cause::Follow { from: user, to: target, at, stands: false },
+                    Cause::Follow { from: target, to: user, at, stands: false },
+                ])
+                .await?;
         }
-        self.notify_hidden(user, target).await
+        self.notifications.hidden(user, target).await
     }
 
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
@@ -162,7 +163,7 @@ impl FeedService {
             self.note_removals(&[Removal::Relation { user, other: target }]).await;
         }
         self.signal(vec![tideway_store::Signal::Home(user)]).await;
-        self.notify_hidden(user, target).await
+        self.notifications.hidden(user, target).await
     }
 
     /// A page of a follow list (`limit` as asked: `None` is the default).

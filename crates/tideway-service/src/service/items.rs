@@ -6,7 +6,7 @@ use crate::view::*;
 use std::sync::Arc;
 use tideway_core::limits::MAX_BATCH_IDS;
 use tideway_core::notify::Cause;
-use tideway_core::{Item, ItemId, ItemKind, Key, Millis, NewItem, Relation, UserId, Visibility};
+use tideway_core::{Item, ItemId, ItemKind, Millis, NewItem, Relation, UserId, Visibility};
 use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Removal, Signal, StoreError, ViewerMarks};
 
 /// What [`FeedService::access`] finds between a user and an item.
@@ -36,30 +36,8 @@ impl FeedService {
         }
     }
 
-    pub(super) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
-        Ok(match self.backend.records(&[id.0]).await?.pop().flatten() {
-            Some(tideway_store::Record::Item(i)) => Some(i),
-            _ => None,
-        })
-    }
-
-    /// The items named by `ids`, in order; `None` for unknown or deleted ones.
-    pub(super) async fn live_items(&self, ids: &[ItemId]) -> Result<Vec<Option<Arc<Item>>>> {
-        let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
-        Ok(self
-            .backend
-            .records(&keys)
-            .await?
-            .into_iter()
-            .map(|r| match r {
-                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
-                _ => None,
-            })
-            .collect())
-    }
-
     pub(super) async fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
-        match self.load_item(id).await? {
+        match self.reader.load_item(id).await? {
             Some(i) if !i.deleted => Ok(i),
             _ => Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted"))),
         }
@@ -218,7 +196,7 @@ impl FeedService {
             missed_shared = missed_shared || missed;
             // Whom it notifies, stored in the same atomic write as the item.
             let cause = Cause::Item { item: &item, parent_author: reply_to_author, original_author, stands: true };
-            let notify = self.notify_ops(&[cause])?;
+            let notify = self.notifications.ops(&[cause])?;
             let create = self.backend.create_item_notifying(item, fan_out, now, &notify);
             let created = if missed {
                 tideway_store::trust::without_shared(self.backend.as_ref(), create).await
@@ -284,7 +262,7 @@ impl FeedService {
                 }
                 metrics::counter!("tideway_items_created_total").increment(1);
                 if tideway_store::is_stripped(&item.body) {
-                    return Ok((self.hydrate_one(item, Some(author)).await?, true));
+                    return Ok((self.reader.hydrate_one(item, Some(author)).await?, true));
                 }
                 // A new item has no replies, reposts or reactions yet, and its
                 // author no marks on it: no storage call to say so.
@@ -296,7 +274,7 @@ impl FeedService {
                 item.id
             ))),
             CreateOutcome::Existing(item) | CreateOutcome::AlreadyReposted(item) => {
-                Ok((self.hydrate_one(item, Some(author)).await?, false))
+                Ok((self.reader.hydrate_one(item, Some(author)).await?, false))
             }
         }
     }
@@ -350,7 +328,7 @@ impl FeedService {
                 return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
             }
         }
-        self.hydrate_one(item, viewer).await
+        self.reader.hydrate_one(item, viewer).await
     }
 
     /// Items in the order asked; deleted and unknown ones omitted, and with a
@@ -360,7 +338,7 @@ impl FeedService {
         if ids.len() > MAX_BATCH_IDS {
             return Err(ServiceError::invalid("ids", format!("at most {MAX_BATCH_IDS} ids")));
         }
-        let items: Vec<Arc<Item>> = self.live_items(ids).await?.into_iter().flatten().collect();
+        let items: Vec<Arc<Item>> = self.reader.live_items(ids).await?.into_iter().flatten().collect();
         let visible: Vec<Arc<Item>> = match viewer {
             None => items,
             Some(v) => {
@@ -377,7 +355,7 @@ impl FeedService {
                     .collect()
             }
         };
-        self.hydrate(visible, viewer).await
+        self.reader.hydrate(visible, viewer).await
     }
 
     pub async fn patch_item(
@@ -406,13 +384,13 @@ impl FeedService {
         }
         self.forget_copy(id);
         self.signal(vec![Signal::Gone(updated.author), Signal::Item(id)]).await;
-        self.hydrate_one(updated, actor).await
+        self.reader.hydrate_one(updated, actor).await
     }
 
     /// Soft-deletes an item, its notifications falling in the same atomic
     /// write; deleting a deleted item is a no-op.
     pub async fn delete_item(&self, id: ItemId, actor: Option<UserId>) -> Result<()> {
-        let item = match self.load_item(id).await? {
+        let item = match self.reader.load_item(id).await? {
             None => return Err(ServiceError::NotFound(format!("item {id} does not exist"))),
             Some(i) => i,
         };
@@ -421,7 +399,7 @@ impl FeedService {
             let original_author = self.author_of(item.repost_of).await?;
             let cause =
                 Cause::Item { item: &item, parent_author: item.reply_to_author, original_author, stands: false };
-            let notify = self.notify_ops(&[cause])?;
+            let notify = self.notifications.ops(&[cause])?;
             self.backend.update_item_notifying(id, &ItemChange::Delete, &notify).await?;
             let original = item.repost_of.unwrap_or(item.id);
             self.note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }]).await;
@@ -434,66 +412,9 @@ impl FeedService {
     /// The author of an item, if there is one and it is known.
     async fn author_of(&self, id: Option<ItemId>) -> Result<Option<UserId>> {
         Ok(match id {
-            Some(id) => self.load_item(id).await?.map(|i| i.author),
+            Some(id) => self.reader.load_item(id).await?.map(|i| i.author),
             None => None,
         })
-    }
-
-    pub(super) async fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
-        self.hydrate(vec![item], viewer)
-            .await?
-            .pop()
-            .ok_or_else(|| ServiceError::NotFound("item vanished while being read".into()))
-    }
-
-    /// Counts and viewer marks for many items in one storage call.
-    pub(super) async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
-        let known = vec![None; items.len()];
-        self.hydrate_known(items, known, viewer).await
-    }
-
-    /// [`Self::hydrate`], given the counts and marks already read of some
-    /// items (`known`, in order): one storage call for the others, none if
-    /// there are none.
-    pub(super) async fn hydrate_known(
-        &self,
-        items: Vec<Arc<Item>>,
-        mut known: Vec<Option<crate::feed::Hydrated>>,
-        viewer: Option<UserId>,
-    ) -> Result<Vec<ItemView>> {
-        let ids: Vec<ItemId> = items.iter().zip(&known).filter(|(_, k)| k.is_none()).map(|(i, _)| i.id).collect();
-        if !ids.is_empty() {
-            let read = self.backend.hydration(&ids, viewer).await?;
-            debug_assert_eq!(read.len(), ids.len(), "one hydration per item");
-            let mut read = read.into_iter();
-            for k in known.iter_mut().filter(|k| k.is_none()) {
-                *k = read.next();
-            }
-        }
-        let hydration = known.into_iter().map(|k| k.unwrap_or_default());
-        // Bodies a backend left out of the records (the embedded store keeps
-        // them on disk): one call for the page; none when every record came
-        // whole (the SQL store reads them in the same query).
-        let stripped: Vec<ItemId> =
-            items.iter().filter(|i| tideway_store::is_stripped(&i.body)).map(|i| i.id).collect();
-        let mut bodies: std::collections::HashMap<ItemId, tideway_core::Body> = std::collections::HashMap::new();
-        if !stripped.is_empty() {
-            for (id, b) in stripped.iter().zip(self.backend.bodies(&stripped).await?) {
-                if let Some(b) = b {
-                    bodies.insert(*id, b);
-                }
-            }
-        }
-        Ok(items
-            .into_iter()
-            .zip(hydration)
-            .map(|(item, (counts, viewer))| ItemView {
-                body: if bodies.is_empty() { None } else { bodies.remove(&item.id) },
-                item,
-                counts,
-                viewer,
-            })
-            .collect())
     }
 
     /// Registers a promoted item.
@@ -542,7 +463,8 @@ impl FeedService {
         // Applied even when the reaction did not change: a repeat completes
         // a request whose notification failed after the reaction was stored.
         let at = self.node.clock.now();
-        let notes = self.notify_ops(&[Cause::Reaction { item, author: it.author, user, kind, at, stands: on }])?;
+        let notes =
+            self.notifications.ops(&[Cause::Reaction { item, author: it.author, user, kind, at, stands: on }])?;
         self.backend.set_reaction(item, user, kind, on, &notes).await?;
         metrics::counter!("tideway_reactions_total").increment(1);
         Ok(self.backend.hydration(&[item], None).await?.pop().map(|(c, _)| c).unwrap_or_default())

@@ -13,10 +13,11 @@ mod graph;
 mod items;
 pub mod live;
 pub mod node;
-mod notifications;
+pub mod notifications;
 pub use notifications::Backfilled;
 mod ops;
 mod postings;
+pub mod reader;
 pub mod stream;
 
 use crate::clock::Clock;
@@ -26,10 +27,10 @@ use crate::view::*;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use tideway_core::Key;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::page_limit;
 use tideway_core::merge::Direction;
-use tideway_core::Key;
 use tideway_store::{Backend, Profile};
 
 /// Ids tried for one new item before giving up (a collision only happens
@@ -155,6 +156,10 @@ pub struct FeedService {
     pub(crate) hot_decisions: Option<quick_cache::sync::Cache<tideway_core::UserId, (bool, i64)>>,
     /// Signals waiting to be sent in the background, merged.
     pub(crate) signals: Arc<crate::signals::SignalOutbox>,
+    /// Items and what a page shows beside them, read.
+    pub(crate) reader: Arc<reader::ItemReader>,
+    /// Notifications (SPEC section 2).
+    pub notifications: notifications::NotificationService,
     /// The live feed (SPEC section 5).
     pub live: live::LiveService,
 }
@@ -211,6 +216,7 @@ fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
 impl FeedService {
     pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
         let node = Arc::new(node::Node::new(clock, opts.node_id, opts.max_clock_offset_ms)?);
+        let reader = Arc::new(reader::ItemReader::new(backend.clone()));
         let max_key = backend.stats().await?.max_key;
         let svc = Self {
             backend: backend.clone(),
@@ -228,6 +234,8 @@ impl FeedService {
             hot_decisions: (opts.hot_decision_ms > 0).then(|| quick_cache::sync::Cache::new(1 << 16)),
             signals: Arc::default(),
             live: live::LiveService::new(backend.clone(), node.clone(), opts.snapshot_ttl_ms),
+            notifications: notifications::NotificationService::new(backend.clone(), node.clone(), reader.clone()),
+            reader,
             opts,
         };
         if let Some(cache) = &svc.item_cache {

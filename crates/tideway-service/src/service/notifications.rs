@@ -12,25 +12,27 @@
 //! of its own; its ops are idempotent, and a retried request completes
 //! them. What was stored before notifications existed (or by `tideway
 //! import`) gets its notifications from `tideway admin backfill-notifications`
-//! ([`FeedService::backfill_notifications`]).
+//! ([`NotificationService::backfill`]).
 
-use super::FeedService;
+use super::node::Node;
+use super::reader::ItemReader;
 use crate::error::{Result, ServiceError};
 use crate::view::{NotificationGroup, NotificationsPage};
 use std::collections::HashMap;
+use std::sync::Arc;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::ids::key_time;
 use tideway_core::limits::page_limit;
 use tideway_core::notify::{Cause, Mark, Op};
 use tideway_core::{ItemId, Millis, UserId};
-use tideway_store::{CausePos, StoredCause};
+use tideway_store::{Backend, CausePos, StoredCause};
 
 /// Stored causes read a page by a backfill.
 const BACKFILL_PAGE: usize = 500;
 /// Notification ops applied a call by a backfill.
 const BACKFILL_OPS: usize = 200;
 
-/// What [`FeedService::backfill_notifications`] has read and applied.
+/// What [`NotificationService::backfill`] has read and applied.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Backfilled {
     pub items: u64,
@@ -40,20 +42,34 @@ pub struct Backfilled {
     pub ops: u64,
 }
 
-impl FeedService {
+/// Notifications: the ops each cause carries, pages, marks, the backfill.
+/// Holds the backend, the node (ids for the groups it opens) and the item
+/// reader (a page's items), nothing else.
+pub struct NotificationService {
+    backend: Arc<dyn Backend>,
+    node: Arc<Node>,
+    reader: Arc<ItemReader>,
+}
+
+impl NotificationService {
+    pub(crate) fn new(backend: Arc<dyn Backend>, node: Arc<Node>, reader: Arc<ItemReader>) -> Self {
+        Self { backend, node, reader }
+    }
+
     /// Applies what `causes` do to the notifications, in one backend call
-    /// (none when they notify no one).
-    pub(super) async fn notify(&self, causes: &[Cause<'_>]) -> Result<()> {
-        let ops = self.notify_ops(causes)?;
+    /// (none when they notify no one): for a write that is not itself
+    /// stored with them (a block's follows falling).
+    pub(crate) async fn notify(&self, causes: &[Cause<'_>]) -> Result<()> {
+        let ops = self.ops(causes)?;
         if !ops.is_empty() {
             self.backend.notify(&ops).await?;
         }
         Ok(())
     }
 
-    /// The notification ops of `causes` (ids drawn now), for a write that
-    /// applies them itself (a reaction journals its own with it).
-    pub(super) fn notify_ops(&self, causes: &[Cause<'_>]) -> Result<Vec<Op>> {
+    /// The notification ops of `causes` (ids drawn now), for the write
+    /// that carries them.
+    pub(crate) fn ops(&self, causes: &[Cause<'_>]) -> Result<Vec<Op>> {
         let now = self.node.clock.now();
         let mut failed = None;
         let mut ops = Vec::new();
@@ -77,7 +93,7 @@ impl FeedService {
 
     /// Re-evaluates whether `a` and `b` are hidden from each other's
     /// notifications after a block, unblock, mute or unmute between them.
-    pub(super) async fn notify_hidden(&self, a: UserId, b: UserId) -> Result<()> {
+    pub(crate) async fn hidden(&self, a: UserId, b: UserId) -> Result<()> {
         let (only_b, only_a) = ([b], [a]);
         let (rels, back) = tokio::join!(self.backend.relations(a, &only_b), self.backend.relations(b, &only_a));
         let (rels, back) = (rels?, back?);
@@ -105,7 +121,7 @@ impl FeedService {
     /// deleted item stay out (its delete took them). A reaction is placed
     /// at its item's time: no engine keeps a reaction's. `progress` is
     /// called after every page.
-    pub async fn backfill_notifications(&self, mut progress: impl FnMut(&Backfilled)) -> Result<Backfilled> {
+    pub async fn backfill(&self, mut progress: impl FnMut(&Backfilled)) -> Result<Backfilled> {
         let mut done = Backfilled::default();
         for start in [CausePos::Items(None), CausePos::Follows(None), CausePos::Reactions(None)] {
             let mut pos = start;
@@ -177,19 +193,14 @@ impl FeedService {
         }
         // A deleted item's notifications fell with it: only its own
         // `Forget` is kept (a delete done before notifications existed).
-        let mut ops = self.notify_ops(&causes)?;
+        let mut ops = self.ops(&causes)?;
         ops.retain(|op| !matches!(op, Op::Fall { .. }));
         Ok(ops)
     }
 
     /// A page of `user`'s notification groups, newest first, below the
     /// `before` cursor; each group's item hydrated for the user.
-    pub async fn notifications(
-        &self,
-        user: UserId,
-        limit: Option<usize>,
-        before: Option<&str>,
-    ) -> Result<NotificationsPage> {
+    pub async fn page(&self, user: UserId, limit: Option<usize>, before: Option<&str>) -> Result<NotificationsPage> {
         let limit = page_limit(limit)?;
         let scope = FeedScope::Notifications(user.0);
         let before = before.map(|c| Cursor::decode(c, &scope)).transpose()?.map(|c| (Millis(c.key as i64), c.aux));
@@ -205,9 +216,9 @@ impl FeedService {
         let mut ids: Vec<ItemId> = page.groups.iter().filter_map(|g| g.verb.item()).collect();
         ids.sort_unstable();
         ids.dedup();
-        let items: Vec<_> = self.live_items(&ids).await?.into_iter().flatten().collect();
+        let items: Vec<_> = self.reader.live_items(&ids).await?.into_iter().flatten().collect();
         let views: HashMap<ItemId, _> =
-            self.hydrate(items, Some(user)).await?.into_iter().map(|v| (v.item.id, v)).collect();
+            self.reader.hydrate(items, Some(user)).await?.into_iter().map(|v| (v.item.id, v)).collect();
         let groups = page
             .groups
             .into_iter()
@@ -228,7 +239,7 @@ impl FeedService {
     /// Moves `user`'s `seen` or `read` mark forward: to group `up_to`'s
     /// `latest_at`, or to the newest group's. `NotFound` when `up_to` is
     /// not one of the user's groups.
-    pub async fn mark_notifications(&self, user: UserId, mark: Mark, up_to: Option<u64>) -> Result<()> {
+    pub async fn mark(&self, user: UserId, mark: Mark, up_to: Option<u64>) -> Result<()> {
         if self.backend.mark_notifications(user, mark, up_to).await? {
             Ok(())
         } else {

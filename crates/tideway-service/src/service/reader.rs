@@ -1,0 +1,99 @@
+//! Reading items and what a page shows beside them (counts, the viewer's
+//! marks, bodies a backend keeps apart): the one read path every concern
+//! that shows items shares.
+
+use crate::error::{Result, ServiceError};
+use crate::view::ItemView;
+use std::sync::Arc;
+use tideway_core::{Item, ItemId, Key, UserId};
+use tideway_store::Backend;
+
+/// Reads items and hydrates them; holds only the backend.
+pub struct ItemReader {
+    backend: Arc<dyn Backend>,
+}
+
+impl ItemReader {
+    pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
+        Self { backend }
+    }
+
+    pub(crate) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {
+        Ok(match self.backend.records(&[id.0]).await?.pop().flatten() {
+            Some(tideway_store::Record::Item(i)) => Some(i),
+            _ => None,
+        })
+    }
+
+    /// The items named by `ids`, in order; `None` for unknown or deleted ones.
+    pub(crate) async fn live_items(&self, ids: &[ItemId]) -> Result<Vec<Option<Arc<Item>>>> {
+        let keys: Vec<Key> = ids.iter().map(|i| i.0).collect();
+        Ok(self
+            .backend
+            .records(&keys)
+            .await?
+            .into_iter()
+            .map(|r| match r {
+                Some(tideway_store::Record::Item(i)) if !i.deleted => Some(i),
+                _ => None,
+            })
+            .collect())
+    }
+
+    pub(crate) async fn hydrate_one(&self, item: Arc<Item>, viewer: Option<UserId>) -> Result<ItemView> {
+        self.hydrate(vec![item], viewer)
+            .await?
+            .pop()
+            .ok_or_else(|| ServiceError::NotFound("item vanished while being read".into()))
+    }
+
+    /// Counts and viewer marks for many items in one storage call.
+    pub(crate) async fn hydrate(&self, items: Vec<Arc<Item>>, viewer: Option<UserId>) -> Result<Vec<ItemView>> {
+        let known = vec![None; items.len()];
+        self.hydrate_known(items, known, viewer).await
+    }
+
+    /// [`Self::hydrate`], given the counts and marks already read of some
+    /// items (`known`, in order): one storage call for the others, none if
+    /// there are none.
+    pub(crate) async fn hydrate_known(
+        &self,
+        items: Vec<Arc<Item>>,
+        mut known: Vec<Option<crate::feed::Hydrated>>,
+        viewer: Option<UserId>,
+    ) -> Result<Vec<ItemView>> {
+        let ids: Vec<ItemId> = items.iter().zip(&known).filter(|(_, k)| k.is_none()).map(|(i, _)| i.id).collect();
+        if !ids.is_empty() {
+            let read = self.backend.hydration(&ids, viewer).await?;
+            debug_assert_eq!(read.len(), ids.len(), "one hydration per item");
+            let mut read = read.into_iter();
+            for k in known.iter_mut().filter(|k| k.is_none()) {
+                *k = read.next();
+            }
+        }
+        let hydration = known.into_iter().map(|k| k.unwrap_or_default());
+        // Bodies a backend left out of the records (the embedded store keeps
+        // them on disk): one call for the page; none when every record came
+        // whole (the SQL store reads them in the same query).
+        let stripped: Vec<ItemId> =
+            items.iter().filter(|i| tideway_store::is_stripped(&i.body)).map(|i| i.id).collect();
+        let mut bodies: std::collections::HashMap<ItemId, tideway_core::Body> = std::collections::HashMap::new();
+        if !stripped.is_empty() {
+            for (id, b) in stripped.iter().zip(self.backend.bodies(&stripped).await?) {
+                if let Some(b) = b {
+                    bodies.insert(*id, b);
+                }
+            }
+        }
+        Ok(items
+            .into_iter()
+            .zip(hydration)
+            .map(|(item, (counts, viewer))| ItemView {
+                body: if bodies.is_empty() { None } else { bodies.remove(&item.id) },
+                item,
+                counts,
+                viewer,
+            })
+            .collect())
+    }
+}
