@@ -11,6 +11,8 @@
 #     dropped at the end;
 #   - step 3's `cargo install` line, with `--debug` added (a debug build keeps
 #     the test command fast; the guide builds a release one), into a temporary root;
+#     with TIDEWAY_BIN set (scripts/test.sh sets it), that binary, the test
+#     command's one build of the same sources, is installed there instead;
 #   - the systemd units, checked by `systemd-analyze verify` where it exists,
 #     then run without systemd: their ExecStart lines, EnvironmentFile files and
 #     *Directory settings are read from deploy/systemd, never retyped here;
@@ -411,11 +413,20 @@ psql "$DB_ADMIN_URL" -v ON_ERROR_STOP=1 -q <<<"$sql" || fail "the guide's SQL fa
 step "step 3, first part: the guide's cargo install (with --debug here)"
 install=$(block_line install 'cargo install ')
 install=$(render <<<"$install")
-say "  $install --debug"
 read -r -a argv <<<"$install"
-t0=$(date +%s)
-"${argv[@]}" --debug >"$T/cargo-install.log" 2>&1 || { show_log "$T/cargo-install.log"; fail "cargo install failed"; }
-say "  installed in $(($(date +%s) - t0)) s: $(ls "$T"/usr/local/bin/)"
+if [ -n "${TIDEWAY_BIN:-}" ]; then
+    # The test command's own build of these sources (its one workspace
+    # build): `cargo install` builds `-p tideway` alone, whose features
+    # differ from the workspace's, and would rebuild much of the tree.
+    [[ " $install " == *" --root $T/usr/local "* ]] || fail "the install line has no --root /usr/local: $install"
+    say "  (not run: $install --debug; installing $TIDEWAY_BIN, the test command's build of the same sources)"
+    install -D -m 755 "$TIDEWAY_BIN" "$T/usr/local/bin/tideway"
+else
+    say "  $install --debug"
+    t0=$(date +%s)
+    "${argv[@]}" --debug >"$T/cargo-install.log" 2>&1 || { show_log "$T/cargo-install.log"; fail "cargo install failed"; }
+    say "  installed in $(($(date +%s) - t0)) s: $(ls "$T"/usr/local/bin/)"
+fi
 "$T/usr/local/bin/tideway" --version >/dev/null || fail "the installed tideway does not run"
 
 if command -v systemd-analyze >/dev/null; then

@@ -5,6 +5,7 @@
 # the clone the first time. Called by scripts/test.sh; runs alone too.
 #   SCHEMATHESIS_EXAMPLES  test cases per operation and phase (default 30)
 #   SCHEMATHESIS_SEED      the seed (default 1: the same cases every run)
+#   TIDEWAY_BIN            the tideway binary to run (default: built here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/tideway/target}"
@@ -20,8 +21,14 @@ if ! "$VENV/bin/schemathesis" --version 2>/dev/null | grep -q "$VERSION"; then
   "$VENV/bin/pip" install -q "schemathesis==$VERSION"
 fi
 
-cargo build -q --locked -p tideway
-BIN="$CARGO_TARGET_DIR/debug/tideway"
+# The binary the test command built (TIDEWAY_BIN, from its one workspace
+# build), or one built here: `-p tideway` alone resolves other features than
+# the workspace's tests and would rebuild much of the tree in between.
+BIN="${TIDEWAY_BIN:-}"
+if [ -z "$BIN" ]; then
+  cargo build -q --locked -p tideway
+  BIN="$CARGO_TARGET_DIR/debug/tideway"
+fi
 KEY="schemathesis-server-key-$RANDOM$RANDOM"
 DATA="$(mktemp -d)"
 LOG="$DATA.log"

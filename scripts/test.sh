@@ -29,6 +29,16 @@ if command -v promtool >/dev/null; then
 else
   echo "(promtool not found: deploy/prometheus/tideway-rules.yml not checked; apt-get install prometheus provides it)"
 fi
+echo "== build: the workspace's tests and binaries, once"
+# One build for everything below: the tests, schemathesis' server and the
+# guide's installed binary are all this build's (cargo build -p tideway or
+# cargo install would resolve other features and rebuild much of the tree).
+if cargo nextest --version >/dev/null 2>&1; then
+  cargo nextest run --workspace --locked --no-run
+else
+  cargo test --workspace --locked --no-run
+fi
+export TIDEWAY_BIN="$CARGO_TARGET_DIR/debug/tideway"
 echo "== API contract: schemathesis against the OpenAPI document"
 scripts/schemathesis.sh
 echo "== engines: PostgreSQL, MariaDB, Redis, a Redis Cluster"
