@@ -3,6 +3,9 @@
 //! what it does to the bytes is set while it runs ([`Fault`]), plus one
 //! targeted fault: the engine's answer to a chosen request is lost after
 //! the engine received (and acted on) it ([`FaultLink::lose_answers_to`]).
+//! It is also the stable address of a failover test: the operator moves it
+//! from a primary to its promoted standby ([`FaultLink::retarget`]), as a
+//! virtual IP, a DNS name or a proxy in front of PostgreSQL is moved.
 //!
 //! Only for tests and fault drills on loopback; nothing in a server uses it.
 
@@ -41,6 +44,11 @@ struct Loss {
 
 struct Shared {
     fault: watch::Sender<Fault>,
+    /// Where new connections go.
+    target: Mutex<SocketAddr>,
+    /// Moved on by a retarget that ends the connections open: each
+    /// connection ends when it changes.
+    ends: watch::Sender<u64>,
     loss: Mutex<Option<Loss>>,
     /// Answers lost so far.
     lost: Mutex<usize>,
@@ -67,13 +75,15 @@ impl FaultLink {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let (fault, _) = watch::channel(Fault::Pass);
-        let shared = Arc::new(Shared { fault, loss: Mutex::new(None), lost: Mutex::new(0) });
+        let (ends, _) = watch::channel(0);
+        let target = Mutex::new(target);
+        let shared = Arc::new(Shared { fault, target, ends, loss: Mutex::new(None), lost: Mutex::new(0) });
         let s = Arc::clone(&shared);
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
                 let s = Arc::clone(&s);
                 tokio::spawn(async move {
-                    let _ = carry(client, target, s).await;
+                    let _ = carry(client, s).await;
                 });
             }
         });
@@ -104,6 +114,19 @@ impl FaultLink {
         // (`send` would keep the old fault while no connection is open to
         // hear it: after a reset, the link stayed reset for good)
         self.shared.fault.send_replace(fault);
+    }
+
+    /// Sends new connections to `target` from now on: the address moved to
+    /// another server (a promoted standby). `end_open` ends the connections
+    /// open now, as a moved virtual IP does (the machine that holds it now
+    /// knows nothing of them and resets them) or HAProxy's `on-marked-down
+    /// shutdown-sessions`; without it they stay on the old server, as after
+    /// a DNS name was changed.
+    pub fn retarget(&self, target: SocketAddr, end_open: bool) {
+        *self.shared.target.lock() = target;
+        if end_open {
+            self.shared.ends.send_modify(|n| *n += 1);
+        }
     }
 
     /// The next `times` requests that carry any of `patterns` reach the
@@ -149,12 +172,14 @@ async fn passable(rx: &mut watch::Receiver<Fault>) -> bool {
 }
 
 /// One connection: both directions, under the faults, until either side
-/// closes or the link resets.
-async fn carry(client: TcpStream, target: SocketAddr, s: Arc<Shared>) -> std::io::Result<()> {
+/// closes, the link resets, or a retarget ends it.
+async fn carry(client: TcpStream, s: Arc<Shared>) -> std::io::Result<()> {
+    let mut ends = s.ends.subscribe();
     let mut rx = s.fault.subscribe();
     if !passable(&mut rx).await {
         return Ok(());
     }
+    let target = *s.target.lock();
     let server = TcpStream::connect(target).await?;
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
@@ -169,6 +194,7 @@ async fn carry(client: TcpStream, target: SocketAddr, s: Arc<Shared>) -> std::io
     tokio::select! {
         _ = up => {}
         _ = down => {}
+        _ = ends.changed() => {}
     }
     Ok(())
 }
@@ -296,5 +322,55 @@ mod tests {
             FaultLink::target_of("postgres://u:p@127.0.0.1:5432/test"),
             Some("127.0.0.1:5432".parse().expect("addr"))
         );
+    }
+
+    /// A server that greets every connection with its name, then echoes.
+    async fn greeter(name: &'static [u8]) -> SocketAddr {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            while let Ok((mut c, _)) = listener.accept().await {
+                tokio::spawn(async move {
+                    let _ = c.write_all(name).await;
+                    let mut buf = [0u8; 64];
+                    while let Ok(n @ 1..) = c.read(&mut buf).await {
+                        let _ = c.write_all(&buf[..n]).await;
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    async fn greeting(c: &mut TcpStream) -> Vec<u8> {
+        let mut buf = [0u8; 1];
+        c.read_exact(&mut buf).await.expect("a greeting");
+        buf.to_vec()
+    }
+
+    /// Whether a connection still carries bytes both ways.
+    async fn open(c: &mut TcpStream) -> bool {
+        let mut buf = [0u8; 1];
+        c.write_all(b"?").await.is_ok()
+            && matches!(tokio::time::timeout(Duration::from_secs(2), c.read(&mut buf)).await, Ok(Ok(1)))
+    }
+
+    #[tokio::test]
+    async fn a_retarget_moves_new_connections_and_ends_open_ones_when_asked() {
+        let (a, b) = (greeter(b"a").await, greeter(b"b").await);
+        let link = FaultLink::start(a).await.expect("proxy");
+        let mut first = TcpStream::connect(link.addr()).await.expect("connect");
+        assert_eq!(greeting(&mut first).await, b"a");
+        // As a DNS name changed: new connections go to b, open ones stay on a.
+        link.retarget(b, false);
+        let mut second = TcpStream::connect(link.addr()).await.expect("connect");
+        assert_eq!(greeting(&mut second).await, b"b");
+        assert!(open(&mut first).await, "the connection to a is kept");
+        // As a moved virtual IP: the open connections end.
+        link.retarget(a, true);
+        assert!(!open(&mut first).await && !open(&mut second).await, "the open connections ended");
+        let mut third = TcpStream::connect(link.addr()).await.expect("connect");
+        assert_eq!(greeting(&mut third).await, b"a");
+        assert!(open(&mut third).await);
     }
 }
