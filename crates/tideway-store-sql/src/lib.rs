@@ -31,6 +31,7 @@
 //! | `stats.rs` | store-wide counts and health |
 //! | `schema.rs` | the versioned migrations and how they are applied |
 //! | `testing.rs` | a fresh database per test |
+//! | `fault_link.rs`, `standby.rs` | for tests: a TCP proxy that faults a link or moves to another server; a PostgreSQL primary with a streaming standby |
 //!
 //! [`Items`]: tideway_store::Items
 //! [`Graph`]: tideway_store::Graph
@@ -52,6 +53,7 @@ mod reactions;
 mod rows;
 pub mod schema;
 pub mod session;
+pub mod standby;
 mod stats;
 pub mod testing;
 mod tx;
