@@ -19,7 +19,7 @@
 //! | `dialect.rs` | [`Dialect`] and every statement spelled per dialect |
 //! | `rows.rs` | binds and columns: keys as BIGINTs, typed column reads, padded `IN` lists, item rows |
 //! | `tx.rs` | errors classified from the engines' codes, the retry of a transaction, plain reads |
-//! | `session.rs` | the bounds every session sets: idle in a transaction, lock waits, statements, keepalives |
+//! | `session.rs` | the bounds every session sets: idle in a transaction, lock waits, statements, keepalives; the fence that drops sessions on a server that cannot take writes (a failover) |
 //! | `items.rs` | [`Items`]: creates (rules in `tideway_store::rules`), updates, records, outboxes, reposts, insertions |
 //! | `posts.rs` | plain posts queued and written in batches: one statement (PostgreSQL) or one transaction (MySQL) for all queued |
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
@@ -106,6 +106,10 @@ pub struct SqlStore {
     /// Notification writes that moved a group, counted to fold every so
     /// many (`notifications.rs`).
     moves_written: std::sync::atomic::AtomicU64,
+    /// Raised when a session finds its server unable to take writes (a
+    /// standby, one shutting down: a failover under way); the sessions
+    /// opened before are closed, not lent (`session.rs`).
+    fence: std::sync::Arc<session::Fence>,
 }
 
 impl SqlStore {
@@ -116,6 +120,8 @@ impl SqlStore {
             .ok_or_else(|| StoreError::config(SETTING, format!("{url:?} is not a postgres:// or mysql:// URL")))?;
         sqlx::any::install_default_drivers();
         let mysql = dialect == Dialect::MySql;
+        let fence = std::sync::Arc::new(session::Fence::new());
+        let (lent, released) = (fence.clone(), fence.clone());
         let pool = AnyPoolOptions::new()
             .after_connect(move |conn, _| {
                 Box::pin(async move {
@@ -132,8 +138,18 @@ impl SqlStore {
             // within a bound, drops such a connection at once (an error
             // makes sqlx close it without a word to the server); one that
             // answered is then pinged again by sqlx, a round trip later.
-            .after_release(|conn, _| {
+            // A session opened before the fence was raised is closed, in
+            // both directions: the address may lead elsewhere by now.
+            .before_acquire(move |_, meta| {
+                let fresh = !lent.stale(meta.age);
+                Box::pin(async move { Ok(fresh) })
+            })
+            .after_release(move |conn, meta| {
+                let stale = released.stale(meta.age);
                 Box::pin(async move {
+                    if stale {
+                        return Ok(false);
+                    }
                     match tokio::time::timeout(session::RELEASE_PING, sqlx::Connection::ping(conn)).await {
                         Ok(answered) => answered.map(|()| true),
                         Err(_) => Err(sqlx::Error::PoolTimedOut),
@@ -171,9 +187,9 @@ impl SqlStore {
         } else {
             vec!["SET plan_cache_mode = force_generic_plan".to_owned()]
         };
-        let pages = page_conns::PageConns::new(url, dialect, setup, 8, Duration::from_secs(3));
-        let posts = posts::PostQueue::new(pool.clone(), dialect);
-        let probe = page_conns::PageConns::new(url, dialect, vec![], 1, Duration::from_secs(2));
+        let pages = page_conns::PageConns::new(url, dialect, setup, 8, Duration::from_secs(3), fence.clone());
+        let posts = posts::PostQueue::new(pool.clone(), dialect, fence.clone());
+        let probe = page_conns::PageConns::new(url, dialect, vec![], 1, Duration::from_secs(2), fence.clone());
         let store = Self {
             pool,
             pages,
@@ -183,6 +199,7 @@ impl SqlStore {
             stats: tokio::sync::Mutex::new(None),
             promotions: pages::PromotionsCopy::default(),
             moves_written: std::sync::atomic::AtomicU64::new(0),
+            fence,
         };
         schema::migrate(&store.pool, dialect).await.map_err(|e| StoreError::config(SETTING, e))?;
         Ok(store)

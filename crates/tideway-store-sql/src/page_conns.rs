@@ -10,13 +10,18 @@
 //! connection with a half-read answer is ever lent again. A connection that
 //! went away while idle (the database restarted, or closed it) shows as an
 //! I/O error on its next statement, which is then run once more on a new
-//! connection: page statements only read.
+//! connection: page statements only read. A session opened before the
+//! store's fence was raised (`session.rs`: a write found the server unable
+//! to take writes, a failover under way) is closed instead of lent: reads
+//! go to whichever server the address leads to now, not to the old one.
 
+use crate::session::Fence;
 use parking_lot::Mutex;
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 use sqlx::{Connection, Execute, Executor};
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 
 pub(crate) struct PageConns {
@@ -25,8 +30,10 @@ pub(crate) struct PageConns {
     dialect: crate::Dialect,
     /// Run on each new session before it reads a page (its settings).
     setup: Vec<String>,
-    /// Sessions not lent now.
-    idle: Mutex<Vec<AnyConnection>>,
+    /// Sessions not lent now, with when each was opened.
+    idle: Mutex<Vec<(AnyConnection, Instant)>>,
+    /// The store's: sessions opened before its last raise are not lent.
+    fence: Arc<Fence>,
     /// One permit a session: at most this many at once.
     permits: Semaphore,
     /// How long a call waits for a permit before it fails (as the pool's
@@ -36,20 +43,41 @@ pub(crate) struct PageConns {
 
 impl PageConns {
     /// At most `max` sessions, each opened when first needed.
-    pub(crate) fn new(url: &str, dialect: crate::Dialect, setup: Vec<String>, max: usize, wait: Duration) -> Self {
-        Self { url: url.to_owned(), dialect, setup, idle: Mutex::new(Vec::new()), permits: Semaphore::new(max), wait }
+    pub(crate) fn new(
+        url: &str,
+        dialect: crate::Dialect,
+        setup: Vec<String>,
+        max: usize,
+        wait: Duration,
+        fence: Arc<Fence>,
+    ) -> Self {
+        let (url, idle) = (url.to_owned(), Mutex::new(Vec::new()));
+        Self { url, dialect, setup, idle, fence, permits: Semaphore::new(max), wait }
+    }
+
+    /// An idle session opened after the fence's last raise, if any (the
+    /// ones opened before are closed, without a word to their server).
+    fn idle_session(&self) -> Option<(AnyConnection, Instant)> {
+        let mut idle = self.idle.lock();
+        while let Some((conn, opened)) = idle.pop() {
+            if !self.fence.stale(opened.elapsed()) {
+                return Some((conn, opened));
+            }
+        }
+        None
     }
 
     /// A new session, set up; within the wait (a database that does not
     /// answer is as unavailable as a pool with no session free).
-    async fn open(&self) -> sqlx::Result<AnyConnection> {
+    async fn open(&self) -> sqlx::Result<(AnyConnection, Instant)> {
         let open = async {
+            let opened = Instant::now();
             let mut conn = AnyConnection::connect(&self.url).await?;
             crate::session::bound(&mut conn, self.dialect).await?;
             for sql in &self.setup {
                 conn.execute(sqlx::raw_sql(sql)).await?;
             }
-            Ok(conn)
+            Ok((conn, opened))
         };
         tokio::time::timeout(self.wait, open).await.unwrap_or(Err(sqlx::Error::PoolTimedOut))
     }
@@ -67,20 +95,20 @@ impl PageConns {
             Ok(Err(_)) => return Err(sqlx::Error::PoolClosed),
             Err(_) => return Err(sqlx::Error::PoolTimedOut),
         };
-        let held = self.idle.lock().pop();
+        let held = self.idle_session();
         let reused = held.is_some();
-        let mut conn = match held {
+        let (mut conn, mut opened) = match held {
             Some(c) => c,
             None => self.open().await?,
         };
         let mut answer = conn.fetch_all(make()).await;
         if reused && answer.is_err() {
             drop(conn);
-            conn = self.open().await?;
+            (conn, opened) = self.open().await?;
             answer = conn.fetch_all(make()).await;
         }
         if answer.is_ok() {
-            self.idle.lock().push(conn);
+            self.idle.lock().push((conn, opened));
         }
         answer
     }
@@ -90,7 +118,7 @@ impl PageConns {
     pub(crate) async fn close(&self) {
         self.permits.close();
         let idle = std::mem::take(&mut *self.idle.lock());
-        for conn in idle {
+        for (conn, _) in idle {
             let _ = conn.close().await;
         }
     }
@@ -99,8 +127,10 @@ impl PageConns {
 #[cfg(test)]
 mod tests {
     use super::PageConns;
+    use crate::session::Fence;
     use crate::testing::FreshDatabase;
     use sqlx::{Connection, Executor, Row};
+    use std::sync::Arc;
     use std::time::Duration;
 
     fn dialect_of(url: &str) -> crate::Dialect {
@@ -117,7 +147,8 @@ mod tests {
     /// ends a session by id; `sleep`: one that takes two seconds.
     async fn sessions_are_lent_again_unless_in_doubt(var: &str, me: &str, kill: &str, sleep: &str) {
         let db = FreshDatabase::from_env(var).await;
-        let conns = PageConns::new(&db.url, dialect_of(&db.url), vec![], 2, Duration::from_secs(3));
+        let fence = Arc::new(Fence::new());
+        let conns = PageConns::new(&db.url, dialect_of(&db.url), vec![], 2, Duration::from_secs(3), fence.clone());
         // One session lent again and again, no ping between.
         let first = session(&conns, me).await;
         assert_eq!(session(&conns, me).await, first, "the idle session is lent again");
@@ -135,6 +166,15 @@ mod tests {
         assert!(conns.idle.lock().is_empty(), "the session of a dropped read is not kept");
         let third = session(&conns, me).await;
         assert_ne!(third, second);
+        // Once the store's fence is raised (a write met a server that cannot
+        // take writes: a failover under way), the sessions opened before it
+        // are not lent again: a read goes through the address anew.
+        assert_eq!(session(&conns, me).await, third, "lent again while no fence stands");
+        fence.raise();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let fourth = session(&conns, me).await;
+        assert_ne!(fourth, third, "a session opened before the fence is not lent");
+        assert_eq!(session(&conns, me).await, fourth, "one opened after it is");
         // A statement the database refuses drops the session, and the
         // refusal is the answer (run once more on a new session first).
         let bad = conns.fetch_all(|| sqlx::raw_sql("SELECT no_such_column FROM no_such_table")).await;
@@ -142,7 +182,8 @@ mod tests {
         assert!(conns.idle.lock().is_empty());
         // At most `max` sessions at once; the others wait (here past the
         // wait: a timeout, as the pool's).
-        let short = PageConns::new(&db.url, dialect_of(&db.url), vec![], 1, Duration::from_millis(300));
+        let short =
+            PageConns::new(&db.url, dialect_of(&db.url), vec![], 1, Duration::from_millis(300), Arc::new(Fence::new()));
         let (held, waiting) = tokio::join!(short.fetch_all(|| sqlx::raw_sql(sleep)), async {
             tokio::time::sleep(Duration::from_millis(50)).await;
             short.fetch_all(|| sqlx::raw_sql(me)).await

@@ -18,6 +18,7 @@
 
 use crate::Dialect;
 use crate::rows::k;
+use crate::session::Fence;
 use crate::tx::{classify, retry_transaction};
 use parking_lot::Mutex;
 use std::sync::Arc;
@@ -47,6 +48,9 @@ pub(crate) struct PostQueue {
     batches: std::sync::atomic::AtomicU64,
     pool: sqlx::AnyPool,
     dialect: Dialect,
+    /// The store's (`session.rs`): raised by a refusal of a server that
+    /// cannot take writes.
+    fence: Arc<Fence>,
 }
 
 #[derive(Default)]
@@ -80,8 +84,8 @@ struct Row {
 }
 
 impl PostQueue {
-    pub(crate) fn new(pool: sqlx::AnyPool, dialect: Dialect) -> Arc<Self> {
-        Arc::new(Self { state: Mutex::new(Queue::default()), batches: Default::default(), pool, dialect })
+    pub(crate) fn new(pool: sqlx::AnyPool, dialect: Dialect, fence: Arc<Fence>) -> Arc<Self> {
+        Arc::new(Self { state: Mutex::new(Queue::default()), batches: Default::default(), pool, dialect, fence })
     }
 
     /// Writes `item` in the next batch. `Ok(true)`: it is stored (with its
@@ -159,7 +163,7 @@ impl PostQueue {
             serde_json::to_string(&rows).map_err(|e| StoreError::corrupt_by("encoding a batch of posts", e))
         };
         let full = json(batch.iter().map(|p| &p.row).collect())?;
-        let err = |e| classify(self.dialect, e);
+        let err = |e| classify(self.dialect, &self.fence, e);
         match self.dialect {
             Dialect::Postgres => {
                 retry_transaction(|| async {
@@ -183,7 +187,7 @@ impl PostQueue {
                     steps.push(MY_JOBS);
                 }
                 let text = my_batch_text(&full, &bare, &steps);
-                retry_transaction(|| my_run_batch(&self.pool, &text, self.dialect)).await
+                retry_transaction(|| my_run_batch(&self.pool, &text, self.dialect, &self.fence)).await
             }
         }
     }
@@ -192,8 +196,8 @@ impl PostQueue {
 /// Runs a batch's text on one connection of `pool`. The statements stop at
 /// the first that fails, inside the transaction: it then ends on that
 /// connection before the pool hands it out again, or the connection closes.
-async fn my_run_batch(pool: &sqlx::AnyPool, text: &str, dialect: Dialect) -> Result<()> {
-    let mut conn = pool.acquire().await.map_err(|e| classify(dialect, e))?;
+async fn my_run_batch(pool: &sqlx::AnyPool, text: &str, dialect: Dialect, fence: &Fence) -> Result<()> {
+    let mut conn = pool.acquire().await.map_err(|e| classify(dialect, fence, e))?;
     let failed = match sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(text)).await {
         Ok(_) => return Ok(()),
         Err(e) => e,
@@ -201,7 +205,7 @@ async fn my_run_batch(pool: &sqlx::AnyPool, text: &str, dialect: Dialect) -> Res
     if sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(MY_ABORT)).await.is_err() {
         conn.close_on_drop();
     }
-    Err(classify(dialect, failed))
+    Err(classify(dialect, fence, failed))
 }
 
 /// A batch on MySQL as one text, so one round trip: the rows set once as

@@ -27,10 +27,19 @@
 //!
 //! Migrations run on a session of their own without these bounds (an index
 //! on a large table may take longer than [`STATEMENT`]).
+//!
+//! After a failover the address a session was opened through (a virtual IP,
+//! a DNS name, a proxy) leads to the promoted standby, but a session opened
+//! before may still be on a server that cannot take writes: a standby that
+//! was not promoted, a server made read-only, one shutting down. The first
+//! session that meets such a refusal raises the store's [`Fence`], and every
+//! session opened before it is closed when next lent or given back: the
+//! next ones are opened through the address again.
 
 use crate::Dialect;
 use sqlx::{AnyConnection, Executor};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 /// How long a session may sit idle inside a transaction before the server
 /// ends it (and rolls the transaction back).
@@ -83,6 +92,44 @@ fn mysql() -> String {
         LOCK_WAIT.as_secs(),
         STATEMENT.as_millis()
     )
+}
+
+/// When a session of the store last found its server unable to take writes
+/// (`tx::off_primary`): sessions opened before then are not lent again.
+#[derive(Debug)]
+pub(crate) struct Fence {
+    origin: Instant,
+    /// Milliseconds from `origin` to the last raise, plus one; 0: never.
+    raised: AtomicU64,
+}
+
+impl Fence {
+    pub(crate) fn new() -> Self {
+        Self { origin: Instant::now(), raised: AtomicU64::new(0) }
+    }
+
+    fn now(&self) -> u64 {
+        self.origin.elapsed().as_millis() as u64 + 1
+    }
+
+    /// A session found its server unable to take writes, now.
+    pub(crate) fn raise(&self) {
+        let now = self.now();
+        if self.raised.fetch_max(now, Ordering::Relaxed) < now {
+            tracing::warn!(
+                "the database refused a write as read-only or going away (a standby, or a failover under way): \
+                 every session opened before is closed and opened again through storage.url"
+            );
+        }
+    }
+
+    /// Whether a session opened `age` ago was opened before the last raise
+    /// (within the same millisecond counts as before: it is closed, and a
+    /// new one opened, which costs only a connection).
+    pub(crate) fn stale(&self, age: Duration) -> bool {
+        let raised = self.raised.load(Ordering::Relaxed);
+        raised != 0 && self.now().saturating_sub(age.as_millis() as u64) <= raised
+    }
 }
 
 /// Sets the bounds on a new session of `dialect`.
@@ -178,6 +225,56 @@ mod tests {
         let _ = setup.close().await;
         store.close().await;
         db.drop().await.expect("drop the database");
+    }
+
+    /// A failover as one store sees it: its address (a proxy) is moved to
+    /// the standby, and every write is refused there as read-only
+    /// (unavailable, nothing done; posts too, whose batches classify their
+    /// own errors). Then the address is moved back to the primary without
+    /// ending the connections open (as a changed DNS name: they stay on the
+    /// standby): the next write is done, on a new session, because the
+    /// refusals closed the sessions on the standby instead of lending them
+    /// again. (Without the fence it is refused: a session opened on a
+    /// standby stays one until the server is promoted.)
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_sessions_on_a_standby_are_left_once_it_refuses_a_write() {
+        use crate::fault_link::FaultLink;
+        use crate::standby::{Pair, Replication};
+        use tideway_core::{Item, ItemId, ItemKind, Millis, UserId};
+        use tideway_store::{Graph, Items};
+        let Some(bin) = crate::standby::binaries() else {
+            eprintln!(
+                "SKIPPED: no PostgreSQL server binaries in /usr/lib/postgresql/*/bin (apt-get install postgresql, \
+                 or scripts/services.sh up)"
+            );
+            return;
+        };
+        let pair = Pair::start(bin, Replication::Synchronous).await.expect("a primary and its standby");
+        let link = FaultLink::start(pair.primary.addr()).await.expect("proxy");
+        let store = SqlStore::connect(&link.url_through(&pair.primary.url("postgres"))).await.expect("connect");
+        store.set_block(UserId(1), UserId(2), true, Millis(1)).await.expect("a write on the primary");
+
+        link.retarget(pair.standby.addr(), true);
+        // A read is served there (a session opened on the standby, kept).
+        store.counts(UserId(1)).await.expect("a read on the standby");
+        let blocks = (10..14).map(|u| store.set_block(UserId(u), UserId(2), true, Millis(2)));
+        let post = store.create_item(Item::new(ItemId(7), UserId(3), ItemKind::Post), true, Millis(3));
+        let (blocks, post) = tokio::join!(futures_util::future::join_all(blocks), post);
+        for refused in blocks.into_iter().map(|r| r.map(drop)).chain([post.map(drop)]) {
+            let e = refused.expect_err("a write on a standby is refused");
+            assert!(e.is_unavailable() && !e.is_retryable(), "{e}");
+            assert!(e.chain().contains("read-only"), "refused as read-only: {}", e.chain());
+        }
+
+        link.retarget(pair.primary.addr(), false);
+        store.set_block(UserId(20), UserId(2), true, Millis(4)).await.expect("the next write goes to the primary");
+        store.create_item(Item::new(ItemId(8), UserId(3), ItemKind::Post), true, Millis(5)).await.expect("a post too");
+        let on_primary = pair
+            .sql(false, "postgres", "SELECT count(*) FROM tw_blocks WHERE target = 2")
+            .await
+            .expect("the primary's blocks");
+        assert_eq!(on_primary, "2", "the first block and the one after the move, nothing of the refused ones");
+        store.close().await;
     }
 
     #[tokio::test]

@@ -5,9 +5,14 @@
 //! deadlock or a serialization failure (PostgreSQL SQLSTATE 40001 / 40P01,
 //! MySQL errors 1213 / 1205) is `retryable`, and [`SqlStore::retrying`] runs
 //! it again; anything else (a lost connection, a pool timeout) is answered
-//! `503` as it is.
+//! `503` as it is. A refusal because the server cannot take writes now (a
+//! standby, a server shutting down: [`off_primary`]) is answered `503` too,
+//! and raises the store's [`Fence`]: the sessions opened before are not lent
+//! again, so the next ones go through the address to whichever server is
+//! the primary by then.
 
 use crate::rows::int;
+use crate::session::Fence;
 use crate::{Dialect, SqlStore};
 use sqlx::any::AnyRow;
 use std::time::Duration;
@@ -37,8 +42,28 @@ fn rolled_back(dialect: Dialect, e: &sqlx::Error) -> bool {
     }
 }
 
-/// A driver error as a store error of this dialect's engine.
-pub(crate) fn classify(dialect: Dialect, e: sqlx::Error) -> StoreError {
+/// Whether the engine refused because its server cannot take writes now:
+/// it is a standby or was made read-only (PostgreSQL SQLSTATE 25006; MySQL
+/// 1290 `--read-only`, 1792 a read-only transaction, 1836 read-only mode),
+/// or it is shutting down or starting up (57P01, 57P02, 57P03; MySQL 1053).
+/// Nothing was done (a refusal, not a broken link), and the session's server
+/// may no longer be the one its address leads to.
+pub(crate) fn off_primary(dialect: Dialect, e: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = e else { return false };
+    match dialect {
+        Dialect::Postgres => matches!(db.code().as_deref(), Some("25006" | "57P01" | "57P02" | "57P03")),
+        Dialect::MySql => db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|my| matches!(my.number(), 1290 | 1792 | 1836 | 1053)),
+    }
+}
+
+/// A driver error as a store error of this dialect's engine; one that says
+/// the server cannot take writes now raises `fence`.
+pub(crate) fn classify(dialect: Dialect, fence: &Fence, e: sqlx::Error) -> StoreError {
+    if off_primary(dialect, &e) {
+        fence.raise();
+    }
     StoreError::Unavailable { engine: dialect.engine(), retryable: rolled_back(dialect, &e), source: Box::new(e) }
 }
 
@@ -81,9 +106,8 @@ where
 
 impl SqlStore {
     /// Maps a driver error of this store.
-    pub(crate) fn err(&self) -> impl Fn(sqlx::Error) -> StoreError + use<> {
-        let dialect = self.dialect;
-        move |e| classify(dialect, e)
+    pub(crate) fn err(&self) -> impl Fn(sqlx::Error) -> StoreError + '_ {
+        move |e| classify(self.dialect, &self.fence, e)
     }
 
     /// Begins a transaction.
@@ -149,13 +173,32 @@ mod tests {
         exec(&mut a, "CREATE TABLE t (id BIGINT NOT NULL PRIMARY KEY, v BIGINT NOT NULL)").await.expect("table");
         exec(&mut a, "INSERT INTO t (id, v) VALUES (1, 0), (2, 0)").await.expect("rows");
 
+        let fence = Fence::new();
         let dup = exec(&mut a, "INSERT INTO t (id, v) VALUES (1, 0)").await.expect_err("a duplicate key");
         assert!(is_unique_violation(&dup), "{dup}");
-        assert!(!classify(dialect, dup).is_retryable());
+        assert!(!classify(dialect, &fence, dup).is_retryable());
         let bad = exec(&mut a, "SELECT nothing FROM nowhere").await.expect_err("an unknown table");
-        assert!(!is_unique_violation(&bad));
-        let bad = classify(dialect, bad);
+        assert!(!is_unique_violation(&bad) && !off_primary(dialect, &bad));
+        let bad = classify(dialect, &fence, bad);
         assert!(bad.is_unavailable() && !bad.is_retryable(), "{bad}");
+        assert!(!fence.stale(Duration::from_secs(3600)), "no refusal said the server cannot take writes");
+
+        // A write refused as a standby refuses it (here a read-only
+        // transaction: the same code): unavailable, nothing done, and every
+        // session opened before is stale.
+        let read_only = match dialect {
+            Dialect::Postgres => "BEGIN READ ONLY",
+            Dialect::MySql => "START TRANSACTION READ ONLY",
+        };
+        exec(&mut a, read_only).await.expect("a read-only transaction");
+        let refused = exec(&mut a, "INSERT INTO t (id, v) VALUES (3, 0)").await.expect_err("a read-only write");
+        assert!(off_primary(dialect, &refused), "{refused}");
+        let refused = classify(dialect, &fence, refused);
+        assert!(refused.is_unavailable() && !refused.is_retryable() && !in_doubt(&refused), "{refused}");
+        exec(&mut a, "ROLLBACK").await.expect("rollback");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(fence.stale(Duration::from_secs(1)), "a session opened before the refusal is stale");
+        assert!(!fence.stale(Duration::ZERO), "a session opened after it is not");
 
         // A deadlock: each transaction holds one row and asks for the other.
         exec(&mut a, "BEGIN").await.expect("begin");
@@ -168,7 +211,7 @@ mod tests {
         );
         let failed: Vec<sqlx::Error> = [ra, rb].into_iter().filter_map(|r| r.err()).collect();
         assert_eq!(failed.len(), 1, "exactly one side is chosen as the deadlock victim: {failed:?}");
-        let victim = classify(dialect, failed.into_iter().next().expect("one"));
+        let victim = classify(dialect, &fence, failed.into_iter().next().expect("one"));
         assert!(victim.is_retryable(), "a deadlock is retryable: {victim}");
         let _ = exec(&mut a, "ROLLBACK").await;
         let _ = exec(&mut b, "ROLLBACK").await;
