@@ -11,7 +11,8 @@
 //! acknowledged once the standby has flushed it. The same settings as
 //! docs/deploy.md's failover section, on one machine. What a failover does
 //! to them: [`Pair::crash_primary`] (every process of the primary killed at
-//! once, as when its machine dies), [`Pair::pause_standby`] (the standby
+//! once, as when its machine dies), [`Pair::fall_behind`] (the network
+//! between them, a [`FaultLink`], holds what the primary sends: the standby
 //! falls behind), [`Pair::promote`].
 //!
 //! PostgreSQL refuses to run as root: run as root, every server binary runs
@@ -19,6 +20,7 @@
 //!
 //! Only for tests; nothing in a server uses it.
 
+use crate::fault_link::{Fault, FaultLink};
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -37,7 +39,7 @@ pub enum Replication {
 }
 
 /// One server of the pair.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Server {
     /// Its data directory.
     pub data: PathBuf,
@@ -61,12 +63,13 @@ impl Server {
 
 /// A primary and its standby; both stopped (immediately) and their
 /// directory removed when dropped.
-#[derive(Debug)]
 pub struct Pair {
     bin: Bin,
     dir: PathBuf,
     pub primary: Server,
     pub standby: Server,
+    /// The network between them: the standby streams through it.
+    network: FaultLink,
 }
 
 /// The server binaries and how they are run.
@@ -159,7 +162,7 @@ fn failed(what: &str, out: &Output) -> io::Error {
     ))
 }
 
-/// Sends `signal` (`STOP`, `CONT`, `KILL`) to the processes `pids`.
+/// Sends `signal` (`STOP`, `KILL`) to the processes `pids`.
 fn signal(signal: &str, pids: &[u32]) -> io::Result<()> {
     if pids.is_empty() {
         return Ok(());
@@ -195,110 +198,28 @@ fn children(pid: u32) -> Vec<u32> {
 impl Pair {
     /// Makes and starts a primary and a streaming standby, and waits until
     /// the standby streams (and, [`Replication::Synchronous`], is the
-    /// primary's synchronous standby). Blocking: call it off the runtime
-    /// (`spawn_blocking`), or see [`Pair::start`].
-    pub fn start_blocking(bin: &Path, replication: Replication) -> io::Result<Self> {
+    /// primary's synchronous standby). The standby reaches the primary
+    /// through a [`FaultLink`] of the pair's own (the network between them).
+    pub async fn start(bin: PathBuf, replication: Replication) -> io::Result<Self> {
         let as_postgres = running_as_root();
         let dir = std::env::temp_dir().join(format!("tideway-pg-{}-{:08x}", std::process::id(), rand_u32()));
         std::fs::create_dir(&dir)?;
-        let pair = Pair {
-            bin: Bin { dir: bin.to_owned(), as_postgres },
-            primary: Server { data: dir.join("primary"), port: free_port()?, log: dir.join("primary.log") },
-            standby: Server { data: dir.join("standby"), port: free_port()?, log: dir.join("standby.log") },
-            dir,
-        };
+        let primary = Server { data: dir.join("primary"), port: free_port()?, log: dir.join("primary.log") };
+        let standby = Server { data: dir.join("standby"), port: free_port()?, log: dir.join("standby.log") };
+        let network = FaultLink::start(primary.addr()).await?;
+        let pair = Pair { bin: Bin { dir: bin, as_postgres }, primary, standby, dir, network };
         if as_postgres {
             let out = Command::new("chown").arg("postgres:postgres").arg(&pair.dir).output()?;
             if !out.status.success() {
                 return Err(failed("chown postgres (is there a postgres user? the postgresql package makes it)", &out));
             }
         }
-        pair.make(replication)?;
+        let (bin, dir, p, s) = (pair.bin.clone(), pair.dir.clone(), pair.primary.clone(), pair.standby.clone());
+        let through = pair.network.addr().port();
+        tokio::task::spawn_blocking(move || make(&bin, &dir, &p, &s, through, replication))
+            .await
+            .map_err(io::Error::other)??;
         Ok(pair)
-    }
-
-    /// [`Pair::start_blocking`] on a blocking thread.
-    pub async fn start(bin: PathBuf, replication: Replication) -> io::Result<Self> {
-        tokio::task::spawn_blocking(move || Self::start_blocking(&bin, replication)).await.map_err(io::Error::other)?
-    }
-
-    fn make(&self, replication: Replication) -> io::Result<()> {
-        let (p, s) = (&self.primary, &self.standby);
-        // No fsync of the new cluster's files: the test kills processes, and
-        // what they wrote stays in the machine's page cache.
-        self.bin.run(
-            "initdb",
-            &["-D", path(&p.data), "-U", "postgres", "--auth=trust", "--no-sync", "--no-instructions"],
-        )?;
-        let sync = match replication {
-            Replication::Synchronous => "standby",
-            Replication::Asynchronous => "",
-        };
-        // The primary's settings (the standby's copy of them is overridden
-        // below: a standby promoted with the primary's synchronous_standby_names
-        // would wait for a standby of its own that is not there).
-        append(
-            &p.data.join("postgresql.conf"),
-            &format!(
-                "\n# tideway failover test: the primary\nlisten_addresses = '127.0.0.1'\nport = {}\n\
-                 unix_socket_directories = '{}'\nwal_level = replica\nmax_wal_senders = 4\n\
-                 synchronous_commit = on\nsynchronous_standby_names = '{sync}'\n",
-                p.port,
-                self.dir.display()
-            ),
-        )?;
-        self.bin.pg_ctl(p, "start")?;
-        self.bin.run(
-            "pg_basebackup",
-            &[
-                "-h",
-                "127.0.0.1",
-                "-p",
-                &p.port.to_string(),
-                "-U",
-                "postgres",
-                "-D",
-                path(&s.data),
-                "-R",
-                "-X",
-                "stream",
-                "-c",
-                "fast",
-                "--no-sync",
-            ],
-        )?;
-        // cluster_name is the application_name its WAL receiver gives the
-        // primary: the name synchronous_standby_names gives.
-        append(
-            &s.data.join("postgresql.conf"),
-            &format!(
-                "\n# tideway failover test: the standby\nport = {}\ncluster_name = 'standby'\nsynchronous_standby_names = ''\n",
-                s.port
-            ),
-        )?;
-        self.bin.pg_ctl(s, "start")?;
-        let want = match replication {
-            Replication::Synchronous => "sync",
-            Replication::Asynchronous => "async",
-        };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let state = self.bin.psql(
-                p.port,
-                "postgres",
-                "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby' AND state = 'streaming'",
-            )?;
-            if state == want {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(io::Error::other(format!(
-                    "the standby did not stream as {want} within 20 s (state {state:?}):\n{}",
-                    tail(&self.standby.log)
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
     }
 
     /// The answer of `sql` on the standby's (`standby`) or the primary's
@@ -309,21 +230,12 @@ impl Pair {
         tokio::task::spawn_blocking(move || bin.psql(port, &database, &sql)).await.map_err(io::Error::other)?
     }
 
-    /// Stops the standby's WAL receiver (`SIGSTOP`): it receives, flushes and
-    /// confirms nothing more until [`Pair::resume`] (a standby fallen
-    /// behind: with synchronous replication every commit waits meanwhile).
-    /// Returns its process id.
-    pub async fn pause_standby(&self) -> io::Result<u32> {
-        let pid = self.sql(true, "postgres", "SELECT pid FROM pg_stat_wal_receiver").await?;
-        let pid: u32 =
-            pid.parse().map_err(|_| io::Error::other(format!("no WAL receiver on the standby ({pid:?})")))?;
-        signal("STOP", &[pid])?;
-        Ok(pid)
-    }
-
-    /// Lets a process stopped by [`Pair::pause_standby`] go on.
-    pub fn resume(&self, pid: u32) -> io::Result<()> {
-        signal("CONT", &[pid])
+    /// The standby falls behind: the network between it and the primary
+    /// holds what the primary sends from now on (WAL, and the standby's
+    /// confirmations never come: with synchronous replication every commit
+    /// waits meanwhile).
+    pub fn fall_behind(&self) {
+        self.network.set(Fault::Blackhole);
     }
 
     /// Kills every process of the primary at once, as when its machine
@@ -343,6 +255,8 @@ impl Pair {
         signal("STOP", &all)?;
         all.push(postmaster);
         signal("KILL", &all)?;
+        // What the network held for the standby is lost with the primary.
+        self.network.set(Fault::Reset);
         let deadline = Instant::now() + Duration::from_secs(10);
         while all.iter().any(|&p| alive(p)) {
             if Instant::now() > deadline {
@@ -398,4 +312,81 @@ fn rand_u32() -> u32 {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
     h.finish() as u32
+}
+
+/// Makes the pair's servers: the primary, then the standby from it through
+/// the network on port `through`.
+fn make(bin: &Bin, dir: &Path, p: &Server, s: &Server, through: u16, replication: Replication) -> io::Result<()> {
+    // No fsync of the new cluster's files: the test kills processes, and
+    // what they wrote stays in the machine's page cache.
+    bin.run("initdb", &["-D", path(&p.data), "-U", "postgres", "--auth=trust", "--no-sync", "--no-instructions"])?;
+    let sync = match replication {
+        Replication::Synchronous => "standby",
+        Replication::Asynchronous => "",
+    };
+    // The primary's settings (the standby's copy of them is overridden
+    // below: a standby promoted with the primary's synchronous_standby_names
+    // would wait for a standby of its own that is not there).
+    append(
+        &p.data.join("postgresql.conf"),
+        &format!(
+            "\n# tideway failover test: the primary\nlisten_addresses = '127.0.0.1'\nport = {}\n\
+             unix_socket_directories = '{}'\nwal_level = replica\nmax_wal_senders = 4\n\
+             synchronous_commit = on\nsynchronous_standby_names = '{sync}'\n",
+            p.port,
+            dir.display()
+        ),
+    )?;
+    bin.pg_ctl(p, "start")?;
+    bin.run(
+        "pg_basebackup",
+        &[
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &through.to_string(),
+            "-U",
+            "postgres",
+            "-D",
+            path(&s.data),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            "--no-sync",
+        ],
+    )?;
+    // cluster_name is the application_name its WAL receiver gives the
+    // primary: the name synchronous_standby_names gives.
+    append(
+        &s.data.join("postgresql.conf"),
+        &format!(
+            "\n# tideway failover test: the standby\nport = {}\ncluster_name = 'standby'\nsynchronous_standby_names = ''\n",
+            s.port
+        ),
+    )?;
+    bin.pg_ctl(s, "start")?;
+    let want = match replication {
+        Replication::Synchronous => "sync",
+        Replication::Asynchronous => "async",
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let state = bin.psql(
+            p.port,
+            "postgres",
+            "SELECT sync_state FROM pg_stat_replication WHERE application_name = 'standby' AND state = 'streaming'",
+        )?;
+        if state == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(io::Error::other(format!(
+                "the standby did not stream as {want} within 20 s (state {state:?}):\n{}",
+                tail(&s.log)
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }
