@@ -7,7 +7,8 @@
 #
 # `up` uses a running server where there is one (PostgreSQL on 5432, MariaDB on
 # 3306, Redis on 6379), starts a stopped one, and installs a missing one with
-# apt-get (as root). The Redis Cluster is always this run's own: three
+# apt-get (as root). PostgreSQL's server binaries must be there too (the
+# failover tests run a primary and a standby of their own from them). The Redis Cluster is always this run's own: three
 # `redis-server --cluster-enabled yes` on free ports under a temporary
 # directory, removed by `down`. Progress goes to standard error; standard
 # output is only the `export` lines:
@@ -115,6 +116,12 @@ cluster_up() {
 
 postgres_up() {
     command -v pg_ctlcluster >/dev/null || apt_install postgresql
+    # The failover tests make a primary and a standby of their own from the
+    # server binaries (initdb, pg_ctl, pg_basebackup): the postgresql package
+    # brings them, a client-only install does not.
+    if ! ls /usr/lib/postgresql/*/bin/initdb /usr/lib/postgresql/*/bin/pg_basebackup >/dev/null 2>&1; then
+        apt_install postgresql
+    fi
     if ! pg_isready -q -h 127.0.0.1 -p 5432; then
         log "starting PostgreSQL"
         local version; version=$(ls /etc/postgresql | sort -V | tail -1)
