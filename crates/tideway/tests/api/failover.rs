@@ -246,6 +246,9 @@ struct Found {
     home_missing: Vec<String>,
     /// Items a home shows that are in no author's profile.
     home_extra: Vec<String>,
+    /// Homes not their definition after the Redis keys were dropped and
+    /// the node restarted (asynchronous replication only).
+    after_remedy: Vec<String>,
 }
 
 impl Found {
@@ -456,9 +459,11 @@ async fn failover(replication: Replication, order: Order) -> Option<Found> {
             _ => None,
         })
         .collect();
+    let mut follows: HashSet<(u64, u64)> = HashSet::new();
     for user in (0..WRITERS).map(|w| 1000 + w) {
         let list = following(&c, &node.base, user).await;
         let set: HashSet<u64> = list.iter().copied().collect();
+        follows.extend(set.iter().map(|t| (user, *t)));
         let count = get(&c, format!("{}/v1/users/{user}", node.base)).await["following_count"].as_u64();
         if set.len() != list.len() || count != Some(list.len() as u64) {
             found.twice.push(format!(
@@ -503,11 +508,24 @@ async fn failover(replication: Replication, order: Order) -> Option<Found> {
             found.twice.push(format!("item {id} counts {} likes for {rows} rows", item["counts"]["likes"]));
         }
     }
+    // Writes answered 503 and stored all the same (their commit reached the
+    // standby, the answer was lost with the primary): allowed, counted.
+    let unacked: Vec<&Op> = answers.iter().filter(|a| !a.acked()).map(|a| &a.op).collect();
+    let stored_unacked = unacked
+        .iter()
+        .filter(|op| match op {
+            Op::Post { marker } => stored.contains_key(marker),
+            Op::Follow { user, target } => follows.contains(&(*user, *target)),
+            Op::Like { item, user } => likes.contains(&(item.clone(), *user)),
+        })
+        .count();
     eprintln!(
-        "{replication:?}: acknowledged {:?}; lost {:?}; stored twice {}",
+        "{replication:?}: acknowledged {:?}; lost {:?}; stored twice {}; {stored_unacked} of {} writes answered 503 \
+         are stored",
         found.acked,
         found.lost.iter().map(|(k, v)| (k, v.len())).collect::<BTreeMap<_, _>>(),
-        found.twice.len()
+        found.twice.len(),
+        unacked.len()
     );
     assert!(found.twice.is_empty(), "stored or counted twice: {:?}", found.twice);
 
@@ -532,12 +550,32 @@ async fn failover(replication: Replication, order: Order) -> Option<Found> {
         found.home_extra.len()
     );
 
+    let purge = || async {
+        let mut ro = tideway_store_redis::RedisOptions::new(vec![redis.clone()], 800);
+        ro.prefix = prefix.clone();
+        let r = tideway_store_redis::RedisShared::connect(ro).await.expect("Redis");
+        r.purge().await.expect("drop the deployment's keys");
+    };
     drop(node);
-    let mut ro = tideway_store_redis::RedisOptions::new(vec![redis], 800);
-    ro.prefix = prefix;
-    if let Ok(r) = tideway_store_redis::RedisShared::connect(ro).await {
-        let _ = r.purge().await;
+    if replication == Replication::Asynchronous {
+        // What docs/deploy.md says to do after a failover to an
+        // asynchronous standby: drop every Redis key of the deployment and
+        // restart the nodes. Then every home is its definition exactly.
+        purge().await;
+        let env: Vec<(&str, &str)> =
+            env.iter().map(|&(k, v)| if k == "TIDEWAY_SERVER__NODE_ID" { (k, "2") } else { (k, v) }).collect();
+        let node = start_with(&dir.path().join("node2"), &dir.path().join("node2.log"), &env).await;
+        for r in READERS {
+            let mut want: Vec<String> = followed(r).iter().flat_map(|a| profiles[a].iter().cloned()).collect();
+            want.sort_by_key(|id| std::cmp::Reverse(id.parse::<u64>().expect("id")));
+            let got: Vec<String> =
+                walk(&c, &node.base, &format!("/v1/users/{r}/home")).await.into_iter().map(|e| e.0).collect();
+            if got != want {
+                found.after_remedy.push(format!("home({r}): {got:?}, defined {want:?}"));
+            }
+        }
     }
+    purge().await;
     drop(link);
     drop(pair);
     Some(found)
@@ -555,8 +593,9 @@ async fn postgres_failover_to_a_synchronous_standby_loses_no_acknowledged_write(
 /// acknowledged while the standby was behind, and the history check finds
 /// them (nothing is stored twice even so). The homes still show the lost
 /// posts that fan-out had delivered before the primary died: Redis and the
-/// node's copies are ahead of the database it now reaches (docs/deploy.md
-/// says what to do after such a failover).
+/// node's copies are ahead of the database it now reaches. What
+/// docs/deploy.md says to do after such a failover (drop Redis's keys,
+/// restart the nodes) makes every home its definition again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_failover_to_an_asynchronous_standby_loses_what_it_had_not_received() {
     let Some(found) = failover(Replication::Asynchronous, Order::PromoteThenMove).await else { return };
@@ -565,4 +604,5 @@ async fn postgres_failover_to_an_asynchronous_standby_loses_what_it_had_not_rece
     for id in &found.home_extra {
         assert!(found.lost_posts.contains(id), "a home shows {id}, which is no acknowledged post the database lost");
     }
+    assert!(found.after_remedy.is_empty(), "after dropping Redis's keys and a restart: {:?}", found.after_remedy);
 }
