@@ -8,8 +8,9 @@
 //! it (streaming replication, `standby.signal`, `primary_conninfo`), and the
 //! primary names the standby in `synchronous_standby_names` with
 //! `synchronous_commit = on` ([`Replication::Synchronous`]): a commit is
-//! acknowledged once the standby has flushed it. The same settings as
-//! docs/deploy.md's failover section, on one machine. What a failover does
+//! acknowledged once the standby has flushed it. The settings are
+//! docs/deploy.md's files (`deploy/postgresql/replication-*.conf`, read
+//! here as they are), on one machine. What a failover does
 //! to them: [`Pair::crash_primary`] (every process of the primary killed at
 //! once, as when its machine dies), [`Pair::fall_behind`] (the network
 //! between them, a [`FaultLink`], holds what the primary sends: the standby
@@ -26,6 +27,12 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
+
+/// The primary's replication settings as docs/deploy.md has an operator
+/// write them (and scripts/guide.sh checks they are shown there as they are).
+const PRIMARY_CONF: &str = include_str!("../../../deploy/postgresql/replication-primary.conf");
+/// The standby's.
+const STANDBY_CONF: &str = include_str!("../../../deploy/postgresql/replication-standby.conf");
 
 /// Whether the primary waits for the standby before acknowledging a commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,19 +327,17 @@ fn make(bin: &Bin, dir: &Path, p: &Server, s: &Server, through: u16, replication
     // No fsync of the new cluster's files: the test kills processes, and
     // what they wrote stays in the machine's page cache.
     bin.run("initdb", &["-D", path(&p.data), "-U", "postgres", "--auth=trust", "--no-sync", "--no-instructions"])?;
-    let sync = match replication {
-        Replication::Synchronous => "standby",
-        Replication::Asynchronous => "",
+    // The primary's settings: the guide's file, then this machine's
+    // addresses (and, asynchronous, no synchronous standby).
+    let unsync = match replication {
+        Replication::Synchronous => "",
+        Replication::Asynchronous => "synchronous_standby_names = ''\n",
     };
-    // The primary's settings (the standby's copy of them is overridden
-    // below: a standby promoted with the primary's synchronous_standby_names
-    // would wait for a standby of its own that is not there).
     append(
         &p.data.join("postgresql.conf"),
         &format!(
             "\n# tideway failover test: the primary\nlisten_addresses = '127.0.0.1'\nport = {}\n\
-             unix_socket_directories = '{}'\nwal_level = replica\nmax_wal_senders = 4\n\
-             synchronous_commit = on\nsynchronous_standby_names = '{sync}'\n",
+             unix_socket_directories = '{}'\n{PRIMARY_CONF}{unsync}",
             p.port,
             dir.display()
         ),
@@ -357,12 +362,14 @@ fn make(bin: &Bin, dir: &Path, p: &Server, s: &Server, through: u16, replication
             "--no-sync",
         ],
     )?;
-    // cluster_name is the application_name its WAL receiver gives the
-    // primary: the name synchronous_standby_names gives.
+    // The standby's: the guide's file (its name), its port, and none of the
+    // primary's synchronous_standby_names (copied with the data directory
+    // here, where the configuration lives in it: promoted, it would wait for
+    // a standby of its own that is not there).
     append(
         &s.data.join("postgresql.conf"),
         &format!(
-            "\n# tideway failover test: the standby\nport = {}\ncluster_name = 'standby'\nsynchronous_standby_names = ''\n",
+            "\n# tideway failover test: the standby\nport = {}\n{STANDBY_CONF}synchronous_standby_names = ''\n",
             s.port
         ),
     )?;
