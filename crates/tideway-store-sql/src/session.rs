@@ -112,10 +112,13 @@ impl Fence {
         self.origin.elapsed().as_millis() as u64 + 1
     }
 
-    /// A session found its server unable to take writes, now.
+    /// A session found its server unable to take writes, now. Logged once
+    /// for a run of refusals (again after 10 s without one): each refusal
+    /// is also logged with its 503.
     pub(crate) fn raise(&self) {
         let now = self.now();
-        if self.raised.fetch_max(now, Ordering::Relaxed) < now {
+        let before = self.raised.fetch_max(now, Ordering::Relaxed);
+        if before == 0 || now.saturating_sub(before) > 10_000 {
             tracing::warn!(
                 "the database refused a write as read-only or going away (a standby, or a failover under way): \
                  every session opened before is closed and opened again through storage.url"

@@ -105,9 +105,11 @@ where
 }
 
 impl SqlStore {
-    /// Maps a driver error of this store.
-    pub(crate) fn err(&self) -> impl Fn(sqlx::Error) -> StoreError + '_ {
-        move |e| classify(self.dialect, &self.fence, e)
+    /// Maps a driver error of this store (a closure of its own, as callers
+    /// may keep it beyond a borrow of the store).
+    pub(crate) fn err(&self) -> impl Fn(sqlx::Error) -> StoreError + use<> {
+        let (dialect, fence) = (self.dialect, std::sync::Arc::clone(&self.fence));
+        move |e| classify(dialect, &fence, e)
     }
 
     /// Begins a transaction.
