@@ -3,9 +3,10 @@
 //! through a fault-injecting proxy (`tideway_store_sql::fault_link`), six
 //! writers posting through both nodes while a's links go dark, slow,
 //! reset, lose the engine's answer after it acted, and while a loses Redis.
-//! Then a history check: every acknowledged post stored exactly once, no
-//! post stored twice whatever the client saw, every home equal to the
-//! definition through both nodes; node b (healthy links) never refused a
+//! Every other post mentions a reader. Then a history check: every
+//! acknowledged post stored exactly once, no post stored twice whatever the
+//! client saw, every home equal to the definition through both nodes, and
+//! every reader's notifications exactly the stored posts that mention them; node b (healthy links) never refused a
 //! write, and a stayed ready at +150 ms each way. Figures per fault on
 //! stderr.
 
@@ -25,6 +26,19 @@ const READERS: [u64; 4] = [100, 101, 102, 103];
 
 fn followed(reader: u64) -> Vec<u64> {
     (1..=AUTHORS).filter(|a| (a + reader).is_multiple_of(2)).collect()
+}
+
+/// The reader a writer's post mentions: every other post mentions one (a
+/// post that notifies is written with its notification, outside the batch
+/// of plain posts), the others mention no one.
+fn mentioned(writer: u64, i: u64) -> Option<u64> {
+    i.is_multiple_of(2).then(|| READERS[((writer + i / 2) % READERS.len() as u64) as usize])
+}
+
+/// The reader a post's marker (`{node}{writer}-{i}`) mentions.
+fn mentioned_by(marker: &str) -> Option<u64> {
+    let (w, i) = marker.get(1..)?.split_once('-')?;
+    mentioned(w.parse().ok()?, i.parse().ok()?)
 }
 
 /// What a phase does to the links as it starts.
@@ -61,9 +75,10 @@ async fn writer(
         let author = 1 + (w + i) % AUTHORS;
         let p = phase.load(Ordering::Relaxed);
         let t0 = Instant::now();
+        let mentions: Vec<String> = mentioned(w, i).iter().map(u64::to_string).collect();
         let r = c
             .post(format!("{base}/v1/items"))
-            .json(&json!({"author": author.to_string(), "body": {"text": marker}}))
+            .json(&json!({"author": author.to_string(), "body": {"text": marker}, "mentions": mentions}))
             .timeout(Duration::from_secs(20))
             .send()
             .await;
@@ -105,6 +120,29 @@ async fn walk(c: &reqwest::Client, base: &str, path: &str) -> Vec<(String, Strin
             let id = e["item"]["id"].as_str().expect("id").to_owned();
             let text = e["item"]["body"]["text"].as_str().unwrap_or_default().to_owned();
             out.push((id, text));
+        }
+        match v["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => return out,
+        }
+    }
+}
+
+/// The items of `user`'s mention groups (all pages); any other group fails.
+async fn mention_groups(c: &reqwest::Client, base: &str, user: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = format!("{base}/v1/users/{user}/notifications?limit=100");
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&before={c}"));
+        }
+        let r = c.get(url).send().await.expect("notifications");
+        assert_eq!(r.status(), StatusCode::OK);
+        let v: Value = r.json().await.expect("json");
+        for g in v["groups"].as_array().expect("groups") {
+            assert_eq!(g["verb"], json!("mention"), "{g}");
+            out.push(g["item"]["id"].as_str().expect("a mention's item").to_owned());
         }
         match v["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_owned()),
@@ -261,6 +299,23 @@ async fn every_write_once_through_faults_on(engine: &'static str) {
             let got = walk(&c, &node.base, &format!("/v1/users/{r}/home")).await;
             let got: Vec<&String> = got.iter().map(|(id, _)| id).collect();
             assert_eq!(got, want, "home({r}) on {} is the definition", node.base);
+        }
+    }
+    // Notifications: every stored post that mentions a reader is one
+    // mention group of theirs (mentions never gather), through both nodes,
+    // and nothing else.
+    for r in READERS {
+        let mut want: Vec<String> = stored
+            .iter()
+            .filter(|(marker, _)| mentioned_by(marker) == Some(r))
+            .flat_map(|(_, ids)| ids.clone())
+            .collect();
+        want.sort();
+        assert!(!want.is_empty(), "reader {r} was mentioned");
+        for node in [&a, &b] {
+            let mut got = mention_groups(&c, &node.base, r).await;
+            got.sort();
+            assert_eq!(got, want, "reader {r}'s mentions on {} are the stored posts that mention them", node.base);
         }
     }
     // The healthy node never refused; a took writes through the Redis outage.
