@@ -13,7 +13,7 @@
 //!    added to [`Backend`] and to `Durable` or `Shared` in [`crate::split`];
 //! 4. its methods spelled once in `forward_backend!` (`forward.rs`), so
 //!    [`crate::Split`] and [`crate::Counted`] forward them;
-//! 5. a conformance suite in `tideway-conformance`, listed in `SUITES`;
+//! 5. a conformance suite in `tideway-conformance/src/suites/`, named in its `suites!` list;
 //! 6. the memory and embedded index: `Change` variants, `State` and its
 //!    `Unit`s (or a range read on `Disk` for what is too long to load
 //!    whole), and a file `store/<concern>.rs` deciding by the rule; state
