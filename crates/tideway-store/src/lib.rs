@@ -19,7 +19,9 @@
 //!
 //! Where things are:
 //!
-//! * `traits.rs`: the storage traits ([`Items`], [`Graph`], [`Jobs`], [`Inboxes`]…) and their types.
+//! * `traits/`: the storage traits, a file per concern with its types: [`Items`], [`Postings`],
+//!   [`Graph`], [`Notifications`], [`Live`], [`Snapshots`], [`Jobs`], [`Activity`], [`HotAuthors`],
+//!   [`Removals`], [`FactTokens`], [`Inboxes`], [`Hub`], [`Pages`]; [`Backend`] in its `mod.rs`.
 //! * `error.rs`: [`StoreError`]: what went wrong, and what the caller can do about it.
 //! * `change.rs`: [`Change`], the unit of durability, and the records, jobs and counters it writes.
 //! * `rules.rs`: the rules every engine applies (create, follow, job progress, postings), decided once.

@@ -14,7 +14,7 @@
 //!   `trusted` or not, a generation moved each time it stops being
 //!   trusted, the writes that missed it, and a hold. It is changed only by
 //!   [`SharedTrust::apply`], read or changed atomically through
-//!   [`Jobs::shared_trust`](crate::Jobs::shared_trust), on the store's clock.
+//!   [`crate::Jobs::shared_trust`], on the store's clock.
 //! - **Leases.** A node trusts the shared half for [`TrustTimes::lease`]
 //!   after a read of the record that began then and found it trusted. Its
 //!   probe reads the record once a second. While the node does not trust

@@ -1,0 +1,155 @@
+//! Items, their changes, counts and marks; postings.
+
+#[allow(unused_imports)]
+use super::*;
+
+/// What `create_item` did.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CreateOutcome {
+    Created(Arc<Item>),
+    /// The author's idempotency key was seen before: the earlier item.
+    Existing(Arc<Item>),
+    /// The author reposted this original before (and has not deleted it).
+    AlreadyReposted(Arc<Item>),
+}
+
+/// Per-item counts kept by the store.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemCounts {
+    pub replies: u64,
+    pub reposts: u64,
+    /// Reactions per kind (positive counts only, sorted by kind).
+    pub reactions: Vec<(String, u64)>,
+}
+
+impl ItemCounts {
+    pub fn of_kind(&self, kind: &str) -> u64 {
+        self.reactions.iter().find(|(k, _)| k == kind).map_or(0, |(_, n)| *n)
+    }
+}
+
+/// The viewer's own marks on an item.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ViewerMarks {
+    pub reposted: bool,
+    /// Kinds the viewer reacted with, sorted.
+    pub reactions: Vec<String>,
+}
+
+/// A change to a stored item.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ItemChange {
+    /// Replaces the body and/or the visibility (`None`: unchanged).
+    Patch { body: Option<tideway_core::Body>, visibility: Option<Visibility> },
+    /// Soft delete: the id stays as a tombstone.
+    Delete,
+}
+
+impl ItemChange {
+    /// The item after this change.
+    pub fn apply(&self, item: &Item) -> Item {
+        match self {
+            ItemChange::Patch { body, visibility } => Item {
+                body: body.clone().unwrap_or_else(|| item.body.clone()),
+                visibility: visibility.unwrap_or(item.visibility),
+                rev: item.rev.wrapping_add(1),
+                ..item.clone()
+            },
+            ItemChange::Delete => Item { deleted: true, rev: item.rev.wrapping_add(1), ..item.clone() },
+        }
+    }
+}
+
+/// Items, their outboxes, reposts and home insertions.
+#[async_trait]
+pub trait Items: Send + Sync {
+    /// Stores a new item atomically with its fan-out job (when `fan_out`)
+    /// and, when it is stored (`Created`), with `notify` (its notification
+    /// ops, as [`Notifications::notify`] applies them): one atomic write,
+    /// so no crash leaves the item without its notifications. Idempotency
+    /// keys and repeated reposts return the existing item, and apply
+    /// nothing (it was stored with its own).
+    async fn create_item_notifying(
+        &self,
+        item: Item,
+        fan_out: bool,
+        now: Millis,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<CreateOutcome>;
+    /// [`Items::create_item_notifying`] with no notifications (imports, tests).
+    async fn create_item(&self, item: Item, fan_out: bool, now: Millis) -> Result<CreateOutcome> {
+        self.create_item_notifying(item, fan_out, now, &[]).await
+    }
+    /// Changes an existing, non-deleted item (a patch or a soft delete), as
+    /// data a remote engine can apply in one statement, and applies
+    /// `notify` in the same atomic write when it changed it. Returns the
+    /// item as changed, or `None` (nothing applied) when it is unknown or
+    /// already deleted.
+    async fn update_item_notifying(
+        &self,
+        id: ItemId,
+        change: &ItemChange,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<Option<Arc<Item>>>;
+    /// [`Items::update_item_notifying`] with no notifications (a patch).
+    async fn update_item(&self, id: ItemId, change: &ItemChange) -> Result<Option<Arc<Item>>> {
+        self.update_item_notifying(id, change, &[]).await
+    }
+    /// The records named by `keys`, in order. An item's `body` may be left
+    /// out (the store keeps bodies on disk): [`Items::bodies`] reads them.
+    async fn records(&self, keys: &[Key]) -> Result<Vec<Option<Record>>>;
+    /// The bodies of items, in order (`None`: unknown item): one call for a
+    /// page, served from a bounded cache or the disk.
+    async fn bodies(&self, ids: &[ItemId]) -> Result<Vec<Option<tideway_core::Body>>>;
+    /// Keys authored by any of `authors` in `range`, in `dir` order, at most `limit`.
+    async fn outbox_merge(&self, authors: &[UserId], range: KeyRange, dir: Direction, limit: usize)
+    -> Result<Vec<Key>>;
+    /// For each original, its non-deleted reposts by any of `reposters`.
+    async fn reposts_by(&self, originals: &[ItemId], reposters: &[UserId]) -> Result<Vec<Vec<(UserId, ItemId)>>>;
+    /// Everything a page shows beside the items, in one call: for each item
+    /// its counts and, with a viewer, the viewer's own marks.
+    async fn hydration(&self, ids: &[ItemId], viewer: Option<UserId>)
+    -> Result<Vec<(ItemCounts, Option<ViewerMarks>)>>;
+    /// Sets or clears one reaction, then applies `notify` (the reaction's
+    /// notification ops, as [`Notifications::notify`] applies them) whether
+    /// or not the reaction changed, so a repeat completes a call that failed
+    /// between the two; returns whether the reaction changed. It returns
+    /// once both are durable: the embedded store journals them together and
+    /// waits for one sync, where two calls would wait for two; SQL writes
+    /// them in one transaction (one commit).
+    async fn set_reaction(
+        &self,
+        item: ItemId,
+        user: UserId,
+        kind: &str,
+        on: bool,
+        notify: &[tideway_core::notify::Op],
+    ) -> Result<bool>;
+    /// Stores a promotion.
+    async fn create_promotion(&self, p: Promotion) -> Result<()>;
+    /// Promotions running at `now`.
+    async fn active_promotions(&self, now: Millis) -> Result<Vec<Promotion>>;
+    /// Every promotion not ended at `from` (running then or later), by id:
+    /// what a node keeps a copy of.
+    async fn promotions_not_ended(&self, from: Millis) -> Result<Vec<Promotion>>;
+    /// Records an insertion of `item` into `user`'s home at `key`.
+    async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()>;
+    /// Insertion keys of `user`'s home in `range`.
+    async fn inserts(&self, user: UserId, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+    /// For each item, the earliest key at which it was inserted into `user`'s home.
+    async fn inserted_keys(&self, user: UserId, items: &[ItemId]) -> Result<Vec<Option<Key>>>;
+}
+
+/// The mention, tag and object feeds' postings: item keys by feed.
+///
+/// Contract (the `postings` conformance suite): `create_item` posts a new
+/// item to every feed of [`crate::rules::postings`] in the same atomic write;
+/// postings are never removed (a deleted or re-scoped item is filtered by
+/// the page that reads it); [`Postings::postings`] reads one feed's keys in
+/// an open key range, in `dir` order, at most `limit`, with no scan: a feed
+/// of ten million items pages as fast as a profile.
+#[async_trait]
+pub trait Postings: Send + Sync {
+    /// Keys of the items posted to `feed` (a `PostingFeed::id`) in `range`.
+    async fn postings(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+}
