@@ -25,7 +25,8 @@
 //! * `error.rs`: [`StoreError`]: what went wrong, and what the caller can do about it.
 //! * `change.rs`: [`Change`], the unit of durability, and the records, jobs and counters it writes.
 //! * `rules.rs`: the rules every engine applies (create, follow, job progress, postings), decided once.
-//! * `state.rs`: [`State`], the in-memory index, eager or lazy (loaded unit by unit).
+//! * `state/`: [`State`], the in-memory index, eager or lazy (loaded unit by unit): a
+//!   file a layer (units and their loading, the budget, applying changes).
 //! * `blocks.rs`: [`SortedBlocks`], the ordered sets the follow graph is kept in.
 //! * `reactions.rs`: who reacted to what, and the counts.
 //! * `inbox.rs`: [`InboxSet`], the home inboxes in memory.
