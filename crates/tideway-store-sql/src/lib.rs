@@ -24,7 +24,7 @@
 //! | `posts.rs` | plain posts queued and written in batches: one statement (PostgreSQL) or one transaction (MySQL) for all queued |
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
 //! | `graph.rs` | [`Graph`]: follows both ways, blocks, mutes, lists, relations, per-user counters |
-//! | `notifications.rs` | [`Notifications`]: groups placed by `tideway_core::notify::place` under a per-user lock, kept figures and counts, pages |
+//! | `notifications/` | [`Notifications`]: groups placed by `tideway_core::notify::place` under per-key locks (`write.rs`), moves folded into counts (`fold.rs`), pages, marks and the stored causes (`mod.rs`) |
 //! | `pages.rs` | [`Pages`]: a page's facts in one statement |
 //! | `page_conns.rs` | the page statement's sessions, lent without the pool's pings |
 //! | `jobs.rs` | [`Jobs`]: fan-out jobs, leases (`FOR UPDATE SKIP LOCKED`), checkpoints |
