@@ -7,8 +7,10 @@
 //! acknowledged post stored exactly once, no post stored twice whatever the
 //! client saw, every home equal to the definition through both nodes, and
 //! every reader's notifications exactly the stored posts that mention them; node b (healthy links) never refused a
-//! write, and a stayed ready at +150 ms each way. Figures per fault on
-//! stderr.
+//! write, and a stayed ready at +150 ms each way. The same history check
+//! on a Redis Cluster, each primary behind a proxy: one primary's links
+//! dark, another's resetting, every primary's dark; every write taken.
+//! Figures per fault on stderr.
 
 use crate::crash::Proc;
 use crate::nodes::Cluster;
@@ -156,6 +158,114 @@ async fn ready(c: &reqwest::Client, node: &Proc) -> bool {
     r.is_ok_and(|r| r.status() == StatusCode::OK)
 }
 
+/// Six writers, three through each node, posting until stopped; the phase
+/// they are in is what `phase` says.
+struct Load {
+    phase: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    history: Arc<std::sync::Mutex<History>>,
+    writers: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Load {
+    fn start(c: &reqwest::Client, a: &Proc, b: &Proc) -> Self {
+        let (phase, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
+        let history = Arc::new(std::sync::Mutex::new(History::default()));
+        let mut writers = Vec::new();
+        for (node, base) in [('a', &a.base), ('b', &b.base)] {
+            for w in 0..3 {
+                let args = (c.clone(), node, base.clone(), w, phase.clone(), stop.clone(), history.clone());
+                writers.push(tokio::spawn(writer(args.0, args.1, args.2, args.3, args.4, args.5, args.6)));
+            }
+        }
+        Self { phase, stop, history, writers }
+    }
+
+    /// Stops the writers; what they saw.
+    async fn stop(self) -> History {
+        self.stop.store(true, Ordering::Relaxed);
+        for w in self.writers {
+            w.await.expect("writer");
+        }
+        std::mem::take(&mut *self.history.lock().expect("lock"))
+    }
+}
+
+/// The readers follow their authors (through b).
+async fn follow(c: &reqwest::Client, b: &Proc) {
+    for r in READERS {
+        let targets: Vec<String> = followed(r).iter().map(u64::to_string).collect();
+        let resp = c.post(format!("{}/v1/users/{r}/following", b.base)).json(&json!({"targets": targets})).send().await;
+        assert!(resp.expect("follow").status().is_success());
+    }
+}
+
+/// How long `node` takes to be ready again (within 15 s).
+async fn ready_again(c: &reqwest::Client, node: &Proc, after: &str) -> Option<Duration> {
+    let healed = Instant::now();
+    while healed.elapsed() < Duration::from_secs(15) {
+        if ready(c, node).await {
+            return Some(healed.elapsed());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = c.get(format!("{}/readyz", node.base)).send().await.expect("readyz");
+    eprintln!("after {after}: /readyz {} {}", r.status(), r.text().await.unwrap_or_default());
+    None
+}
+
+/// The history check both proofs end with, once fan-out has settled:
+/// every acknowledged post stored once, no post stored twice, every home
+/// the definition and every reader's mentions the stored posts that
+/// mention them, through both nodes.
+async fn check_history(cl: &Cluster, c: &reqwest::Client, a: &Proc, b: &Proc, h: &History) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while cl.pending(b).await > 0 {
+        assert!(Instant::now() < deadline, "fan-out never settled");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let mut stored: HashMap<String, Vec<String>> = HashMap::new();
+    let mut profiles: HashMap<u64, Vec<String>> = HashMap::new();
+    for author in 1..=AUTHORS {
+        let items = walk(c, &b.base, &format!("/v1/users/{author}/profile")).await;
+        for (id, text) in &items {
+            stored.entry(text.clone()).or_default().push(id.clone());
+        }
+        profiles.insert(author, items.into_iter().map(|(id, _)| id).collect());
+    }
+    let twice: Vec<_> = stored.iter().filter(|(_, ids)| ids.len() > 1).collect();
+    eprintln!("{} posts stored, {} acknowledged, {} stored twice", stored.len(), h.acked.len(), twice.len());
+    assert!(twice.is_empty(), "posts stored more than once: {twice:?}");
+    for (marker, id) in &h.acked {
+        assert_eq!(stored.get(marker), Some(&vec![id.clone()]), "acknowledged post {marker} is stored once, as {id}");
+    }
+    for r in READERS {
+        let mut want: Vec<&String> = followed(r).iter().flat_map(|a| &profiles[a]).collect();
+        want.sort_by_key(|id| std::cmp::Reverse(id.parse::<u64>().expect("id")));
+        for node in [a, b] {
+            let got = walk(c, &node.base, &format!("/v1/users/{r}/home")).await;
+            let got: Vec<&String> = got.iter().map(|(id, _)| id).collect();
+            assert_eq!(got, want, "home({r}) on {} is the definition", node.base);
+        }
+    }
+    // Mentions never gather: every stored post that mentions a reader is
+    // one mention group of theirs, and nothing else is.
+    for r in READERS {
+        let mut want: Vec<String> = stored
+            .iter()
+            .filter(|(marker, _)| mentioned_by(marker) == Some(r))
+            .flat_map(|(_, ids)| ids.clone())
+            .collect();
+        want.sort();
+        assert!(!want.is_empty(), "reader {r} was mentioned");
+        for node in [a, b] {
+            let mut got = mention_groups(c, &node.base, r).await;
+            got.sort();
+            assert_eq!(got, want, "reader {r}'s mentions on {} are the stored posts that mention them", node.base);
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_write_once_through_faults_on_the_links_to_postgres_and_redis() {
     every_write_once_through_faults_on("postgres").await;
@@ -177,21 +287,8 @@ async fn every_write_once_through_faults_on(engine: &'static str) {
         cl.node_with(1, &[("TIDEWAY_STORAGE__URL", db_a.as_str()), ("TIDEWAY_REDIS__URLS", redis_a.as_str())]).await;
     let b = cl.node_with(2, &[("TIDEWAY_REDIS__URLS", redis.as_str())]).await;
     let c = cl.c.clone();
-    for r in READERS {
-        let targets: Vec<String> = followed(r).iter().map(u64::to_string).collect();
-        let resp = c.post(format!("{}/v1/users/{r}/following", b.base)).json(&json!({"targets": targets})).send().await;
-        assert!(resp.expect("follow").status().is_success());
-    }
-
-    let (phase, stop) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicBool::new(false)));
-    let history = Arc::new(std::sync::Mutex::new(History::default()));
-    let mut writers = Vec::new();
-    for (node, base) in [('a', &a.base), ('b', &b.base)] {
-        for w in 0..3 {
-            let args = (c.clone(), node, base.clone(), w, phase.clone(), stop.clone(), history.clone());
-            writers.push(tokio::spawn(writer(args.0, args.1, args.2, args.3, args.4, args.5, args.6)));
-        }
-    }
+    follow(&c, &b).await;
+    let load = Load::start(&c, &a, &b);
     // The phases: each fault on a's links for a while, then healed.
     let faults: [(&str, Step<'_>); 7] = [
         ("healthy", Box::new(|| {})),
@@ -209,7 +306,7 @@ async fn every_write_once_through_faults_on(engine: &'static str) {
     let mut unready_at_delay = (0usize, 0usize);
     let mut without_redis = None;
     for (p, (name, start)) in faults.iter().enumerate() {
-        phase.store(p, Ordering::Relaxed);
+        load.phase.store(p, Ordering::Relaxed);
         start();
         let until = Instant::now() + Duration::from_millis(3_000);
         if p == 5 {
@@ -238,28 +335,9 @@ async fn every_write_once_through_faults_on(engine: &'static str) {
         db_link.set(Fault::Pass);
         db_link.lose_answers_to(&[], 0);
         redis_link.set(Fault::Pass);
-        // How long a takes to be ready again after the heal.
-        let healed = Instant::now();
-        let mut back = None;
-        while healed.elapsed() < Duration::from_secs(15) {
-            if ready(&c, &a).await {
-                back = Some(healed.elapsed());
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        if back.is_none() {
-            let r = c.get(format!("{}/readyz", a.base)).send().await.expect("readyz");
-            eprintln!("after {name}: /readyz {} {}", r.status(), r.text().await.unwrap_or_default());
-        }
-        recovery.push((name.to_string(), back));
+        recovery.push((name.to_string(), ready_again(&c, &a, name).await));
     }
-    stop.store(true, Ordering::Relaxed);
-    for w in writers {
-        w.await.expect("writer");
-    }
-
-    let h = std::mem::take(&mut *history.lock().expect("lock"));
+    let h = load.stop().await;
     for ((node, p), s) in &h.seen {
         eprintln!("{:<40} node {node}: {:?}, slowest {:?}", faults[*p].0, s.statuses, s.slowest);
     }
@@ -271,53 +349,7 @@ async fn every_write_once_through_faults_on(engine: &'static str) {
     eprintln!("answers lost after the database acted: {lost}");
     eprintln!("a post through a without Redis: {without_redis:?}");
 
-    // The history. Fan-out settles first.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while cl.pending(&b).await > 0 {
-        assert!(Instant::now() < deadline, "fan-out never settled");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let mut stored: HashMap<String, Vec<String>> = HashMap::new();
-    let mut profiles: HashMap<u64, Vec<String>> = HashMap::new();
-    for author in 1..=AUTHORS {
-        let items = walk(&c, &b.base, &format!("/v1/users/{author}/profile")).await;
-        for (id, text) in &items {
-            stored.entry(text.clone()).or_default().push(id.clone());
-        }
-        profiles.insert(author, items.into_iter().map(|(id, _)| id).collect());
-    }
-    let twice: Vec<_> = stored.iter().filter(|(_, ids)| ids.len() > 1).collect();
-    eprintln!("{} posts stored, {} acknowledged, {} stored twice", stored.len(), h.acked.len(), twice.len());
-    assert!(twice.is_empty(), "posts stored more than once: {twice:?}");
-    for (marker, id) in &h.acked {
-        assert_eq!(stored.get(marker), Some(&vec![id.clone()]), "acknowledged post {marker} is stored once, as {id}");
-    }
-    for r in READERS {
-        let mut want: Vec<&String> = followed(r).iter().flat_map(|a| &profiles[a]).collect();
-        want.sort_by_key(|id| std::cmp::Reverse(id.parse::<u64>().expect("id")));
-        for node in [&a, &b] {
-            let got = walk(&c, &node.base, &format!("/v1/users/{r}/home")).await;
-            let got: Vec<&String> = got.iter().map(|(id, _)| id).collect();
-            assert_eq!(got, want, "home({r}) on {} is the definition", node.base);
-        }
-    }
-    // Notifications: every stored post that mentions a reader is one
-    // mention group of theirs (mentions never gather), through both nodes,
-    // and nothing else.
-    for r in READERS {
-        let mut want: Vec<String> = stored
-            .iter()
-            .filter(|(marker, _)| mentioned_by(marker) == Some(r))
-            .flat_map(|(_, ids)| ids.clone())
-            .collect();
-        want.sort();
-        assert!(!want.is_empty(), "reader {r} was mentioned");
-        for node in [&a, &b] {
-            let mut got = mention_groups(&c, &node.base, r).await;
-            got.sort();
-            assert_eq!(got, want, "reader {r}'s mentions on {} are the stored posts that mention them", node.base);
-        }
-    }
+    check_history(&cl, &c, &a, &b, &h).await;
     // The healthy node never refused; a took writes through the Redis outage.
     for ((node, p), s) in &h.seen {
         if *node == 'b' {
@@ -337,5 +369,77 @@ async fn every_write_once_through_faults_on(engine: &'static str) {
     if let Ok(r) = tideway_store_redis::RedisShared::connect(ro).await {
         let _ = r.purge().await;
     }
+    cl.clean().await;
+}
+
+/// The proof on a Redis Cluster: one PostgreSQL database and a private
+/// cluster of three primaries that announces a proxy before each primary,
+/// so both nodes reach every primary through its proxy (`CLUSTER SLOTS`
+/// and redirections name the proxies). The faults: one primary's links
+/// dark, another's resetting, then every primary's links dark. Both nodes
+/// take every write throughout (the shared half is a cache), stay ready,
+/// and the history holds: every acknowledged post once, homes and
+/// mentions the definition through both nodes once the links heal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_once_through_faults_on_the_links_to_a_redis_cluster() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut links = Vec::new();
+    let mut announce = Vec::new();
+    for _ in 0..3 {
+        let port = crate::crash::free_port();
+        let link = FaultLink::start(([127, 0, 0, 1], port).into()).await.expect("proxy");
+        announce.push((port, link.addr().port()));
+        links.push(link);
+    }
+    let cluster = crate::daemons::redis_cluster_announcing(tmp.path(), 0, &announce);
+    let urls: Vec<String> = links.iter().map(|l| format!("redis://{}", l.addr())).collect();
+    let urls = urls.join(",");
+    let cl = Cluster::create_on("postgres").await;
+    let a = cl.node_with(1, &[("TIDEWAY_REDIS__URLS", urls.as_str())]).await;
+    let b = cl.node_with(2, &[("TIDEWAY_REDIS__URLS", urls.as_str())]).await;
+    let c = cl.c.clone();
+    follow(&c, &b).await;
+    let load = Load::start(&c, &a, &b);
+    let every = |f: Fault| links.iter().for_each(|l| l.set(f));
+    let faults: [(&str, Step<'_>); 5] = [
+        ("healthy", Box::new(|| {})),
+        ("one primary's links dark", Box::new(|| links[0].set(Fault::Blackhole))),
+        ("another primary's links reset", Box::new(|| links[1].set(Fault::Reset))),
+        ("every primary's links dark", Box::new(|| every(Fault::Blackhole))),
+        ("healed", Box::new(|| {})),
+    ];
+    let (mut probes, mut unready) = (0usize, Vec::new());
+    let mut recovery: Vec<(String, [Option<Duration>; 2])> = Vec::new();
+    for (p, (name, start)) in faults.iter().enumerate() {
+        load.phase.store(p, Ordering::Relaxed);
+        start();
+        let until = Instant::now() + Duration::from_millis(4_000);
+        while Instant::now() < until {
+            for node in [&a, &b] {
+                probes += 1;
+                if !ready(&c, node).await {
+                    unready.push((name.to_string(), node.base.clone()));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        every(Fault::Pass);
+        recovery.push((name.to_string(), [ready_again(&c, &a, name).await, ready_again(&c, &b, name).await]));
+    }
+    let h = load.stop().await;
+    for ((node, p), s) in &h.seen {
+        eprintln!("{:<40} node {node}: {:?}, slowest {:?}", faults[*p].0, s.statuses, s.slowest);
+    }
+    for (name, back) in &recovery {
+        eprintln!("{name:<40} ready again after the heal in {back:?} (a, b)");
+    }
+    eprintln!("unready in {} of {probes} probes", unready.len());
+
+    check_history(&cl, &c, &a, &b, &h).await;
+    for ((node, p), s) in &h.seen {
+        assert_eq!(s.statuses.keys().collect::<Vec<_>>(), vec!["201"], "{node} refused in {}: {s:?}", faults[*p].0);
+    }
+    assert!(unready.is_empty(), "a node was unready with Redis away: {unready:?}");
+    drop((a, b, cluster));
     cl.clean().await;
 }

@@ -5,6 +5,7 @@
 mod auth;
 mod bad_input;
 mod crash;
+mod daemons;
 mod failover;
 mod faults;
 mod feeds;
