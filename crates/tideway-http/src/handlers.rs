@@ -72,7 +72,7 @@ pub async fn create_item(
         created_at: b.created_at.as_deref().map(|t| Millis::parse_rfc3339("created_at", t)).transpose()?,
         idempotency_key: b.idempotency_key,
     };
-    let (view, created) = st.svc.create_item(new).await?;
+    let (view, created) = st.svc.items.create_item(new).await?;
     let status = if created { StatusCode::CREATED } else { StatusCode::OK };
     Ok((status, axum::Json(ItemEnvelope { item: ItemJson::from(&view) })).into_response())
 }
@@ -88,7 +88,7 @@ pub async fn get_item(
 ) -> ApiResult<axum::Json<ItemEnvelope>> {
     let id = extract::item("id", &id)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
-    let view = st.svc.get_item(id, viewer).await?;
+    let view = st.svc.items.get_item(id, viewer).await?;
     Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
 }
 
@@ -102,7 +102,7 @@ pub async fn get_items(
 ) -> ApiResult<axum::Json<ItemsEnvelope>> {
     let ids = extract::id_list("ids", q.ids.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::item)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
-    let views = st.svc.get_items(&ids, viewer).await?;
+    let views = st.svc.items.get_items(&ids, viewer).await?;
     Ok(axum::Json(ItemsEnvelope { items: views.iter().map(ItemJson::from).collect() }))
 }
 
@@ -118,7 +118,7 @@ pub async fn patch_item(
     let id = extract::item("id", &id)?;
     let visibility = b.visibility.as_deref().map(Visibility::parse).transpose()?;
     let body = b.body.map(tideway_core::Body::from);
-    let view = st.svc.patch_item(id, body, visibility, actor.user()).await?;
+    let view = st.svc.items.patch_item(id, body, visibility, actor.user()).await?;
     Ok(axum::Json(ItemEnvelope { item: ItemJson::from(&view) }))
 }
 
@@ -126,7 +126,7 @@ pub async fn patch_item(
     responses((status = 204, description = "deleted (also when it already was)"), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn delete_item(State(st): State<AppState>, actor: Actor, Path(id): Path<String>) -> ApiResult<StatusCode> {
     let id = extract::item("id", &id)?;
-    st.svc.delete_item(id, actor.user()).await?;
+    st.svc.items.delete_item(id, actor.user()).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -141,7 +141,7 @@ pub async fn react(
 ) -> ApiResult<axum::Json<CountsEnvelope>> {
     let (id, user) = (extract::item("id", &id)?, extract::user("user", &user)?);
     actor.act_as(user)?;
-    let counts = st.svc.react(id, user, &kind, true).await?;
+    let counts = st.svc.items.react(id, user, &kind, true).await?;
     Ok(axum::Json(CountsEnvelope { counts: CountsJson::from(&counts) }))
 }
 
@@ -155,7 +155,7 @@ pub async fn unreact(
 ) -> ApiResult<StatusCode> {
     let (id, user) = (extract::item("id", &id)?, extract::user("user", &user)?);
     actor.act_as(user)?;
-    st.svc.react(id, user, &kind, false).await?;
+    st.svc.items.react(id, user, &kind, false).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -173,7 +173,7 @@ pub async fn create_promotion(
     let starts_at = Millis::parse_rfc3339("starts_at", &b.starts_at)?;
     let ends_at = Millis::parse_rfc3339("ends_at", &b.ends_at)?;
     let every = b.every;
-    let p = st.svc.create_promotion(item, every, starts_at, ends_at).await?;
+    let p = st.svc.items.create_promotion(item, every, starts_at, ends_at).await?;
     Ok((StatusCode::CREATED, axum::Json(PromotionEnvelope { promotion: PromotionJson::from(&p) })))
 }
 
@@ -188,7 +188,7 @@ pub async fn follow(
 ) -> ApiResult<axum::Json<FollowingJson>> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
-    let since = st.svc.follow(u, t).await?;
+    let since = st.svc.graph.follow(u, t).await?;
     Ok(axum::Json(FollowingJson { following: true, since: since.to_rfc3339() }))
 }
 
@@ -201,7 +201,7 @@ pub async fn unfollow(
 ) -> ApiResult<StatusCode> {
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
-    st.svc.unfollow(u, t).await?;
+    st.svc.graph.unfollow(u, t).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -219,7 +219,7 @@ pub async fn follow_many(
         return Err(ApiError::invalid(format!("targets: at most {MAX_BATCH_FOLLOW} per call")));
     }
     let targets = b.targets.iter().map(|t| extract::user("targets", t)).collect::<ApiResult<Vec<_>>>()?;
-    let results = st.svc.follow_many(u, &targets).await?;
+    let results = st.svc.graph.follow_many(u, &targets).await?;
     Ok(axum::Json(FollowManyJson {
         results: results
             .into_iter()
@@ -240,7 +240,7 @@ pub async fn follow_many(
 async fn list(st: AppState, u: String, q: ListQuery, which: ListKind) -> ApiResult<axum::Json<UserListJson>> {
     let u = extract::user("u", &u)?;
     let limit = extract::limit(q.limit.as_deref())?;
-    let page = st.svc.list(u, which, limit, q.cursor.as_deref()).await?;
+    let page = st.svc.graph.list(u, which, limit, q.cursor.as_deref()).await?;
     Ok(axum::Json(UserListJson::from(&page)))
 }
 
@@ -280,7 +280,7 @@ pub async fn relationships(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let targets = extract::id_list("targets", q.targets.as_deref().unwrap_or(""), MAX_BATCH_IDS, extract::user)?;
-    let rels = st.svc.relationships(u, &targets).await?;
+    let rels = st.svc.graph.relationships(u, &targets).await?;
     Ok(axum::Json(RelationshipsJson {
         relationships: targets.iter().zip(&rels).map(|(t, r)| RelationshipJson::new(*t, r)).collect(),
     }))
@@ -290,9 +290,9 @@ async fn set_edge(st: AppState, actor: Actor, u: String, t: String, block: bool,
     let (u, t) = (extract::user("u", &u)?, extract::user("t", &t)?);
     actor.act_as(u)?;
     if block {
-        st.svc.set_block(u, t, on).await?;
+        st.svc.graph.set_block(u, t, on).await?;
     } else {
-        st.svc.set_mute(u, t, on).await?;
+        st.svc.graph.set_mute(u, t, on).await?;
     }
     if !on {
         return Ok(StatusCode::NO_CONTENT.into_response());
@@ -366,7 +366,7 @@ pub async fn home(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let req = page_request(&q)?;
-    let page = st.svc.home(u, &req).await?;
+    let page = st.svc.feeds.home(u, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -382,7 +382,7 @@ pub async fn profile(
     let u = extract::user("u", &u)?;
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let req = page_request(&q)?;
-    let page = st.svc.profile(u, viewer, &req).await?;
+    let page = st.svc.feeds.profile(u, viewer, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -405,7 +405,7 @@ pub async fn mentions(
         return Err(ApiError::invalid(format!("viewer: mentions of {u} are read as {u}")));
     }
     let req = page_request(&q)?;
-    let page = st.svc.mentions(u, &req).await?;
+    let page = st.svc.feeds.mentions(u, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -461,9 +461,6 @@ pub async fn mark_read(
 
 // ------------------------------------------------------------ home stream
 
-/// How often a home stream sends a comment on an idle connection and reads
-/// its home (a lost wake-up waits at most this long).
-const STREAM_HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
 /// The reconnection delay a stream asks of its client.
 const STREAM_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
@@ -498,53 +495,18 @@ pub async fn home_stream(
     headers: axum::http::HeaderMap,
 ) -> ApiResult<Response> {
     use axum::response::sse::{Event, KeepAlive, Sse};
+    use futures_util::StreamExt;
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let header = headers.get("last-event-id").and_then(|v| v.to_str().ok());
     let last = header.or(q.last_event_id.as_deref());
-    let (stream, first) = st.svc.open_stream(u, last).await?;
-    let reg = st.svc.register_stream(u).await?;
-    let svc = st.svc.clone();
-    let mut pending: std::collections::VecDeque<Event> = first.iter().map(sse_event).collect();
-    pending.push_front(Event::default().retry(STREAM_RETRY).comment("tideway home stream"));
-    // Each poll: an event waiting, else wait for a wake (or the heartbeat)
-    // and read what changed. A storage error ends the stream: the client
-    // reconnects with its last id and resumes.
-    let events = futures_util::stream::unfold(
-        (svc, stream, reg, pending, false),
-        |(svc, mut stream, mut reg, mut pending, failed)| async move {
-            loop {
-                if let Some(e) = pending.pop_front() {
-                    return Some((Ok::<Event, std::convert::Infallible>(e), (svc, stream, reg, pending, failed)));
-                }
-                if failed {
-                    return None;
-                }
-                let wait = stream.wake_in.map_or(STREAM_HEARTBEAT, |w| w.min(STREAM_HEARTBEAT));
-                // A heartbeat with no wake checks everything (a lost signal).
-                let woken = tokio::time::timeout(wait, reg.waker.notify.notified()).await.is_ok();
-                let check_sent = reg.waker.check_sent.swap(false, std::sync::atomic::Ordering::AcqRel)
-                    || (!woken && wait == STREAM_HEARTBEAT);
-                if reg.waker.graph_changed.swap(false, std::sync::atomic::Ordering::AcqRel) {
-                    match svc.register_stream(stream.user).await {
-                        Ok(r) => reg = r,
-                        Err(e) => {
-                            tracing::debug!(error = %e, "home stream: whom the user follows could not be read");
-                            return None;
-                        }
-                    }
-                }
-                match svc.stream_step(&mut stream, check_sent).await {
-                    Ok(events) => pending.extend(events.iter().map(sse_event)),
-                    Err(e) => {
-                        tracing::debug!(error = %e, "home stream: the home could not be read; ending the stream");
-                        return None;
-                    }
-                }
-            }
-        },
-    );
-    let mut resp = Sse::new(events).keep_alive(KeepAlive::new().interval(STREAM_HEARTBEAT)).into_response();
+    let stream = st.svc.stream.open(u, last).await?;
+    let hello = Event::default().retry(STREAM_RETRY).comment("tideway home stream");
+    let events = futures_util::stream::once(std::future::ready(hello))
+        .chain(futures_util::stream::unfold(stream, |mut s| async move { s.next().await.map(|e| (sse_event(&e), s)) }))
+        .map(Ok::<Event, std::convert::Infallible>);
+    let keep_alive = KeepAlive::new().interval(tideway_service::service::stream::HEARTBEAT);
+    let mut resp = Sse::new(events).keep_alive(keep_alive).into_response();
     // nginx buffers proxied responses unless told not to.
     resp.headers_mut().insert("x-accel-buffering", axum::http::HeaderValue::from_static("no"));
     Ok(resp)
@@ -627,7 +589,7 @@ pub async fn tag_feed(
 ) -> ApiResult<Response> {
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let req = page_request(&q)?;
-    let page = st.svc.tag_feed(&tag, viewer, &req).await?;
+    let page = st.svc.feeds.tag_feed(&tag, viewer, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -643,7 +605,7 @@ pub async fn object_feed(
 ) -> ApiResult<Response> {
     let viewer = actor.viewer(viewer_param(q.viewer.as_ref())?)?;
     let req = page_request(&q)?;
-    let page = st.svc.object_feed(&kind, &id, viewer, &req).await?;
+    let page = st.svc.feeds.object_feed(&kind, &id, viewer, &req).await?;
     Ok(page_response(&PageJson::from(&page)))
 }
 
@@ -658,7 +620,7 @@ pub async fn insert_home(
     let u = extract::user("u", &u)?;
     actor.act_as(u)?;
     let item = extract::item("item", &b.item)?;
-    let entry = st.svc.insert_home(u, item).await?;
+    let entry = st.svc.feeds.insert_home(u, item).await?;
     Ok((StatusCode::CREATED, axum::Json(InsertedJson { entry: EntryJson::from(&entry) })))
 }
 
@@ -692,7 +654,7 @@ pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_js
 /// of the whole deployment carry `scope="deployment"`; a figure that cannot
 /// be read now is `NaN` (unknown), never a stale or made-up 0.
 async fn scrape_gauges(st: &AppState) {
-    metrics::gauge!("tideway_home_streams_open").set(st.svc.streams_open() as f64);
+    metrics::gauge!("tideway_home_streams_open").set(st.svc.stream.streams_open() as f64);
     let s = st.svc.stats().await.ok();
     let d = |f: fn(&tideway_service::StatsView) -> u64| s.as_ref().map_or(f64::NAN, |s| f(s) as f64);
     let scope = ("scope", "deployment");

@@ -225,11 +225,11 @@ mod tests {
         let path = dir.path().join("inboxes.snapshot");
         // Author 2 (one follower) is pushed; author 3 (two followers) is hot.
         let a = service(2).await;
-        a.follow_many(UserId(1), &[UserId(2), UserId(3)]).await.expect("follow");
-        a.follow_many(UserId(4), &[UserId(3)]).await.expect("follow");
-        a.home(UserId(1), &PageRequest::default()).await.expect("inbox");
+        a.graph.follow_many(UserId(1), &[UserId(2), UserId(3)]).await.expect("follow");
+        a.graph.follow_many(UserId(4), &[UserId(3)]).await.expect("follow");
+        a.feeds.home(UserId(1), &PageRequest::default()).await.expect("inbox");
         for author in [2, 2, 3, 2, 2, 3] {
-            a.create_item(NewItem::new(UserId(author), ItemKind::Post)).await.expect("post");
+            a.items.create_item(NewItem::new(UserId(author), ItemKind::Post)).await.expect("post");
         }
         FanoutWorker::new(a.clone()).drain().await.expect("drain");
         let saved = a.save_snapshot(&path).await.expect("save");
@@ -261,7 +261,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("inboxes.snapshot");
         let a = service(u64::MAX).await;
-        a.home(UserId(1), &PageRequest::default()).await.expect("inbox");
+        a.feeds.home(UserId(1), &PageRequest::default()).await.expect("inbox");
         a.save_snapshot(&path).await.expect("save");
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 9;

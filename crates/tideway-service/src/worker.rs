@@ -119,7 +119,7 @@ impl FanoutWorker {
         let mut authors: Vec<UserId> = authors_of.into_iter().collect();
         authors.sort_unstable();
         authors.dedup();
-        self.svc.signal(authors.into_iter().map(tideway_store::Signal::Author).collect()).await;
+        self.svc.effects.signal(authors.into_iter().map(tideway_store::Signal::Author).collect()).await;
         let lost = recorded.iter().filter(|r| !**r).count();
         if lost > 0 {
             tracing::debug!(lost, "progress of jobs held by another worker was not recorded");

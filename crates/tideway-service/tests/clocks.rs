@@ -42,43 +42,43 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
         .expect("a future item");
     let good = service(&backend, SystemClock).await;
     good.node().check_clock().expect("a correct clock takes writes");
-    let (item, _) = good.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
+    let (item, _) = good.items.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
     let dated = key_time(item.item.id.0).0 - Millis::now().0;
     assert!(dated.abs() < 5_000, "a new id is dated by the clock, not after the future id ({dated} ms off)");
 
     // A node 10 minutes ahead: writes refused with the reason, not ready.
     let ahead = service(&backend, SkewedClock(10 * MINUTE)).await;
-    let refused = ahead.create_item(NewItem::new(UserId(1), ItemKind::Post)).await;
+    let refused = ahead.items.create_item(NewItem::new(UserId(1), ItemKind::Post)).await;
     match refused {
         Err(ServiceError::NodeUnavailable(m)) => {
             assert!(m.contains("ahead of the database") && m.contains("server.max_clock_offset"), "{m}")
         }
         other => panic!("a write on a node 10 minutes ahead: {other:?}"),
     }
-    assert!(matches!(ahead.follow(UserId(5), UserId(1)).await, Err(ServiceError::NodeUnavailable(_))));
+    assert!(matches!(ahead.graph.follow(UserId(5), UserId(1)).await, Err(ServiceError::NodeUnavailable(_))));
     ahead.probe_engines().await;
     let why = ahead.readiness().expect_err("not ready");
     assert!(why.contains("clock"), "{why}");
     let shared = ahead.node().shared_now().0 - Millis::now().0;
     assert!(shared.abs() < 2_000, "its deadlines follow the database's clock ({shared} ms off)");
     // Reads still work.
-    ahead.home(UserId(5), &PageRequest::default()).await.expect("a read");
+    ahead.feeds.home(UserId(5), &PageRequest::default()).await.expect("a read");
 
     // Its worker's lease ends by the database's clock (1 s), not its own
     // (10 minutes later): a correct node takes the job over after it.
     let followers: Vec<UserId> = (100..104).map(UserId).collect();
     for f in &followers {
-        good.follow(*f, UserId(1)).await.expect("follow");
-        good.home(*f, &PageRequest::default()).await.expect("an inbox");
+        good.graph.follow(*f, UserId(1)).await.expect("follow");
+        good.feeds.home(*f, &PageRequest::default()).await.expect("an inbox");
     }
-    let (post, _) = good.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
+    let (post, _) = good.items.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
     let (a, b) = (FanoutWorker::new(ahead.clone()), FanoutWorker::new(good.clone()));
     assert_eq!(a.step().await.expect("step"), StepOutcome::Progress { deliveries: 1, completed: 0 });
     assert_eq!(b.step().await.expect("step"), StepOutcome::Idle, "the skewed node's lease is live");
     tokio::time::sleep(Duration::from_millis(1_300)).await;
     assert_eq!(b.drain().await.expect("drain"), 3, "taken over after 1 s of the database's clock");
     for f in &followers {
-        let page = good.home(*f, &PageRequest::default()).await.expect("home");
+        let page = good.feeds.home(*f, &PageRequest::default()).await.expect("home");
         assert_eq!(page.entries.first().map(|e| e.item.item.id), Some(post.item.id), "follower {f}");
     }
 
@@ -88,7 +88,7 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
     assert!(far.user(UserId(100)).await.expect("user").active);
     // And a node 10 minutes behind is refused too.
     let behind = service(&backend, SkewedClock(-10 * MINUTE)).await;
-    match behind.create_item(NewItem::new(UserId(1), ItemKind::Post)).await {
+    match behind.items.create_item(NewItem::new(UserId(1), ItemKind::Post)).await {
         Err(ServiceError::NodeUnavailable(m)) => assert!(m.contains("behind the database"), "{m}"),
         other => panic!("a write on a node 10 minutes behind: {other:?}"),
     }

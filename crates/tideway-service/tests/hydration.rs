@@ -20,17 +20,17 @@ async fn setup_on(engine: Arc<dyn Backend>) -> (Arc<Counted>, Arc<FeedService>) 
     let svc = Arc::new(FeedService::new(backend, opts, clock.clone()).await.expect("service"));
     let reader = UserId(1);
     let authors: Vec<UserId> = (2..=31).map(UserId).collect();
-    svc.follow_many(reader, &authors).await.expect("follow");
-    svc.home(reader, &PageRequest::default()).await.expect("inbox");
+    svc.graph.follow_many(reader, &authors).await.expect("follow");
+    svc.feeds.home(reader, &PageRequest::default()).await.expect("inbox");
     let mut ids = Vec::new();
     for round in 0..10 {
         for &a in &authors {
             clock.advance(1);
-            let (v, _) = svc.create_item(NewItem::new(a, ItemKind::Post)).await.expect("post");
+            let (v, _) = svc.items.create_item(NewItem::new(a, ItemKind::Post)).await.expect("post");
             ids.push(v.item.id);
             if round % 3 == 0 {
-                svc.react(v.item.id, reader, "like", true).await.expect("like");
-                svc.react(v.item.id, UserId(99), "wow", true).await.expect("wow");
+                svc.items.react(v.item.id, reader, "like", true).await.expect("like");
+                svc.items.react(v.item.id, UserId(99), "wow", true).await.expect("wow");
             }
         }
     }
@@ -38,10 +38,10 @@ async fn setup_on(engine: Arc<dyn Backend>) -> (Arc<Counted>, Arc<FeedService>) 
         clock.advance(1);
         let mut r = NewItem::new(UserId(5), ItemKind::Repost);
         r.repost_of = Some(*id);
-        svc.create_item(r).await.expect("repost");
+        svc.items.create_item(r).await.expect("repost");
         let mut reply = NewItem::new(UserId(6), ItemKind::Reply);
         reply.reply_to = Some(*id);
-        svc.create_item(reply).await.expect("reply");
+        svc.items.create_item(reply).await.expect("reply");
     }
     FanoutWorker::new(svc.clone()).drain().await.expect("drain");
     (store, svc)
@@ -117,13 +117,16 @@ async fn constant_calls(store: &Counted, svc: &FeedService, home_max: u64) -> Ve
         }
         last = now;
     }
-    svc.home(UserId(1), &PageRequest { limit: Some(100), ..Default::default() }).await.expect("warm up");
+    svc.feeds.home(UserId(1), &PageRequest { limit: Some(100), ..Default::default() }).await.expect("warm up");
     let mut home_calls = Vec::new();
     for limit in [5, 20, 100] {
         home_calls.push(
             calls_of(store, async || {
-                let page =
-                    svc.home(UserId(1), &PageRequest { limit: Some(limit), ..Default::default() }).await.expect("home");
+                let page = svc
+                    .feeds
+                    .home(UserId(1), &PageRequest { limit: Some(limit), ..Default::default() })
+                    .await
+                    .expect("home");
                 assert_eq!(page.entries.len(), limit);
                 if limit == 100 {
                     // Hydrated: the reader's likes, counts per kind, replies and reposts.
@@ -147,7 +150,7 @@ async fn constant_calls(store: &Counted, svc: &FeedService, home_max: u64) -> Ve
         assert!(home_calls.iter().all(|&c| c == home_calls[0]), "home calls vary with page size: {home_calls:?}");
     }
     let before = store.calls();
-    svc.home(UserId(1), &PageRequest { limit: Some(20), ..Default::default() }).await.expect("home");
+    svc.feeds.home(UserId(1), &PageRequest { limit: Some(20), ..Default::default() }).await.expect("home");
     let names = store.names_since(before);
     let most = home_calls.iter().copied().max().unwrap_or(0);
     assert!(most <= home_max, "a home page took {most} calls, more than {home_max}: {names:?}");
@@ -157,6 +160,7 @@ async fn constant_calls(store: &Counted, svc: &FeedService, home_max: u64) -> Ve
         profile_calls.push(
             calls_of(store, async || {
                 let p = svc
+                    .feeds
                     .profile(UserId(5), Some(UserId(1)), &PageRequest { limit: Some(limit), ..Default::default() })
                     .await
                     .expect("p");
@@ -168,6 +172,7 @@ async fn constant_calls(store: &Counted, svc: &FeedService, home_max: u64) -> Ve
     assert_eq!(profile_calls[0], profile_calls[1], "profile calls vary with page size");
 
     let ids: Vec<ItemId> = svc
+        .feeds
         .home(UserId(1), &PageRequest { limit: Some(100), ..Default::default() })
         .await
         .expect("home")
@@ -175,11 +180,13 @@ async fn constant_calls(store: &Counted, svc: &FeedService, home_max: u64) -> Ve
         .iter()
         .map(|e| e.item.item.id)
         .collect();
-    let one =
-        calls_of(store, async || assert_eq!(svc.get_items(&ids[..1], Some(UserId(1))).await.expect("get").len(), 1))
-            .await;
+    let one = calls_of(store, async || {
+        assert_eq!(svc.items.get_items(&ids[..1], Some(UserId(1))).await.expect("get").len(), 1)
+    })
+    .await;
     let hundred =
-        calls_of(store, async || assert_eq!(svc.get_items(&ids, Some(UserId(1))).await.expect("get").len(), 100)).await;
+        calls_of(store, async || assert_eq!(svc.items.get_items(&ids, Some(UserId(1))).await.expect("get").len(), 100))
+            .await;
     assert_eq!(one, hundred, "batch get calls vary with the number of ids");
     names
 }
@@ -195,15 +202,15 @@ async fn pages_read_ahead_are_the_same_pages() {
     let clock = Arc::new(ManualClock::new(Millis(1_700_000_100_000)));
     let opts = ServiceOptions { read_ahead: true, ..ServiceOptions::default() };
     let ahead = FeedService::new(backend, opts, clock).await.expect("service");
-    let promoted = plain.create_item(NewItem::new(UserId(7), ItemKind::Post)).await.expect("post").0.item.id;
-    plain.react(promoted, UserId(1), "like", true).await.expect("like");
-    plain.create_promotion(promoted, 3, Millis(0), Millis(i64::MAX)).await.expect("promotion");
+    let promoted = plain.items.create_item(NewItem::new(UserId(7), ItemKind::Post)).await.expect("post").0.item.id;
+    plain.items.react(promoted, UserId(1), "like", true).await.expect("like");
+    plain.items.create_promotion(promoted, 3, Millis(0), Millis(i64::MAX)).await.expect("promotion");
     let mut calls = Vec::new();
     for limit in [5, 20, 100] {
         let req = PageRequest { limit: Some(limit), ..Default::default() };
-        let want = plain.home(UserId(1), &req).await.expect("home");
+        let want = plain.feeds.home(UserId(1), &req).await.expect("home");
         let mut got = None;
-        calls.push(calls_of(&store, async || got = Some(ahead.home(UserId(1), &req).await.expect("home"))).await);
+        calls.push(calls_of(&store, async || got = Some(ahead.feeds.home(UserId(1), &req).await.expect("home"))).await);
         let got = got.expect("page");
         assert_eq!(got, want, "home, limit {limit}");
         assert!(got.entries.iter().any(|e| e.item.item.id == promoted && e.item.viewer.is_some()));
@@ -212,14 +219,14 @@ async fn pages_read_ahead_are_the_same_pages() {
         let newer =
             PageRequest { limit: Some(limit), before: None, after: want.entries.last().map(|e| e.cursor.clone()) };
         for req in [older, newer] {
-            let want = plain.home(UserId(1), &req).await.expect("home");
+            let want = plain.feeds.home(UserId(1), &req).await.expect("home");
             assert!(!want.entries.is_empty() || limit == 100, "limit {limit}: {req:?} is empty");
-            assert_eq!(ahead.home(UserId(1), &req).await.expect("home"), want, "home {req:?}");
+            assert_eq!(ahead.feeds.home(UserId(1), &req).await.expect("home"), want, "home {req:?}");
         }
         let p = PageRequest { limit: Some(limit.min(8)), ..Default::default() };
         assert_eq!(
-            ahead.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
-            plain.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
+            ahead.feeds.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
+            plain.feeds.profile(UserId(5), Some(UserId(1)), &p).await.expect("profile"),
             "profile, limit {:?}",
             p.limit
         );
@@ -243,31 +250,31 @@ async fn likers_never_seen_load_nothing_of_their_own() {
     let clock = Arc::new(ManualClock::new(Millis(1_700_000_000_000)));
     let svc = FeedService::new(backend, opts, clock.clone()).await.expect("service");
     let author = UserId(1);
-    let (post, _) = svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
+    let (post, _) = svc.items.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
     let id = post.item.id;
-    svc.react(id, UserId(2), "like", true).await.expect("the first like loads the author's side");
+    svc.items.react(id, UserId(2), "like", true).await.expect("the first like loads the author's side");
     let loads = store.load_counts().0;
     for liker in 100..150 {
-        let counts = svc.react(id, UserId(liker), "like", true).await.expect("like");
+        let counts = svc.items.react(id, UserId(liker), "like", true).await.expect("like");
         assert_eq!(counts.of_kind("like"), liker - 98);
-        svc.get_item(id, Some(UserId(liker + 1000))).await.expect("read by a new viewer");
+        svc.items.get_item(id, Some(UserId(liker + 1000))).await.expect("read by a new viewer");
     }
     assert_eq!(store.load_counts().0, loads, "a new liker's or viewer's units were read");
 
-    svc.set_block(UserId(3), author, true).await.expect("block");
-    let refused = svc.react(id, UserId(3), "like", true).await.expect_err("the liker blocks the author");
+    svc.graph.set_block(UserId(3), author, true).await.expect("block");
+    let refused = svc.items.react(id, UserId(3), "like", true).await.expect_err("the liker blocks the author");
     assert!(matches!(refused, tideway_service::ServiceError::Forbidden(_)), "{refused:?}");
-    svc.set_block(author, UserId(4), true).await.expect("block");
-    let refused = svc.react(id, UserId(4), "like", true).await.expect_err("the author blocks the liker");
+    svc.graph.set_block(author, UserId(4), true).await.expect("block");
+    let refused = svc.items.react(id, UserId(4), "like", true).await.expect_err("the author blocks the liker");
     assert!(matches!(refused, tideway_service::ServiceError::Forbidden(_)), "{refused:?}");
-    assert!(svc.get_item(id, Some(UserId(4))).await.is_err(), "a blocked viewer finds no item");
+    assert!(svc.items.get_item(id, Some(UserId(4))).await.is_err(), "a blocked viewer finds no item");
 
     let mut only_followers = NewItem::new(author, ItemKind::Post);
     only_followers.visibility = tideway_core::Visibility::Followers;
-    let (hidden, _) = svc.create_item(only_followers).await.expect("post");
-    svc.follow(UserId(5), author).await.expect("follow");
-    svc.react(hidden.item.id, UserId(5), "like", true).await.expect("a follower likes");
-    let refused = svc.react(hidden.item.id, UserId(6), "like", true).await.expect_err("not a follower");
+    let (hidden, _) = svc.items.create_item(only_followers).await.expect("post");
+    svc.graph.follow(UserId(5), author).await.expect("follow");
+    svc.items.react(hidden.item.id, UserId(5), "like", true).await.expect("a follower likes");
+    let refused = svc.items.react(hidden.item.id, UserId(6), "like", true).await.expect_err("not a follower");
     assert!(matches!(refused, tideway_service::ServiceError::NotFound(_)), "{refused:?}");
 }
 
@@ -286,23 +293,23 @@ async fn in_process_a_page_behind_many_filtered_keys_reads_few_batches() {
     let svc = Arc::new(FeedService::new(backend, opts, clock.clone()).await.expect("service"));
     let (reader, muted) = (UserId(1), UserId(40));
     let authors: Vec<UserId> = (2..=5).map(UserId).collect();
-    svc.follow_many(reader, &[authors.clone(), vec![muted]].concat()).await.expect("follow");
-    svc.home(reader, &PageRequest::default()).await.expect("inbox");
+    svc.graph.follow_many(reader, &[authors.clone(), vec![muted]].concat()).await.expect("follow");
+    svc.feeds.home(reader, &PageRequest::default()).await.expect("inbox");
     let mut shown = Vec::new();
     for _ in 0..10 {
         for &a in &authors {
             clock.advance(1);
-            shown.push(svc.create_item(NewItem::new(a, ItemKind::Post)).await.expect("post").0.item.id);
+            shown.push(svc.items.create_item(NewItem::new(a, ItemKind::Post)).await.expect("post").0.item.id);
         }
     }
     for _ in 0..400 {
         clock.advance(1);
-        svc.create_item(NewItem::new(muted, ItemKind::Post)).await.expect("post");
+        svc.items.create_item(NewItem::new(muted, ItemKind::Post)).await.expect("post");
     }
-    svc.set_mute(reader, muted, true).await.expect("mute");
+    svc.graph.set_mute(reader, muted, true).await.expect("mute");
     FanoutWorker::new(svc.clone()).drain().await.expect("drain");
     let before = store.calls();
-    let page = svc.home(reader, &PageRequest { limit: Some(20), ..Default::default() }).await.expect("home");
+    let page = svc.feeds.home(reader, &PageRequest { limit: Some(20), ..Default::default() }).await.expect("home");
     let batches = store.names_since(before).iter().filter(|n| **n == "records").count();
     let ids: Vec<ItemId> = page.entries.iter().map(|e| e.item.item.id).collect();
     let want: Vec<ItemId> = shown.iter().rev().take(20).copied().collect();

@@ -39,24 +39,27 @@ fn held_at(svc: &FeedService, id: ItemId) -> Option<u64> {
 async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
     let (a, b, clock) = two_nodes(backend.clone()).await;
     let (reader, author, stranger) = (UserId(1), UserId(2), UserId(3));
-    a.follow_many(reader, &[author]).await.expect("follow");
-    a.home(reader, &PageRequest::default()).await.expect("inbox");
+    a.graph.follow_many(reader, &[author]).await.expect("follow");
+    a.feeds.home(reader, &PageRequest::default()).await.expect("inbox");
     let mut posted = Vec::new();
     for _ in 0..4 {
         clock.advance(1);
-        posted.push(a.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post").0.item.id);
+        posted.push(a.items.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post").0.item.id);
     }
     FanoutWorker::new(a.clone()).drain().await.expect("drain");
     let newest_first: Vec<ItemId> = posted.iter().rev().copied().collect();
-    assert_eq!(ids(&b.home(reader, &PageRequest::default()).await.expect("home")), newest_first);
-    assert_eq!(ids(&b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")), newest_first);
+    assert_eq!(ids(&b.feeds.home(reader, &PageRequest::default()).await.expect("home")), newest_first);
+    assert_eq!(
+        ids(&b.feeds.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")),
+        newest_first
+    );
     for id in &posted {
         assert_eq!(held_rev(&b, *id), Some(0), "node 2 holds a copy of {id}");
     }
     // Where the store keeps an item epoch (SQL), the copies a page checked
     // are kept as current at it, and the next pages check none of them one
     // by one while it stands: the changes below move it.
-    b.home(reader, &PageRequest::default()).await.expect("home");
+    b.feeds.home(reader, &PageRequest::default()).await.expect("home");
     let epoch = b.item_cache().expect("a cache").epoch();
     for id in &posted {
         assert_eq!(held_at(&b, *id), Some(epoch), "the copy of {id} is current at the epoch seen");
@@ -73,30 +76,30 @@ async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
         .expect("exists");
     backend.update_item(deleted, &ItemChange::Delete).await.expect("delete").expect("exists");
     assert_eq!(held_rev(&b, hidden), Some(0), "no signal: the copy is still held");
-    let home = b.home(reader, &PageRequest::default()).await.expect("home");
+    let home = b.feeds.home(reader, &PageRequest::default()).await.expect("home");
     assert_eq!(ids(&home), vec![posted[3], posted[1], posted[0]], "the deleted item is gone from home");
-    let profile = b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile");
+    let profile = b.feeds.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile");
     assert_eq!(ids(&profile), vec![posted[3], posted[0]], "a stranger no longer sees the followers-only item");
     assert_eq!(held_rev(&b, hidden), Some(1), "the page read the item again and kept the new copy");
 
     // A change acknowledged by node 1 is on node 2's next page at once,
     // whether or not its signal has arrived ...
-    a.delete_item(posted[3], Some(author)).await.expect("delete");
-    let home = b.home(reader, &PageRequest::default()).await.expect("home");
+    a.items.delete_item(posted[3], Some(author)).await.expect("delete");
+    let home = b.feeds.home(reader, &PageRequest::default()).await.expect("home");
     assert_eq!(ids(&home), vec![posted[1], posted[0]]);
-    a.patch_item(posted[0], None, Some(Visibility::Mentioned), Some(author)).await.expect("patch");
-    let home = b.home(reader, &PageRequest::default()).await.expect("home");
+    a.items.patch_item(posted[0], None, Some(Visibility::Mentioned), Some(author)).await.expect("patch");
+    let home = b.feeds.home(reader, &PageRequest::default()).await.expect("home");
     assert_eq!(ids(&home), vec![posted[1]], "a mentions-only item leaves a follower's home");
     // ... and the signal makes node 2 forget its copy.
     clock.advance(1);
-    a.patch_item(posted[1], None, Some(Visibility::Public), Some(author)).await.expect("patch");
+    a.items.patch_item(posted[1], None, Some(Visibility::Public), Some(author)).await.expect("patch");
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     while held_rev(&b, posted[1]).is_some() {
         assert!(std::time::Instant::now() < deadline, "node 2 still holds the copy 10 s after the signal");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(
-        ids(&b.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")),
+        ids(&b.feeds.profile(author, Some(stranger), &PageRequest::default()).await.expect("profile")),
         vec![posted[1]]
     );
 
@@ -105,45 +108,45 @@ async fn changes_are_never_hidden_by_copies(backend: Arc<dyn Backend>) {
     // node 2's next page at once all the same.
     let other = UserId(4);
     clock.advance(1);
-    let theirs = a.create_item(NewItem::new(other, ItemKind::Post)).await.expect("post").0.item.id;
+    let theirs = a.items.create_item(NewItem::new(other, ItemKind::Post)).await.expect("post").0.item.id;
     FanoutWorker::new(a.clone()).drain().await.expect("drain");
-    assert_eq!(ids(&b.home(reader, &PageRequest::default()).await.expect("home")), vec![posted[1]]);
-    a.follow_many(reader, &[other]).await.expect("follow on node 1");
+    assert_eq!(ids(&b.feeds.home(reader, &PageRequest::default()).await.expect("home")), vec![posted[1]]);
+    a.graph.follow_many(reader, &[other]).await.expect("follow on node 1");
     assert_eq!(
-        ids(&b.home(reader, &PageRequest::default()).await.expect("home")),
+        ids(&b.feeds.home(reader, &PageRequest::default()).await.expect("home")),
         vec![theirs, posted[1]],
         "a follow made on node 1 is on node 2's next page"
     );
-    a.unfollow(reader, author).await.expect("unfollow on node 1");
+    a.graph.unfollow(reader, author).await.expect("unfollow on node 1");
     assert_eq!(
-        ids(&b.home(reader, &PageRequest::default()).await.expect("home")),
+        ids(&b.feeds.home(reader, &PageRequest::default()).await.expect("home")),
         vec![theirs],
         "an unfollow made on node 1 is on node 2's next page"
     );
     // (written where no node hears of it, as a block of another node's)
     backend.set_block(other, reader, true, Millis(1_700_000_001_000)).await.expect("block");
-    assert!(b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(), "a block ends it");
+    assert!(b.feeds.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(), "a block ends it");
 
     // Node 2 keeps the reader's own relations with the list (where the
     // engine reads them with it): an insertion made on node 1, and a mute
     // written where no node hears of it, are on node 2's next page at once.
     clock.advance(1);
-    a.insert_home(reader, posted[1]).await.expect("insert on node 1");
+    a.feeds.insert_home(reader, posted[1]).await.expect("insert on node 1");
     assert_eq!(
-        ids(&b.home(reader, &PageRequest::default()).await.expect("home")),
+        ids(&b.feeds.home(reader, &PageRequest::default()).await.expect("home")),
         vec![posted[1]],
         "an insertion made on node 1 is on node 2's next page"
     );
     backend.set_mute(reader, author, true, Millis(1_700_000_002_000)).await.expect("mute");
     assert!(
-        b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(),
+        b.feeds.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(),
         "a mute hides the author's insertion on node 2's next page"
     );
     backend.set_mute(reader, author, false, Millis(1_700_000_003_000)).await.expect("unmute");
-    assert_eq!(ids(&b.home(reader, &PageRequest::default()).await.expect("home")), vec![posted[1]], "an unmute");
+    assert_eq!(ids(&b.feeds.home(reader, &PageRequest::default()).await.expect("home")), vec![posted[1]], "an unmute");
     backend.set_block(reader, author, true, Millis(1_700_000_004_000)).await.expect("block");
     assert!(
-        b.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(),
+        b.feeds.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty(),
         "the reader's own block hides the insertion on node 2's next page"
     );
 }

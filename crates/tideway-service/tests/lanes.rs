@@ -14,20 +14,20 @@ async fn a_small_delivery_finishes_while_a_huge_one_is_still_running() {
     let svc = Arc::new(FeedService::new(backend.clone(), opts, clock.clone()).await.expect("service"));
     let (big, small) = (UserId(1), UserId(2));
     for f in 10..20_010 {
-        svc.follow_many(UserId(f), &[big]).await.expect("follow");
+        svc.graph.follow_many(UserId(f), &[big]).await.expect("follow");
     }
     let readers = [UserId(50_000), UserId(50_001)];
     for r in readers {
-        svc.follow_many(r, &[small]).await.expect("follow");
-        svc.home(r, &PageRequest::default()).await.expect("inbox");
+        svc.graph.follow_many(r, &[small]).await.expect("follow");
+        svc.feeds.home(r, &PageRequest::default()).await.expect("inbox");
     }
-    svc.create_item(NewItem::new(big, ItemKind::Post)).await.expect("big post");
+    svc.items.create_item(NewItem::new(big, ItemKind::Post)).await.expect("big post");
     clock.advance(1);
-    let (small_post, _) = svc.create_item(NewItem::new(small, ItemKind::Post)).await.expect("small post");
+    let (small_post, _) = svc.items.create_item(NewItem::new(small, ItemKind::Post)).await.expect("small post");
     let worker = FanoutWorker::new(svc.clone());
     assert!(matches!(worker.step().await.expect("step"), StepOutcome::Progress { completed: 1, .. }));
     for r in readers {
-        let page = svc.home(r, &PageRequest::default()).await.expect("home");
+        let page = svc.feeds.home(r, &PageRequest::default()).await.expect("home");
         assert_eq!(page.entries.iter().map(|e| e.item.item.id).collect::<Vec<_>>(), vec![small_post.item.id]);
     }
     let pending = backend.pending_jobs(10).await.expect("jobs");

@@ -17,10 +17,10 @@ async fn another_worker_resumes_a_dead_workers_job_after_its_lease() {
     let author = UserId(1);
     let followers: Vec<UserId> = (10..2_510).map(UserId).collect();
     for f in &followers {
-        svc.follow_many(*f, &[author]).await.expect("follow");
-        svc.home(*f, &PageRequest::default()).await.expect("an inbox, so the follower is pushed to");
+        svc.graph.follow_many(*f, &[author]).await.expect("follow");
+        svc.feeds.home(*f, &PageRequest::default()).await.expect("an inbox, so the follower is pushed to");
     }
-    let (post, _) = svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
+    let (post, _) = svc.items.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
     // Two nodes' workers (a later epoch of one node would take its jobs at once).
     let (a, b) = (
         FanoutWorker::with_id(svc.clone(), tideway_store::rules::worker_id(1, 1)),
@@ -41,7 +41,7 @@ async fn another_worker_resumes_a_dead_workers_job_after_its_lease() {
     // A comes back: nothing left, nothing undone.
     assert_eq!(a.step().await.expect("step"), StepOutcome::Idle);
     for f in &followers {
-        let page = svc.home(*f, &PageRequest::default()).await.expect("home");
+        let page = svc.feeds.home(*f, &PageRequest::default()).await.expect("home");
         let ids: Vec<_> = page.entries.iter().map(|e| e.item.item.id).collect();
         assert_eq!(ids, vec![post.item.id], "follower {f}: exactly once");
     }

@@ -21,7 +21,8 @@ async fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> (Arc<dyn Backe
 }
 
 async fn home_ids(svc: &FeedService, u: UserId) -> Vec<u64> {
-    svc.home(u, &PageRequest { limit: Some(10), ..Default::default() })
+    svc.feeds
+        .home(u, &PageRequest { limit: Some(10), ..Default::default() })
         .await
         .expect("home")
         .entries
@@ -66,7 +67,7 @@ async fn a_million_follower_delivery_resumes_from_its_checkpoint() {
             assert!(home_ids(&svc, u).await.is_empty());
         }
         clock.advance(5);
-        let (v, _) = svc.create_item(NewItem::new(AUTHOR, ItemKind::Post)).await.expect("post");
+        let (v, _) = svc.items.create_item(NewItem::new(AUTHOR, ItemKind::Post)).await.expect("post");
         let worker = FanoutWorker::new(svc.clone());
         let mut delivered = 0;
         for _ in 0..400 {

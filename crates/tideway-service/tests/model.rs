@@ -706,17 +706,18 @@ async fn check_all(h: &Harness, m: &Model, ctx: &str) {
         for limit in [1, 2, 3, 7] {
             let pages = expected_pages(&want, &promos, limit);
             check_feed(&format!("{ctx} home({u})"), &want, &pages, limit, async |r: &PageRequest| {
-                h.svc().home(UserId(u), r).await.expect("home")
+                h.svc().feeds.home(UserId(u), r).await.expect("home")
             })
             .await;
         }
-        let all = h.svc().home(UserId(u), &PageRequest { limit: Some(100), ..Default::default() }).await.expect("home");
+        let all =
+            h.svc().feeds.home(UserId(u), &PageRequest { limit: Some(100), ..Default::default() }).await.expect("home");
         check_hydration(&format!("{ctx} home({u})"), m, u, &all);
         let want = m.mentions(u);
         for limit in [2, 5] {
             let pages = expected_pages(&want, &[], limit);
             check_feed(&format!("{ctx} mentions({u})"), &want, &pages, limit, async |r: &PageRequest| {
-                h.svc().mentions(UserId(u), r).await.expect("mentions")
+                h.svc().feeds.mentions(UserId(u), r).await.expect("mentions")
             })
             .await;
         }
@@ -725,7 +726,7 @@ async fn check_all(h: &Harness, m: &Model, ctx: &str) {
             for limit in [2, 5] {
                 let pages = expected_pages(&want, &[], limit);
                 check_feed(&format!("{ctx} profile({u}) by {v:?}"), &want, &pages, limit, async |r: &PageRequest| {
-                    h.svc().profile(UserId(u), v.map(UserId), r).await.expect("profile")
+                    h.svc().feeds.profile(UserId(u), v.map(UserId), r).await.expect("profile")
                 })
                 .await;
             }
@@ -747,7 +748,7 @@ async fn check_postings(h: &Harness, m: &Model, ctx: &str) {
                 // Asked in capitals: matched lowercased.
                 let asked = if limit == 2 { t.to_uppercase() } else { t.to_owned() };
                 check_feed(&format!("{ctx} tag({t}) by {v:?}"), &want, &pages, limit, async |r: &PageRequest| {
-                    h.svc().tag_feed(&asked, v.map(UserId), r).await.expect("tag")
+                    h.svc().feeds.tag_feed(&asked, v.map(UserId), r).await.expect("tag")
                 })
                 .await;
             }
@@ -756,7 +757,7 @@ async fn check_postings(h: &Harness, m: &Model, ctx: &str) {
             let want = m.tagged(|i| i.object == Some(o), v);
             let pages = expected_pages(&want, &[], 3);
             check_feed(&format!("{ctx} object(book, {o}) by {v:?}"), &want, &pages, 3, async |r: &PageRequest| {
-                h.svc().object_feed("book", o, v.map(UserId), r).await.expect("object")
+                h.svc().feeds.object_feed("book", o, v.map(UserId), r).await.expect("object")
             })
             .await;
         }
@@ -882,7 +883,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 } else {
                     Ok(())
                 };
-                let got = h.svc().follow(UserId(a), UserId(b)).await.map(|_| ()).map_err(|e| kind_of(&e));
+                let got = h.svc().graph.follow(UserId(a), UserId(b)).await.map(|_| ()).map_err(|e| kind_of(&e));
                 assert_eq!(got, want, "{ctx}: follow {a}->{b}");
                 if got.is_ok() && m.follows.insert((a, b)) {
                     m.start(b, Ident::Follow, a, h.svc().node().now().0);
@@ -894,6 +895,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     (0..rng.random_range(1..5)).map(|_| rng.random_range(1..=USERS)).filter(|t| *t != a).collect();
                 let res = h
                     .svc()
+                    .graph
                     .follow_many(UserId(a), &targets.iter().map(|t| UserId(*t)).collect::<Vec<_>>())
                     .await
                     .expect("batch");
@@ -917,7 +919,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             }
             20..=27 => {
                 // unfollow
-                h.svc().unfollow(UserId(a), UserId(b)).await.expect("unfollow");
+                h.svc().graph.unfollow(UserId(a), UserId(b)).await.expect("unfollow");
                 m.follows.remove(&(a, b));
             }
             28..=45 => {
@@ -936,7 +938,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     .map(|t| if rng.random_bool(0.5) { t.to_uppercase() } else { (*t).to_owned() })
                     .collect();
                 new.object = object.map(|o| tideway_core::ObjectRef { kind: "book".into(), id: o.into() });
-                let (v, created) = h.svc().create_item(new).await.expect("post");
+                let (v, created) = h.svc().items.create_item(new).await.expect("post");
                 assert!(created);
                 let id = v.item.id.0;
                 m.items.insert(
@@ -973,7 +975,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 };
                 let mut n = post(a, ItemKind::Repost, Visibility::Public, vec![]);
                 n.repost_of = Some(ItemId(t));
-                let got = h.svc().create_item(n).await;
+                let got = h.svc().items.create_item(n).await;
                 match (&got, want) {
                     (Ok((v, created)), Ok(())) => {
                         let existing = m
@@ -1031,7 +1033,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let vis = pick_vis(&mut rng);
                 let mut n = post(a, ItemKind::Reply, vis, vec![]);
                 n.reply_to = Some(ItemId(t));
-                match (h.svc().create_item(n).await, want) {
+                match (h.svc().items.create_item(n).await, want) {
                     (Ok((v, _)), Ok(())) => {
                         let id = v.item.id.0;
                         m.items.insert(
@@ -1059,7 +1061,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             66..=71 => {
                 // delete
                 let Some(t) = any_item(&mut rng, &m) else { continue };
-                h.svc().delete_item(ItemId(t), None).await.expect("delete");
+                h.svc().items.delete_item(ItemId(t), None).await.expect("delete");
                 if let Some(i) = m.items.get_mut(&t) {
                     i.deleted = true;
                 }
@@ -1072,7 +1074,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     continue;
                 }
                 let vis = pick_vis(&mut rng);
-                let got = h.svc().patch_item(ItemId(t), None, Some(vis), None).await.map_err(|e| kind_of(&e));
+                let got = h.svc().items.patch_item(ItemId(t), None, Some(vis), None).await.map_err(|e| kind_of(&e));
                 if it.deleted {
                     assert_eq!(got.err(), Some("not_found"));
                 } else {
@@ -1087,7 +1089,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     continue;
                 }
                 let on = rng.random_bool(0.6);
-                h.svc().set_block(UserId(a), UserId(b), on).await.expect("block");
+                h.svc().graph.set_block(UserId(a), UserId(b), on).await.expect("block");
                 if on {
                     m.blocks.insert((a, b));
                     m.follows.remove(&(a, b));
@@ -1101,7 +1103,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                     continue;
                 }
                 let on = rng.random_bool(0.6);
-                h.svc().set_mute(UserId(a), UserId(b), on).await.expect("mute");
+                h.svc().graph.set_mute(UserId(a), UserId(b), on).await.expect("mute");
                 if on {
                     m.mutes.insert((a, b));
                 } else {
@@ -1111,7 +1113,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             85..=88 => {
                 // direct insert
                 let Some(t) = any_item(&mut rng, &m) else { continue };
-                let got = h.svc().insert_home(UserId(a), ItemId(t)).await;
+                let got = h.svc().feeds.insert_home(UserId(a), ItemId(t)).await;
                 // Only what the owner may see can be inserted (else 404, as unknown).
                 let o = &m.items[&t];
                 if o.deleted || !m.visible(o, Some(a)) || m.blocked(a, o.author) {
@@ -1126,8 +1128,12 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
             }
             89..=93 => {
                 // a read: creates or uses the inbox while deliveries may lag
-                let _ =
-                    h.svc().home(UserId(a), &PageRequest { limit: Some(2), ..Default::default() }).await.expect("home");
+                let _ = h
+                    .svc()
+                    .feeds
+                    .home(UserId(a), &PageRequest { limit: Some(2), ..Default::default() })
+                    .await
+                    .expect("home");
             }
             94..=96 => {
                 let _ = h.worker().step().await.expect("step");
@@ -1164,7 +1170,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 } else {
                     Ok(())
                 };
-                let got = h.svc().react(ItemId(t), UserId(a), kind, on).await.map_err(|e| kind_of(&e));
+                let got = h.svc().items.react(ItemId(t), UserId(a), kind, on).await.map_err(|e| kind_of(&e));
                 assert_eq!(got.as_ref().map(|_| ()).map_err(|e| *e), want, "{ctx}: react {a} {kind} {on} on {t}");
                 if got.is_ok() {
                     if on {
@@ -1211,7 +1217,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 let now = h.svc().node().now().0;
                 let (every, start, end) =
                     (rng.random_range(1..=3u32), now - rng.random_range(0..5), now + rng.random_range(1..150));
-                let got = h.svc().create_promotion(ItemId(t), every, Millis(start), Millis(end)).await;
+                let got = h.svc().items.create_promotion(ItemId(t), every, Millis(start), Millis(end)).await;
                 if m.items[&t].deleted {
                     assert_eq!(got.map(|_| ()).map_err(|e| kind_of(&e)), Err("not_found"));
                 } else {

@@ -44,34 +44,34 @@ async fn step(counted: &Counted, clock: &ManualClock, f: impl Future<Output = ()
 /// with the storage calls of each step that should carry notifications.
 async fn history(svc: &FeedService, clock: &ManualClock, counted: &Counted) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut calls = Vec::new();
-    let follow = svc.follow_many(UserId(1), &[UserId(2), UserId(3)]);
+    let follow = svc.graph.follow_many(UserId(1), &[UserId(2), UserId(3)]);
     calls.push(("follow", step(counted, clock, async { follow.await.map(|_| ()).expect("follow") }).await));
-    let follow = svc.follow(UserId(4), UserId(2));
+    let follow = svc.graph.follow(UserId(4), UserId(2));
     calls.push(("follow", step(counted, clock, async { follow.await.map(|_| ()).expect("follow") }).await));
     let mut post = NewItem::new(UserId(2), ItemKind::Post);
     post.mentions = vec![UserId(1), UserId(5)];
     let (mut id, mut doomed) = (ItemId(0), ItemId(0));
-    let create = svc.create_item(post);
+    let create = svc.items.create_item(post);
     calls.push(("mention", step(counted, clock, async { id = create.await.expect("post").0.item.id }).await));
-    let create = svc.create_item(NewItem::new(UserId(3), ItemKind::Post));
+    let create = svc.items.create_item(NewItem::new(UserId(3), ItemKind::Post));
     step(counted, clock, async { doomed = create.await.expect("doomed").0.item.id }).await;
     for (who, to) in [(1, id), (4, id), (1, doomed)] {
         let mut reply = NewItem::new(UserId(who), ItemKind::Reply);
         reply.reply_to = Some(to);
-        let create = svc.create_item(reply);
+        let create = svc.items.create_item(reply);
         calls.push(("reply", step(counted, clock, async { create.await.map(|_| ()).expect("reply") }).await));
     }
     let mut repost = NewItem::new(UserId(4), ItemKind::Repost);
     repost.repost_of = Some(id);
-    let create = svc.create_item(repost);
+    let create = svc.items.create_item(repost);
     calls.push(("repost", step(counted, clock, async { create.await.map(|_| ()).expect("repost") }).await));
     for who in [1, 3, 4] {
-        let like = svc.react(id, UserId(who), "like", true);
+        let like = svc.items.react(id, UserId(who), "like", true);
         step(counted, clock, async { like.await.map(|_| ()).expect("like") }).await;
     }
-    let delete = svc.delete_item(doomed, Some(UserId(3)));
+    let delete = svc.items.delete_item(doomed, Some(UserId(3)));
     calls.push(("delete", step(counted, clock, async { delete.await.expect("delete") }).await));
-    let unfollow = svc.unfollow(UserId(1), UserId(3));
+    let unfollow = svc.graph.unfollow(UserId(1), UserId(3));
     calls.push(("unfollow", step(counted, clock, async { unfollow.await.expect("unfollow") }).await));
     calls
 }

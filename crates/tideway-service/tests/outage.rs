@@ -174,7 +174,7 @@ async fn whole_home(svc: &FeedService, user: UserId) -> Vec<(String, String, Str
     let mut out = Vec::new();
     let mut req = PageRequest { limit: Some(4), ..PageRequest::default() };
     loop {
-        let page = svc.home(user, &req).await.expect("home");
+        let page = svc.feeds.home(user, &req).await.expect("home");
         out.extend(
             page.entries
                 .iter()
@@ -250,16 +250,16 @@ async fn writes_go_on_without_the_shared_half_and_every_page_stays_the_definitio
     let readers: Vec<UserId> = (1..=4).map(UserId).collect();
     let (plain, hot, later) = (UserId(10), UserId(20), UserId(30));
     for r in &readers {
-        a.svc.follow_many(*r, &[plain, hot]).await.expect("follow");
-        a.svc.home(*r, &PageRequest::default()).await.expect("an inbox");
-        b.svc.home(*r, &PageRequest::default()).await.expect("read on b too");
+        a.svc.graph.follow_many(*r, &[plain, hot]).await.expect("follow");
+        a.svc.feeds.home(*r, &PageRequest::default()).await.expect("an inbox");
+        b.svc.feeds.home(*r, &PageRequest::default()).await.expect("read on b too");
     }
     let mut posts: Vec<ItemId> = Vec::new();
     for i in 0..12 {
         clock.advance(1000);
         let author = if i % 3 == 0 { hot } else { plain };
-        posts.push(a.svc.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post").0.item.id);
-        a.svc.create_item(NewItem::new(later, ItemKind::Post)).await.expect("post");
+        posts.push(a.svc.items.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post").0.item.id);
+        a.svc.items.create_item(NewItem::new(later, ItemKind::Post)).await.expect("post");
     }
     a.worker.drain().await.expect("fan-out");
     let want = definition(&durable, &clock, &readers).await;
@@ -273,7 +273,7 @@ async fn writes_go_on_without_the_shared_half_and_every_page_stays_the_definitio
     a.link.down.store(true, Ordering::SeqCst);
     let began = Instant::now();
     clock.advance(1000);
-    a.svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post without the shared half");
+    a.svc.items.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post without the shared half");
     assert!(began.elapsed() >= TIMES.lease, "the first write waited out a lease: {:?}", began.elapsed());
     let check = async |why: &str| {
         let want = definition(&durable, &clock, &readers).await;
@@ -282,22 +282,22 @@ async fn writes_go_on_without_the_shared_half_and_every_page_stays_the_definitio
     };
     check("a post").await;
     clock.advance(1000);
-    a.svc.create_item(NewItem::new(hot, ItemKind::Post)).await.expect("a hot author's post");
+    a.svc.items.create_item(NewItem::new(hot, ItemKind::Post)).await.expect("a hot author's post");
     check("a hot author's post").await;
-    a.svc.react(posts[1], UserId(2), "like", true).await.expect("a like");
+    a.svc.items.react(posts[1], UserId(2), "like", true).await.expect("a like");
     check("a like").await;
-    a.svc.follow(UserId(1), later).await.expect("a follow");
+    a.svc.graph.follow(UserId(1), later).await.expect("a follow");
     check("a follow").await;
-    a.svc.delete_item(posts[2], Some(plain)).await.expect("a delete");
+    a.svc.items.delete_item(posts[2], Some(plain)).await.expect("a delete");
     check("a delete").await;
-    a.svc.unfollow(UserId(3), hot).await.expect("an unfollow");
+    a.svc.graph.unfollow(UserId(3), hot).await.expect("an unfollow");
     check("an unfollow").await;
-    a.svc.insert_home(UserId(4), posts[5]).await.expect("a home insert");
+    a.svc.feeds.insert_home(UserId(4), posts[5]).await.expect("a home insert");
     check("a home insert").await;
     // Node b writes through the shared half it still reaches.
-    b.svc.react(posts[1], UserId(3), "like", true).await.expect("a like on b");
+    b.svc.items.react(posts[1], UserId(3), "like", true).await.expect("a like on b");
     clock.advance(1000);
-    b.svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post on b");
+    b.svc.items.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post on b");
     b.worker.drain().await.expect("fan-out on b");
     check("b's writes").await;
     // Nothing was trusted meanwhile: no inbox was rebuilt in the shared half.
@@ -328,8 +328,8 @@ async fn writes_go_on_without_the_shared_half_and_every_page_stays_the_definitio
         "pages go through the inboxes again (rebuilt on read)"
     );
     clock.advance(1000);
-    a.svc.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post once it is back");
-    a.svc.react(posts[1], UserId(4), "like", true).await.expect("a like once it is back");
+    a.svc.items.create_item(NewItem::new(plain, ItemKind::Post)).await.expect("a post once it is back");
+    a.svc.items.react(posts[1], UserId(4), "like", true).await.expect("a like once it is back");
     a.worker.drain().await.expect("fan-out");
     check("writes once it is back").await;
 }

@@ -19,14 +19,14 @@ async fn service(backend: Arc<dyn Backend>) -> Arc<FeedService> {
 /// delivers `author`'s post to `reader`'s inbox.
 async fn a_post_wakes_an_idle_worker(poster: Arc<FeedService>, worker_node: Arc<FeedService>) {
     let (reader, author) = (UserId(1), UserId(2));
-    poster.follow(reader, author).await.expect("follow");
-    assert!(poster.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty());
+    poster.graph.follow(reader, author).await.expect("follow");
+    assert!(poster.feeds.home(reader, &PageRequest::default()).await.expect("home").entries.is_empty());
     let cancel = CancellationToken::new();
     let worker = FanoutWorker::new(worker_node.clone()).poll_every(Duration::from_secs(60));
     let running = tokio::spawn(worker.run(cancel.clone()));
     // Let the worker find nothing and go idle (subscribed to the hub).
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let (posted, _) = poster.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
+    let (posted, _) = poster.items.create_item(NewItem::new(author, ItemKind::Post)).await.expect("post");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let inbox = poster

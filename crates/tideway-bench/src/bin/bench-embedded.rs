@@ -140,8 +140,11 @@ async fn first_pages_each(svc: &FeedService, readers: &[UserId]) -> Result<(Hist
     let mut each = Vec::with_capacity(readers.len());
     for &u in readers {
         let t = Instant::now();
-        let page =
-            svc.home(u, &PageRequest { limit: Some(20), ..Default::default() }).await.map_err(|e| e.to_string())?;
+        let page = svc
+            .feeds
+            .home(u, &PageRequest { limit: Some(20), ..Default::default() })
+            .await
+            .map_err(|e| e.to_string())?;
         let ns = t.elapsed().as_nanos() as u64;
         h.record(ns).map_err(|e| e.to_string())?;
         each.push(ns);
@@ -438,7 +441,10 @@ async fn run() -> Result<(), String> {
     let activate = async |svc: &FeedService| -> Result<f64, String> {
         let t = Instant::now();
         for &u in &all_readers {
-            svc.home(u, &PageRequest { limit: Some(1), ..Default::default() }).await.map_err(|e| e.to_string())?;
+            svc.feeds
+                .home(u, &PageRequest { limit: Some(1), ..Default::default() })
+                .await
+                .map_err(|e| e.to_string())?;
         }
         Ok(t.elapsed().as_secs_f64())
     };
@@ -455,7 +461,10 @@ async fn run() -> Result<(), String> {
             let t = Instant::now();
             for _ in 0..n {
                 let a = UserId(users[dist.sample(&mut rng)]);
-                svc.create_item(tideway_core::NewItem::new(a, ItemKind::Post)).await.map_err(|e| e.to_string())?;
+                svc.items
+                    .create_item(tideway_core::NewItem::new(a, ItemKind::Post))
+                    .await
+                    .map_err(|e| e.to_string())?;
             }
             let posts_per_s = n as f64 / t.elapsed().as_secs_f64();
             let worker = tideway_service::FanoutWorker::new(svc);

@@ -139,7 +139,7 @@ async fn tideway(args: &Args, cfg: &Config) -> Res<[Histogram<u64>; 3]> {
     }
     let anchors: Vec<UserId> = (1..=args.anchors).map(UserId).collect();
     for part in anchors.chunks(tideway_core::limits::MAX_BATCH_FOLLOW) {
-        svc.follow_many(VIEWER, part).await.map_err(err)?;
+        svc.graph.follow_many(VIEWER, part).await.map_err(err)?;
     }
     eprintln!("  {} sessions stored in {:.1} s", all.len(), started.elapsed().as_secs_f64());
 

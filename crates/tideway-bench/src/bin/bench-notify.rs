@@ -87,7 +87,7 @@ struct Figures {
 /// Both phases on one engine.
 async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>) -> Res<Figures> {
     let owner = UserId(1);
-    let (item, _) = svc.create_item(NewItem::new(owner, ItemKind::Post)).await.map_err(err)?;
+    let (item, _) = svc.items.create_item(NewItem::new(owner, ItemKind::Post)).await.map_err(err)?;
     let item = item.item.id;
     // Likes from several writers while the owner reads.
     let done = Arc::new(AtomicBool::new(false));
@@ -113,7 +113,7 @@ async fn tideway(args: &Args, svc: Arc<FeedService>, db: Option<&FreshDatabase>)
             tokio::spawn(async move {
                 for i in 0..per {
                     let user = UserId(1_000_000 + (w * per + i) as u64);
-                    svc.react(item, user, "like", true).await.map_err(err)?;
+                    svc.items.react(item, user, "like", true).await.map_err(err)?;
                 }
                 Ok::<_, String>(())
             })

@@ -43,7 +43,7 @@ fn follow_from_many(svc: &Arc<FeedService>, followers: &[u64], target: UserId) -
             .map(|chunk| {
                 scope.spawn(move || -> Result<(), String> {
                     for &f in chunk {
-                        block(svc.follow_many(UserId(f), &[target])).map_err(|e| e.to_string())?;
+                        block(svc.graph.follow_many(UserId(f), &[target])).map_err(|e| e.to_string())?;
                     }
                     Ok(())
                 })
@@ -60,12 +60,12 @@ pub fn celebrities(args: &Args, svc: &Arc<FeedService>, users: &[u64]) -> Result
     let hot = svc.options().hot_followers;
     let post = |author: UserId| -> Result<(f64, u64), String> {
         let t = Instant::now();
-        let (v, _) = block(svc.create_item(NewItem::new(author, ItemKind::Post))).map_err(|e| e.to_string())?;
+        let (v, _) = block(svc.items.create_item(NewItem::new(author, ItemKind::Post))).map_err(|e| e.to_string())?;
         Ok((t.elapsed().as_secs_f64() * 1000.0, v.item.id.0))
     };
     let confirm = |followers: &[u64], id: u64| -> Result<(), String> {
         for &f in followers.iter().step_by((followers.len() / 200).max(1)) {
-            let page = block(svc.home(UserId(f), &PageRequest { limit: Some(5), ..Default::default() }))
+            let page = block(svc.feeds.home(UserId(f), &PageRequest { limit: Some(5), ..Default::default() }))
                 .map_err(|e| e.to_string())?;
             if page.entries.first().map(|e| e.item.item.id.0) != Some(id) {
                 return Err(format!("follower {f} does not see the celebrity's post first"));

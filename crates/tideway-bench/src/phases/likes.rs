@@ -90,7 +90,7 @@ pub fn likes_phase(
         for i in 0..per {
             let user = UserId(base + (th * per + i) as u64);
             let item = if hot { items[0] } else { items[rng.random_range(0..items.len())] };
-            svc.react(item, user, "like", true).await.map_err(|e| e.to_string())?;
+            svc.items.react(item, user, "like", true).await.map_err(|e| e.to_string())?;
         }
         Ok::<(), String>(())
     };
@@ -119,7 +119,7 @@ pub fn likes_phase(
     }
     let rate = (per * threads) as f64 / t.elapsed().as_secs_f64();
     let count = if hot {
-        block(svc.get_items(&items[..1], None))
+        block(svc.items.get_items(&items[..1], None))
             .map_err(|e| e.to_string())?
             .first()
             .map_or(0, |v| v.counts.of_kind("like"))

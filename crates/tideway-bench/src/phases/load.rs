@@ -20,7 +20,7 @@ pub fn follows(b: &mut Bench) -> Result<(), String> {
     );
     for (&u, targets) in by_follower {
         for chunk in targets.chunks(1000) {
-            block(svc.follow_many(UserId(u), chunk)).map_err(|e| e.to_string())?;
+            block(svc.graph.follow_many(UserId(u), chunk)).map_err(|e| e.to_string())?;
             batches += 1;
             bar.inc(chunk.len() as u64);
         }
@@ -50,7 +50,8 @@ pub fn activate_readers(b: &Bench) -> Result<(), String> {
     let (svc, users) = (&b.svc, &b.users);
     let t = Instant::now();
     for &u in users {
-        block(svc.home(UserId(u), &PageRequest { limit: Some(1), ..Default::default() })).map_err(|e| e.to_string())?;
+        block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(1), ..Default::default() }))
+            .map_err(|e| e.to_string())?;
     }
     eprintln!("activated {} readers in {:.1} s", users.len(), t.elapsed().as_secs_f64());
     Ok(())

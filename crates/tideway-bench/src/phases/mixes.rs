@@ -56,12 +56,12 @@ pub fn mix_tideway(
             if i % (ratio as usize + 1) == ratio as usize {
                 let a = users[dist.sample(&mut rng)];
                 let s = Instant::now();
-                block(svc.create_item(NewItem::new(UserId(a), ItemKind::Post))).map_err(|e| e.to_string())?;
+                block(svc.items.create_item(NewItem::new(UserId(a), ItemKind::Post))).map_err(|e| e.to_string())?;
                 writes.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
             } else {
                 let u = readers[rng.random_range(0..readers.len())];
                 let s = Instant::now();
-                block(svc.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
+                block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
                     .map_err(|e| e.to_string())?;
                 reads.record(s.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
             }

@@ -18,7 +18,7 @@ pub fn first_pages(b: &mut Bench) -> Result<(), String> {
     for _ in 0..args.reads {
         let u = readers[rng.random_range(0..readers.len())];
         let t = Instant::now();
-        let page = block(svc.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
+        let page = block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(20), ..Default::default() }))
             .map_err(|e| e.to_string())?;
         h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
         entries_seen += page.entries.len();
@@ -36,18 +36,18 @@ pub fn first_pages(b: &mut Bench) -> Result<(), String> {
     let mut hdeep = hist()?;
     let heavy: Vec<u64> = readers.iter().copied().filter(|u| by_follower[u].len() >= 200).take(200).collect();
     for &u in &heavy {
-        let first = block(svc.home(UserId(u), &PageRequest { limit: Some(100), ..Default::default() }))
+        let first = block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(100), ..Default::default() }))
             .map_err(|e| e.to_string())?;
         let mut cursor = first.next_cursor;
         for _ in 0..7 {
             let Some(c) = cursor else { break };
-            cursor = block(svc.home(UserId(u), &PageRequest { limit: Some(100), before: Some(c), after: None }))
+            cursor = block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(100), before: Some(c), after: None }))
                 .map_err(|e| e.to_string())?
                 .next_cursor;
         }
         if let Some(c) = cursor {
             let t = Instant::now();
-            block(svc.home(UserId(u), &PageRequest { limit: Some(20), before: Some(c), after: None }))
+            block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(20), before: Some(c), after: None }))
                 .map_err(|e| e.to_string())?;
             hdeep.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
         }
@@ -71,7 +71,7 @@ pub fn pages_of_50(b: &mut Bench) -> Result<(), String> {
     let mut h50 = hist()?;
     for &u in &sample {
         let t = Instant::now();
-        block(svc.home(UserId(u), &PageRequest { limit: Some(50), ..Default::default() }))
+        block(svc.feeds.home(UserId(u), &PageRequest { limit: Some(50), ..Default::default() }))
             .map_err(|e| e.to_string())?;
         h50.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
     }

@@ -33,10 +33,10 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     for (r, targets) in &returning {
         let ids: Vec<UserId> = targets.iter().map(|t| UserId(*t)).collect();
         for chunk in ids.chunks(1000) {
-            block(svc.follow_many(UserId(*r), chunk)).map_err(|e| e.to_string())?;
+            block(svc.graph.follow_many(UserId(*r), chunk)).map_err(|e| e.to_string())?;
         }
         let t = Instant::now();
-        let page = block(svc.home(UserId(*r), &PageRequest { limit: Some(50), ..Default::default() }))
+        let page = block(svc.feeds.home(UserId(*r), &PageRequest { limit: Some(50), ..Default::default() }))
             .map_err(|e| e.to_string())?;
         hret.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
         if page.entries.len() != 50 {

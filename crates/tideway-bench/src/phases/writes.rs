@@ -43,7 +43,7 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
             let mut body = serde_json::Map::new();
             body.insert("text".to_owned(), serde_json::Value::from(text));
             new.body = tideway_core::Body::new(&body);
-            let (item, _) = block(svc.create_item(new)).map_err(|e| e.to_string())?;
+            let (item, _) = block(svc.items.create_item(new)).map_err(|e| e.to_string())?;
             posted.push((item.item.id.0, a));
         }
         let post_s = t.elapsed().as_secs_f64();
@@ -65,7 +65,7 @@ pub fn write_item(
     posted: &mut Vec<(u64, u64)>,
 ) -> Result<tideway_core::ItemId, String> {
     let author = new.author.0;
-    let (v, created) = block(svc.create_item(new)).map_err(|e| e.to_string())?;
+    let (v, created) = block(svc.items.create_item(new)).map_err(|e| e.to_string())?;
     if created {
         posted.push((v.item.id.0, author));
     }

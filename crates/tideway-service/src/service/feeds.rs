@@ -1,24 +1,71 @@
 //! Feed pages: home (inbox above the floor, outboxes below), profile,
 //! promotions woven in, direct home insertions, inbox rebuilds.
 
-use super::{FeedService, PageSpec, page_spec};
+use super::ServiceOptions;
+use super::effects::Effects;
+use super::node::Node;
+use super::reader::ItemReader;
 use crate::error::{Result, ServiceError};
 use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PageAsks, PullSource, batch_size, walk};
-use crate::item_cache::FolloweeCopy;
+use crate::item_cache::{FolloweeCopies, FolloweeCopy, ItemCache, RecentTouches};
 use crate::view::*;
 use std::collections::HashMap;
 use std::sync::Arc;
 use tideway_core::cursor::{Cursor, CursorEncoder, FeedScope};
+use tideway_core::limits::page_limit;
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::promote::{Slot, weave};
 use tideway_core::{Item, ItemId, Key, Relation, UserId};
-use tideway_store::{InboxRead, Promotion};
+use tideway_store::{Backend, InboxRead, Promotion};
 
 /// A running promotion the viewer may see, its item, and the item's counts
 /// and marks when they were read ahead.
 pub(super) type Promoted = (Promotion, Arc<Item>, Option<Hydrated>);
 
-impl FeedService {
+/// The feeds' pages: home (inbox above the floor, outboxes below, with
+/// promotions woven in), profile, and the posting feeds (`postings.rs`);
+/// direct home insertions and inbox rebuilds. Holds the backend, the node,
+/// the item reader, the after-effects of writes, and this node's copies
+/// (item records, followee lists, recent activity marks).
+pub struct FeedsService {
+    pub(super) backend: Arc<dyn Backend>,
+    node: Arc<Node>,
+    pub(super) reader: Arc<ItemReader>,
+    effects: Arc<Effects>,
+    /// This node's copies of item records (engines a round trip away).
+    item_cache: Option<Arc<ItemCache>>,
+    /// This node's copies of followee lists (with the records' budget).
+    followee_copies: Option<Arc<FolloweeCopies>>,
+    /// Whom this node marked active lately (`touch_every_ms` > 0).
+    touches: Option<RecentTouches>,
+    /// Whether pages read ahead ([`ServiceOptions::read_ahead`]).
+    pub(super) read_ahead: bool,
+    max_len: usize,
+}
+
+impl FeedsService {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        node: Arc<Node>,
+        reader: Arc<ItemReader>,
+        effects: Arc<Effects>,
+        item_cache: Option<Arc<ItemCache>>,
+        followee_copies: Option<Arc<FolloweeCopies>>,
+        opts: &ServiceOptions,
+    ) -> Self {
+        Self {
+            backend,
+            node,
+            reader,
+            effects,
+            item_cache,
+            followee_copies,
+            touches: (opts.touch_every_ms > 0).then(|| RecentTouches::new(opts.touch_every_ms)),
+            read_ahead: opts.read_ahead,
+            max_len: opts.max_len,
+        }
+    }
+
     /// Turns walked entries into a page: positions, cursors, promotions (home
     /// only: `promos` are the promoted items the viewer may see), hydration.
     pub(super) async fn finish_page(
@@ -130,7 +177,7 @@ impl FeedService {
                 i.visible_to(Some(user), r.following) && !r.hidden(true)
             })
             .collect();
-        let hydrated = if self.opts.read_ahead && !shown.is_empty() {
+        let hydrated = if self.read_ahead && !shown.is_empty() {
             let ids: Vec<ItemId> = shown.iter().map(|(_, i)| i.id).collect();
             self.backend.hydration(&ids, Some(user)).await?.into_iter().map(Some).collect()
         } else {
@@ -194,7 +241,7 @@ impl FeedService {
             return Ok(floor);
         }
         self.backend.begin_rebuild(user).await?;
-        let n = self.opts.max_len.min(REBUILD_KEYS);
+        let n = self.max_len.min(REBUILD_KEYS);
         // Side by side: on the embedded store each may read the disk.
         let (outbox, inserts) = tokio::join!(
             self.backend.outbox_merge(f_list, KeyRange::ALL, Direction::Older, n),
@@ -217,7 +264,7 @@ impl FeedService {
         let now = self.sources_of(user).await?;
         let gained: Vec<UserId> = now.into_iter().filter(|u| f_list.binary_search(u).is_err()).collect();
         if !gained.is_empty() {
-            self.backfill(user, &gained).await?;
+            backfill_inbox(self.backend.as_ref(), user, &gained, self.max_len).await?;
         }
         // Deliveries during the rebuild may have raised it.
         Ok(self.backend.inbox_floor(user).await?.unwrap_or(floor))
@@ -275,7 +322,7 @@ impl FeedService {
         // activity mark none when this node made it lately). An older-ward
         // page's first inbox read is one of them: it carries the floor (one
         // read of the inbox, not two).
-        let first_n = batch_size(spec.limit + 1, 0, self.opts.read_ahead);
+        let first_n = batch_size(spec.limit + 1, 0, self.read_ahead);
         let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
         let inbox = async {
             match first {
@@ -338,7 +385,7 @@ impl FeedService {
             Copied::Read => None,
         };
         let asks = PageAsks::new(held, Some(self.node.clock.now()));
-        let read_ahead = self.opts.read_ahead;
+        let read_ahead = self.read_ahead;
         let cache = self.item_cache.as_deref();
         let own = own.as_deref();
         let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, own, read_ahead, asks: Some(&asks) };
@@ -373,7 +420,7 @@ impl FeedService {
             user,
             f_list: &f_list,
             own: None,
-            read_ahead: self.opts.read_ahead,
+            read_ahead: self.read_ahead,
             asks: None,
         };
         let walked = walk(&mut source, &eval, spec.limit).await?;
@@ -381,7 +428,7 @@ impl FeedService {
     }
 
     /// The entries of `home(user)` above `after` (pulled, as
-    /// [`FeedService::home_pulled`] reads them), newest first, each exactly
+    /// [`FeedsService::home_pulled`] reads them), newest first, each exactly
     /// as the first page of the home shows it now: its cursor carries its
     /// organic rank from the top (1 = the top), as a page read from the top
     /// gives it, not a rank counted from `after`. What the home stream
@@ -416,7 +463,7 @@ impl FeedService {
         let scope = FeedScope::Profile(author.0);
         let spec = page_spec(req, &scope)?;
         if let Some(v) = viewer
-            && self.blocked_between(v, author).await?
+            && self.reader.blocked_between(v, author).await?
         {
             return self.finish_page(&spec, (vec![], false), &scope, viewer, &[]).await;
         }
@@ -429,7 +476,7 @@ impl FeedService {
             cache: self.item_cache.as_deref(),
             author,
             viewer,
-            read_ahead: self.opts.read_ahead,
+            read_ahead: self.read_ahead,
         };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, viewer, &[]).await
@@ -442,8 +489,8 @@ impl FeedService {
     /// read. An item of an author `user` mutes is accepted and stays hidden
     /// from the home while the mute lasts, like the author's other items.
     pub async fn insert_home(&self, user: UserId, item: ItemId) -> Result<EntryView> {
-        let it = self.live_item(item).await?;
-        let access = self.access(user, &it).await?;
+        let it = self.reader.live_item(item).await?;
+        let access = self.reader.access(user, &it).await?;
         if !access.visible || access.blocked {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }
@@ -458,12 +505,40 @@ impl FeedService {
         } else {
             insert.await?;
         }
-        self.forget_followees(&[user]);
-        self.signal(vec![tideway_store::Signal::Home(user)]).await;
+        self.effects.forget_followees(&[user]);
+        self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         let view = self.reader.hydrate_one(it, Some(user)).await?;
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
         Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
+}
+
+/// The parsed direction and bound of a page request.
+pub(super) struct PageSpec {
+    pub(super) limit: usize,
+    pub(super) dir: Direction,
+    pub(super) cursor: Option<Key>,
+    /// The organic position (1 = top) of the cursor's entry, as the cursor
+    /// carries it: promotions are placed "after every N organic entries,
+    /// counted from the top" across pages. 0 without a cursor.
+    pub(super) index: i64,
+}
+
+/// A cursor's key and organic position.
+fn cursor_of(s: &str, scope: &FeedScope<'_>) -> Result<(Option<Key>, i64)> {
+    let c = Cursor::decode(s, scope)?;
+    Ok((Some(c.key), c.aux as i64))
+}
+
+pub(super) fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
+    let limit = page_limit(req.limit)?;
+    let (dir, (cursor, index)) = match (&req.before, &req.after) {
+        (Some(_), Some(_)) => return Err(ServiceError::invalid("before", "give before or after, not both")),
+        (Some(b), None) => (Direction::Older, cursor_of(b, scope)?),
+        (None, Some(a)) => (Direction::Newer, cursor_of(a, scope)?),
+        (None, None) => (Direction::Older, (None, 0)),
+    };
+    Ok(PageSpec { limit, dir, cursor, index })
 }
 
 /// The most keys a rebuild puts in an inbox (at most `timeline.max_len`):
@@ -474,7 +549,7 @@ impl FeedService {
 /// the top up to the cap.
 pub(crate) const REBUILD_KEYS: usize = 100;
 
-/// The page size [`FeedService::home_above`] reads with.
+/// The page size [`FeedsService::home_above`] reads with.
 const HOME_ABOVE_PAGE: usize = 100;
 
 /// `F(u)` from the users `u` follows: with `u`, by id (a page asks whether
@@ -504,4 +579,23 @@ enum Copied {
 enum FirstInbox {
     Read(Option<InboxRead>),
     Floor(Option<Key>),
+}
+
+/// Brings the recent items of newly followed authors into `user`'s inbox,
+/// if present. Runs after the follows are durable, so an item posted in
+/// between is either in the outboxes read here or delivered by its job.
+pub(super) async fn backfill_inbox(backend: &dyn Backend, user: UserId, new: &[UserId], max_len: usize) -> Result<()> {
+    let Some(floor) = backend.inbox_floor(user).await? else {
+        return Ok(());
+    };
+    let range = KeyRange { above: Some(floor), below: None };
+    let keys = backend.outbox_merge(new, range, Direction::Older, max_len).await?;
+    // Cut short at max_len keys, the backfill is complete only down to
+    // its oldest key: below that, pages pull from the outboxes.
+    let complete_above = match keys.last() {
+        Some(&oldest) if keys.len() >= max_len => oldest.saturating_sub(1),
+        _ => floor,
+    };
+    backend.merge_inbox(user, &keys, complete_above).await?;
+    Ok(())
 }

@@ -1,17 +1,43 @@
 //! The follow graph: follows (with the inbox backfill), blocks, mutes,
 //! the following and followers lists, relationships.
 
-use super::FeedService;
+use super::ServiceOptions;
+use super::effects::Effects;
+use super::node::Node;
+use super::notifications::NotificationService;
 use crate::error::{Result, ServiceError};
 use crate::view::*;
+use std::sync::Arc;
 use tideway_core::cursor::{Cursor, FeedScope};
 use tideway_core::limits::{MAX_BATCH_FOLLOW, MAX_BATCH_IDS, page_limit};
-use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::notify::Cause;
 use tideway_core::{Millis, Relation, UserId};
-use tideway_store::{FollowStatus, ListKind, Removal};
+use tideway_store::{Backend, FollowStatus, ListKind, Removal};
 
-impl FeedService {
+/// The follow graph: follows (with the inbox backfill), blocks, mutes, the
+/// follow lists, relationships. Holds the backend, the node (the clock),
+/// the notification ops follows carry and the after-effects of writes.
+pub struct GraphService {
+    backend: Arc<dyn Backend>,
+    node: Arc<Node>,
+    notifications: NotificationService,
+    effects: Arc<Effects>,
+    max_following: usize,
+    /// How many keys a follow brings into an inbox (`timeline.max_len`).
+    max_len: usize,
+}
+
+impl GraphService {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        node: Arc<Node>,
+        notifications: NotificationService,
+        effects: Arc<Effects>,
+        opts: &ServiceOptions,
+    ) -> Self {
+        Self { backend, node, notifications, effects, max_following: opts.max_following, max_len: opts.max_len }
+    }
+
     /// Follows many targets in one storage round; brings their recent items
     /// into the follower's inbox.
     pub async fn follow_many(&self, user: UserId, targets: &[UserId]) -> Result<Vec<(UserId, FollowStatus)>> {
@@ -27,9 +53,9 @@ impl FeedService {
         let causes: Vec<Cause<'_>> =
             targets.iter().map(|t| Cause::Follow { from: user, to: *t, at, stands: true }).collect();
         let notify = self.notifications.ops(&causes)?;
-        let statuses = self.backend.follow_many_notifying(user, targets, at, self.opts.max_following, &notify).await?;
-        self.forget_followees(&[user]);
-        self.signal(vec![tideway_store::Signal::Home(user)]).await;
+        let statuses = self.backend.follow_many_notifying(user, targets, at, self.max_following, &notify).await?;
+        self.effects.forget_followees(&[user]);
+        self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         // Every follow that stands is backfilled, a repeat too. The
         // backfill runs after the follow is stored: a node killed between
         // the two (`kill -9`) leaves a follow whose posts from before it
@@ -45,7 +71,7 @@ impl FeedService {
         new.sort_unstable();
         new.dedup();
         if !new.is_empty()
-            && let Err(e) = self.backfill(user, &new).await
+            && let Err(e) = super::feeds::backfill_inbox(self.backend.as_ref(), user, &new, self.max_len).await
         {
             // The follows are stored; an inbox that missed the backfill would
             // lack their items, so it goes, and the next read rebuilds it.
@@ -56,32 +82,13 @@ impl FeedService {
             tracing::warn!(user = user.0, error = %e, "follow backfill failed: dropping the inbox");
             if let Err(e) = self.backend.drop_inbox(user).await {
                 tracing::warn!(user = user.0, error = %e, "an inbox missed a backfill: the shared half is no longer trusted");
-                if let Err(e) = self.distrust_after().await {
+                if let Err(e) = self.effects.distrust_shared().await {
                     metrics::counter!("tideway_inbox_backfill_lost_total").increment(1);
                     return Err(e);
                 }
             }
         }
         Ok(targets.iter().copied().zip(statuses).collect())
-    }
-
-    /// Brings the recent items of newly followed authors into `user`'s inbox,
-    /// if present. Runs after the follows are durable, so an item posted in
-    /// between is either in the outboxes read here or delivered by its job.
-    pub(super) async fn backfill(&self, user: UserId, new: &[UserId]) -> Result<()> {
-        let Some(floor) = self.backend.inbox_floor(user).await? else {
-            return Ok(());
-        };
-        let range = KeyRange { above: Some(floor), below: None };
-        let keys = self.backend.outbox_merge(new, range, Direction::Older, self.opts.max_len).await?;
-        // Cut short at max_len keys, the backfill is complete only down to
-        // its oldest key: below that, pages pull from the outboxes.
-        let complete_above = match keys.last() {
-            Some(&oldest) if keys.len() >= self.opts.max_len => oldest.saturating_sub(1),
-            _ => floor,
-        };
-        self.backend.merge_inbox(user, &keys, complete_above).await?;
-        Ok(())
     }
 
     /// Follows one target: `Ok(since)`, or the reason it was refused.
@@ -96,7 +103,7 @@ impl FeedService {
             }
             Some(FollowStatus::Limit) | None => Err(ServiceError::LimitExceeded(format!(
                 "user {user} already follows {} users, the most allowed (graph.max_following)",
-                self.opts.max_following
+                self.max_following
             ))),
         }
     }
@@ -106,24 +113,13 @@ impl FeedService {
         let at = self.node.clock.now();
         let notify = self.notifications.ops(&[Cause::Follow { from: user, to: target, at, stands: false }])?;
         self.backend.unfollow_notifying(user, target, &notify).await?;
-        self.forget_followees(&[user]);
-        self.note_removals(&[Removal::Relation { user, other: target }]).await;
-        self.signal(vec![tideway_store::Signal::Home(user)]).await;
+        self.effects.forget_followees(&[user]);
+        self.effects.note_removals(&[Removal::Relation { user, other: target }]).await;
+        self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         Ok(())
     }
 
-    /// Forgets this node's copies of these users' followee lists and own
-    /// relations (they changed, or may have): this node's next page reads them anew without
-    /// walking first (other nodes find the version moved).
-    pub(super) fn forget_followees(&self, users: &[UserId]) {
-        if let Some(c) = &self.followee_copies {
-            for u in users {
-                c.forget(*u);
-            }
-        }
-    }
-
-    pub(super) fn check_not_self(user: UserId, target: UserId, what: &str) -> Result<()> {
+    fn check_not_self(user: UserId, target: UserId, what: &str) -> Result<()> {
         if user == target {
             return Err(ServiceError::invalid("target", format!("a user cannot {what} themselves")));
         }
@@ -134,15 +130,16 @@ impl FeedService {
         Self::check_not_self(user, target, "block")?;
         let at = self.node.write_now()?;
         self.backend.set_block(user, target, on, at).await?;
-        self.forget_followees(&[user, target]);
+        self.effects.forget_followees(&[user, target]);
         if on {
-            self.note_removals(&[
-                Removal::Relation { user, other: target },
-                Removal::Relation { user: target, other: user },
-            ])
-            .await;
+            self.effects
+                .note_removals(&[
+                    Removal::Relation { user, other: target },
+                    Removal::Relation { user: target, other: user },
+                ])
+                .await;
         }
-        self.signal(vec![tideway_store::Signal::Home(user), tideway_store::Signal::Home(target)]).await;
+        self.effects.signal(vec![tideway_store::Signal::Home(user), tideway_store::Signal::Home(target)]).await;
         if on {
             // A block removes the follows both ways: their events fall.
             self.notifications
@@ -158,11 +155,11 @@ impl FeedService {
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
         self.backend.set_mute(user, target, on, self.node.write_now()?).await?;
-        self.forget_followees(&[user]);
+        self.effects.forget_followees(&[user]);
         if on {
-            self.note_removals(&[Removal::Relation { user, other: target }]).await;
+            self.effects.note_removals(&[Removal::Relation { user, other: target }]).await;
         }
-        self.signal(vec![tideway_store::Signal::Home(user)]).await;
+        self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         self.notifications.hidden(user, target).await
     }
 

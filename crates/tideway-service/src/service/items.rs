@@ -1,23 +1,61 @@
 //! Items: create, read, patch, delete, hydration, reactions and promotions.
 
-use super::{FeedService, MAX_ID_ATTEMPTS, shared_away};
+use super::effects::Effects;
+use super::node::Node;
+use super::notifications::NotificationService;
+use super::reader::ItemReader;
+use super::{MAX_ID_ATTEMPTS, ServiceOptions, shared_away};
 use crate::error::{Result, ServiceError};
 use crate::view::*;
 use std::sync::Arc;
 use tideway_core::limits::MAX_BATCH_IDS;
 use tideway_core::notify::Cause;
 use tideway_core::{Item, ItemId, ItemKind, Millis, NewItem, Relation, UserId, Visibility};
-use tideway_store::{CreateOutcome, ItemChange, ItemCounts, Promotion, Removal, Signal, StoreError, ViewerMarks};
+use tideway_store::{
+    Backend, CreateOutcome, ItemChange, ItemCounts, Promotion, Removal, Signal, StoreError, ViewerMarks,
+};
 
-/// What [`FeedService::access`] finds between a user and an item.
-pub(super) struct Access {
-    /// The item's visibility lets the user see it.
-    pub visible: bool,
-    /// A block stands between the user and the item's author.
-    pub blocked: bool,
+/// Items and what is done to them: create (with the hot-author decision and
+/// the own-inbox delivery), read, patch, delete, reactions and promotions.
+/// Holds the backend, the node (clock and ids), the item reader, the
+/// notification ops every write carries, the after-effects of writes, and
+/// this node's recent hot-author decisions.
+pub struct ItemService {
+    backend: Arc<dyn Backend>,
+    node: Arc<Node>,
+    reader: Arc<ItemReader>,
+    notifications: NotificationService,
+    effects: Arc<Effects>,
+    /// Authors' hot decisions and when this node made them
+    /// (`hot_decision_ms` > 0).
+    hot_decisions: Option<quick_cache::sync::Cache<UserId, (bool, i64)>>,
+    hot_decision_ms: i64,
+    hot_followers: u64,
+    max_clock_skew_ms: i64,
 }
 
-impl FeedService {
+impl ItemService {
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        node: Arc<Node>,
+        reader: Arc<ItemReader>,
+        notifications: NotificationService,
+        effects: Arc<Effects>,
+        opts: &ServiceOptions,
+    ) -> Self {
+        Self {
+            backend,
+            node,
+            reader,
+            notifications,
+            effects,
+            hot_decisions: (opts.hot_decision_ms > 0).then(|| quick_cache::sync::Cache::new(1 << 16)),
+            hot_decision_ms: opts.hot_decision_ms,
+            hot_followers: opts.hot_followers,
+            max_clock_skew_ms: opts.max_clock_skew_ms,
+        }
+    }
+
     /// This node's recent decision whether `author` is hot (within
     /// `hot_decision_ms`), which spares a post the read of the author's
     /// follower count. Either decision makes correct pages (a pushed item
@@ -27,57 +65,13 @@ impl FeedService {
     fn hot_decided(&self, author: UserId) -> Option<bool> {
         let (hot, at) = self.hot_decisions.as_ref()?.get(&author)?;
         let now = self.node.clock.now().0;
-        (now >= at && now - at < self.opts.hot_decision_ms).then_some(hot)
+        (now >= at && now - at < self.hot_decision_ms).then_some(hot)
     }
 
     fn decided_hot(&self, author: UserId, hot: bool) {
         if let Some(d) = &self.hot_decisions {
             d.insert(author, (hot, self.node.clock.now().0));
         }
-    }
-
-    pub(super) async fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
-        match self.reader.load_item(id).await? {
-            Some(i) if !i.deleted => Ok(i),
-            _ => Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted"))),
-        }
-    }
-
-    pub(super) async fn relation(&self, user: UserId, other: UserId) -> Result<Relation> {
-        if user == other {
-            return Ok(Relation::default());
-        }
-        Ok(self.backend.relations(user, &[other]).await?.pop().unwrap_or_default())
-    }
-
-    /// Whether a block stands between `user` and `other` (either way), read
-    /// from `other`'s side: their own blocks and blockers. Many users acting
-    /// on one author's items then read the same rows, which a lazy store
-    /// loads once, where each user's own side would load every user's.
-    pub(super) async fn blocked_between(&self, user: UserId, other: UserId) -> Result<bool> {
-        if user == other {
-            return Ok(false);
-        }
-        let rel = self.backend.relations_unfollowed(other, &[user]).await?.pop().unwrap_or_default();
-        Ok(rel.blocked_either_way())
-    }
-
-    /// Whether `user` may see `item`, and whether a block separates them
-    /// from its author. Only a followers-only item that does not name
-    /// `user` needs their follow, read from their side; everything else is
-    /// read from the author's ([`Self::blocked_between`]).
-    pub(super) async fn access(&self, user: UserId, item: &Item) -> Result<Access> {
-        if item.visibility == Visibility::Followers && user != item.author && !item.mentions_user(user) {
-            let rel = self.relation(user, item.author).await?;
-            return Ok(Access {
-                visible: item.visible_to(Some(user), rel.following),
-                blocked: rel.blocked_either_way(),
-            });
-        }
-        Ok(Access {
-            visible: item.visible_to(Some(user), false),
-            blocked: self.blocked_between(user, item.author).await?,
-        })
     }
 
     /// Creates an item. Returns the item and whether it was new (false: an
@@ -88,9 +82,9 @@ impl FeedService {
         let mut reply_to_author = None;
         let mut original_author = None;
         if let Some(target) = new.repost_of {
-            let mut original = self.live_item(target).await?;
+            let mut original = self.reader.live_item(target).await?;
             if let Some(inner) = original.repost_of {
-                original = self.live_item(inner).await?; // a repost of a repost reposts the original
+                original = self.reader.live_item(inner).await?; // a repost of a repost reposts the original
             }
             if original.visibility != Visibility::Public {
                 return Err(ServiceError::Forbidden(format!(
@@ -98,7 +92,7 @@ impl FeedService {
                     original.id
                 )));
             }
-            if self.blocked_between(author, original.author).await? {
+            if self.reader.blocked_between(author, original.author).await? {
                 return Err(ServiceError::Forbidden(format!(
                     "a block separates user {author} from the author of item {}",
                     original.id
@@ -108,8 +102,8 @@ impl FeedService {
             original_author = Some(original.author);
         }
         if let Some(parent_id) = new.reply_to {
-            let parent = self.live_item(parent_id).await?;
-            let access = self.access(author, &parent).await?;
+            let parent = self.reader.live_item(parent_id).await?;
+            let access = self.reader.access(author, &parent).await?;
             if access.blocked {
                 return Err(ServiceError::Forbidden(format!(
                     "a block separates user {author} from the author of item {parent_id}"
@@ -125,13 +119,13 @@ impl FeedService {
             // Imports are of the past. A time a little ahead (the app's clock
             // runs fast) is taken as now; further ahead would sit above every
             // newer item and hide new posts from pollers.
-            if t.0 > now.0.saturating_add(self.opts.max_clock_skew_ms) {
+            if t.0 > now.0.saturating_add(self.max_clock_skew_ms) {
                 return Err(ServiceError::invalid(
                     "created_at",
                     format!(
                         "{t} is ahead of the server clock ({now}) by more than items.max_clock_skew ({} ms); \
                          created_at is for importing the past",
-                        self.opts.max_clock_skew_ms
+                        self.max_clock_skew_ms
                     ),
                 ));
             }
@@ -180,7 +174,7 @@ impl FeedService {
                 Some(hot) => (hot, own_inbox.await),
                 None => {
                     let (counts, delivered) = tokio::join!(self.backend.counts(author), own_inbox);
-                    let hot = !card && counts?.followers >= self.opts.hot_followers;
+                    let hot = !card && counts?.followers >= self.hot_followers;
                     hot_known = Some(hot);
                     if !card {
                         self.decided_hot(author, hot);
@@ -237,7 +231,7 @@ impl FeedService {
                     tracing::warn!(user = author.0, error = %e, "own-inbox delivery after the store failed: dropping the inbox");
                     if let Err(e) = self.backend.drop_inbox(author).await {
                         tracing::warn!(user = author.0, error = %e, "an inbox missed its own post: the shared half is no longer trusted");
-                        if let Err(e) = self.distrust_after().await {
+                        if let Err(e) = self.effects.distrust_shared().await {
                             // (the post is stored: answered, as a retry would post it again)
                             tracing::error!(user = author.0, error = %e, "the shared half missed a post and could not be distrusted");
                             metrics::counter!("tideway_shared_misses_unrecorded_total").increment(1);
@@ -256,7 +250,7 @@ impl FeedService {
                 if !card && !hot {
                     signals.push(Signal::Work);
                 }
-                self.signal(signals).await;
+                self.effects.signal(signals).await;
                 if hot {
                     metrics::counter!("tideway_items_pulled_total").increment(1);
                 }
@@ -279,34 +273,8 @@ impl FeedService {
         }
     }
 
-    /// Tells every node (the hub is shared): the fan-out workers (`Work`),
-    /// home streams (`Author`, `Home`). With `background_signals` the
-    /// signals go out on their own task (on a remote hub it is a round trip
-    /// the answer need not wait for), merged with others sent meanwhile
-    /// (`signals.rs`). A lost signal only waits for a poll.
-    pub(crate) async fn signal(&self, signals: Vec<Signal>) {
-        async fn publish(backend: &dyn tideway_store::Backend, signals: &[Signal]) {
-            if let Err(e) = backend.publish(signals).await {
-                tracing::debug!(error = %e, "could not send signals; workers and streams poll");
-            }
-        }
-        if self.opts.background_signals {
-            self.signals.send(&self.backend, signals);
-        } else {
-            publish(self.backend.as_ref(), &signals).await;
-        }
-    }
-
-    /// Forgets this node's copy of an item that changed (other nodes forget
-    /// theirs at the `Item` signal; pages check every copy either way).
-    fn forget_copy(&self, id: ItemId) {
-        if let Some(c) = &self.item_cache {
-            c.forget(id);
-        }
-    }
-
     /// Checks that `actor` (when a user token acts) is the author.
-    pub(super) fn check_author(item: &Item, actor: Option<UserId>) -> Result<()> {
+    fn check_author(item: &Item, actor: Option<UserId>) -> Result<()> {
         match actor {
             Some(a) if a != item.author => Err(ServiceError::Forbidden(format!(
                 "only the author (user {}) may change item {}",
@@ -321,9 +289,9 @@ impl FeedService {
     /// viewer (the app's server key reading on its own behalf) every
     /// non-deleted item is returned, whatever its visibility.
     pub async fn get_item(&self, id: ItemId, viewer: Option<UserId>) -> Result<ItemView> {
-        let item = self.live_item(id).await?;
+        let item = self.reader.live_item(id).await?;
         if let Some(v) = viewer {
-            let access = self.access(v, &item).await?;
+            let access = self.reader.access(v, &item).await?;
             if !access.visible || access.blocked {
                 return Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted")));
             }
@@ -365,7 +333,7 @@ impl FeedService {
         visibility: Option<Visibility>,
         actor: Option<UserId>,
     ) -> Result<ItemView> {
-        let item = self.live_item(id).await?;
+        let item = self.reader.live_item(id).await?;
         Self::check_author(&item, actor)?;
         if let Some(b) = &body {
             tideway_core::item::check_body(b)?;
@@ -380,10 +348,10 @@ impl FeedService {
             .ok_or_else(|| ServiceError::NotFound(format!("item {id} does not exist or was deleted")))?;
         if visibility.is_some() {
             let original = updated.repost_of.unwrap_or(updated.id);
-            self.note_removals(&[Removal::Item { author: updated.author, item: original, key: None }]).await;
+            self.effects.note_removals(&[Removal::Item { author: updated.author, item: original, key: None }]).await;
         }
-        self.forget_copy(id);
-        self.signal(vec![Signal::Gone(updated.author), Signal::Item(id)]).await;
+        self.effects.forget_item(id);
+        self.effects.signal(vec![Signal::Gone(updated.author), Signal::Item(id)]).await;
         self.reader.hydrate_one(updated, actor).await
     }
 
@@ -402,9 +370,11 @@ impl FeedService {
             let notify = self.notifications.ops(&[cause])?;
             self.backend.update_item_notifying(id, &ItemChange::Delete, &notify).await?;
             let original = item.repost_of.unwrap_or(item.id);
-            self.note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }]).await;
-            self.forget_copy(id);
-            self.signal(vec![Signal::Gone(item.author), Signal::Item(id)]).await;
+            self.effects
+                .note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }])
+                .await;
+            self.effects.forget_item(id);
+            self.effects.signal(vec![Signal::Gone(item.author), Signal::Item(id)]).await;
         }
         Ok(())
     }
@@ -431,7 +401,7 @@ impl FeedService {
         if ends_at <= starts_at {
             return Err(ServiceError::invalid("ends_at", "must be after starts_at"));
         }
-        self.live_item(item).await?;
+        self.reader.live_item(item).await?;
         let p = Promotion { id: self.node.ids.next(self.node.write_now()?)?, item, every, starts_at, ends_at };
         self.backend.create_promotion(p.clone()).await?;
         Ok(p)
@@ -450,8 +420,8 @@ impl FeedService {
                 format!("{kind:?} must match [a-z][a-z0-9_]{{0,31}} (like, or an app kind)"),
             ));
         }
-        let it = self.live_item(item).await?;
-        let access = self.access(user, &it).await?;
+        let it = self.reader.live_item(item).await?;
+        let access = self.reader.access(user, &it).await?;
         if !access.visible {
             return Err(ServiceError::NotFound(format!("item {item} does not exist or was deleted")));
         }

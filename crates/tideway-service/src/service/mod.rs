@@ -1,16 +1,26 @@
-//! [`FeedService`]: one method per API operation, over a storage backend,
-//! one room per concern:
-//! * `items.rs`: items, hydration, reactions, promotions;
-//! * `feeds.rs`: home and profile pages, home insertions, inbox rebuilds;
-//! * `postings.rs`: the mention, tag and object feeds;
-//! * `notifications.rs`: notification groups, their marks, and the ops
-//!   every other write sends them;
-//! * `graph.rs`: follows, blocks, mutes, lists, relationships;
-//! * `ops.rs`: users, stats, health, the inactive sweep, snapshot state.
+//! [`FeedService`]: the services of one node, one per concern, composed
+//! here; each holds only what it uses:
+//! * `items.rs`: [`items::ItemService`], items, reactions, promotions;
+//! * `graph.rs`: [`graph::GraphService`], follows, blocks, mutes, lists,
+//!   relationships;
+//! * `notifications.rs`: [`notifications::NotificationService`], groups,
+//!   their marks, and the ops every other write sends them;
+//! * `live.rs`: [`live::LiveService`], the live feed;
+//! * `node.rs`: [`node::Node`], the clock, ids and standing;
+//! * `reader.rs`: [`reader::ItemReader`], items read and hydrated, access;
+//! * `effects.rs`: what a write does once stored (signals, copies
+//!   forgotten, removal notes, distrust of the shared half);
+//! * `feeds.rs` and `postings.rs`: [`feeds::FeedsService`], home and
+//!   profile pages, the mention, tag and object feeds, home insertions,
+//!   inbox rebuilds;
+//! * `stream.rs`: [`stream::StreamService`], the home stream;
+//! * on `FeedService` itself, `ops.rs`: users, stats, health, the inactive
+//!   sweep, snapshot state.
 
-mod feeds;
-mod graph;
-mod items;
+mod effects;
+pub mod feeds;
+pub mod graph;
+pub mod items;
 pub mod live;
 pub mod node;
 pub mod notifications;
@@ -22,15 +32,10 @@ pub mod stream;
 
 use crate::clock::Clock;
 use crate::config::{BackendKind, Config};
-use crate::error::{Result, ServiceError};
-use crate::view::*;
+use crate::error::Result;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use tideway_core::Key;
-use tideway_core::cursor::{Cursor, FeedScope};
-use tideway_core::limits::page_limit;
-use tideway_core::merge::Direction;
 use tideway_store::{Backend, Profile};
 
 /// Ids tried for one new item before giving up (a collision only happens
@@ -139,29 +144,25 @@ pub struct FeedService {
     pub(crate) delivered_total: AtomicU64,
     /// Deliveries per wall-clock second, the last 16 seconds (second, count).
     pub(crate) delivery_rate: Mutex<[(u64, u64); 16]>,
-    /// This node's open home streams, woken by the hub (listening from the
-    /// first stream on).
-    pub(crate) wakes: Arc<crate::wakes::Wakes>,
-    pub(crate) wakes_listening: std::sync::atomic::AtomicBool,
     /// What the engine probes last found ([`crate::health`]).
     pub(crate) health: crate::health::Health,
     /// This node's copies of item records (engines a round trip away).
     pub(crate) item_cache: Option<Arc<crate::item_cache::ItemCache>>,
-    /// This node's copies of followee lists (with the records' budget).
-    pub(crate) followee_copies: Option<crate::item_cache::FolloweeCopies>,
-    /// Whom this node marked active lately (`touch_every_ms` > 0).
-    pub(crate) touches: Option<crate::item_cache::RecentTouches>,
-    /// Authors' hot decisions and when this node made them
-    /// (`hot_decision_ms` > 0).
-    pub(crate) hot_decisions: Option<quick_cache::sync::Cache<tideway_core::UserId, (bool, i64)>>,
-    /// Signals waiting to be sent in the background, merged.
-    pub(crate) signals: Arc<crate::signals::SignalOutbox>,
-    /// Items and what a page shows beside them, read.
-    pub(crate) reader: Arc<reader::ItemReader>,
+    /// What writes do once stored: signals, forgetting copies, removal
+    /// notes, distrust of the shared half.
+    pub(crate) effects: Arc<effects::Effects>,
     /// Notifications (SPEC section 2).
     pub notifications: notifications::NotificationService,
     /// The live feed (SPEC section 5).
     pub live: live::LiveService,
+    /// Home, profile, mention, tag and object pages; home insertions.
+    pub feeds: Arc<feeds::FeedsService>,
+    /// The home stream.
+    pub stream: Arc<stream::StreamService>,
+    /// Items, reactions, promotions.
+    pub items: items::ItemService,
+    /// Follows, blocks, mutes, lists, relationships.
+    pub graph: graph::GraphService,
 }
 
 /// Whether a call to the shared half failed because it is away (`true`: the
@@ -175,67 +176,58 @@ fn shared_away(r: tideway_store::Result<()>) -> Result<bool> {
 }
 
 impl FeedService {
-    /// After a durable write that the shared half missed (an inbox that
-    /// could be neither told nor dropped): no node trusts the shared half
-    /// from the answer on. Fails when the durable half cannot record it.
-    async fn distrust_after(&self) -> Result<()> {
-        let d = self.backend.distrust_shared().await?;
-        d.wait().await;
-        Ok(())
-    }
-}
-
-/// The parsed direction and bound of a page request.
-struct PageSpec {
-    pub(super) limit: usize,
-    pub(super) dir: Direction,
-    pub(super) cursor: Option<Key>,
-    /// The organic position (1 = top) of the cursor's entry, as the cursor
-    /// carries it: promotions are placed "after every N organic entries,
-    /// counted from the top" across pages. 0 without a cursor.
-    pub(super) index: i64,
-}
-
-/// A cursor's key and organic position.
-fn cursor_of(s: &str, scope: &FeedScope<'_>) -> Result<(Option<Key>, i64)> {
-    let c = Cursor::decode(s, scope)?;
-    Ok((Some(c.key), c.aux as i64))
-}
-
-fn page_spec(req: &PageRequest, scope: &FeedScope<'_>) -> Result<PageSpec> {
-    let limit = page_limit(req.limit)?;
-    let (dir, (cursor, index)) = match (&req.before, &req.after) {
-        (Some(_), Some(_)) => return Err(ServiceError::invalid("before", "give before or after, not both")),
-        (Some(b), None) => (Direction::Older, cursor_of(b, scope)?),
-        (None, Some(a)) => (Direction::Newer, cursor_of(a, scope)?),
-        (None, None) => (Direction::Older, (None, 0)),
-    };
-    Ok(PageSpec { limit, dir, cursor, index })
-}
-
-impl FeedService {
     pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
         let node = Arc::new(node::Node::new(clock, opts.node_id, opts.max_clock_offset_ms)?);
         let reader = Arc::new(reader::ItemReader::new(backend.clone()));
         let max_key = backend.stats().await?.max_key;
+        let item_cache = (opts.item_cache_bytes > 0)
+            .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes / 4 * 3)));
+        let followee_copies = (opts.item_cache_bytes > 0)
+            .then(|| Arc::new(crate::item_cache::FolloweeCopies::new(opts.item_cache_bytes / 4)));
+        let effects = Arc::new(effects::Effects::new(
+            backend.clone(),
+            node.clone(),
+            &opts,
+            item_cache.clone(),
+            followee_copies.clone(),
+        ));
+        let notifications = notifications::NotificationService::new(backend.clone(), node.clone(), reader.clone());
+        let feeds = Arc::new(feeds::FeedsService::new(
+            backend.clone(),
+            node.clone(),
+            reader.clone(),
+            effects.clone(),
+            item_cache.clone(),
+            followee_copies,
+            &opts,
+        ));
         let svc = Self {
             backend: backend.clone(),
             node: node.clone(),
             delivered_total: AtomicU64::new(0),
             delivery_rate: Mutex::new([(0, 0); 16]),
-            wakes: Arc::default(),
-            wakes_listening: std::sync::atomic::AtomicBool::new(false),
             health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
-            item_cache: (opts.item_cache_bytes > 0)
-                .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes / 4 * 3))),
-            followee_copies: (opts.item_cache_bytes > 0)
-                .then(|| crate::item_cache::FolloweeCopies::new(opts.item_cache_bytes / 4)),
-            touches: (opts.touch_every_ms > 0).then(|| crate::item_cache::RecentTouches::new(opts.touch_every_ms)),
-            hot_decisions: (opts.hot_decision_ms > 0).then(|| quick_cache::sync::Cache::new(1 << 16)),
-            signals: Arc::default(),
+            item_cache,
+            stream: Arc::new(stream::StreamService::new(backend.clone(), node.clone(), feeds.clone(), &opts)),
+            feeds,
             live: live::LiveService::new(backend.clone(), node.clone(), opts.snapshot_ttl_ms),
-            notifications: notifications::NotificationService::new(backend.clone(), node.clone(), reader.clone()),
-            reader,
+            items: items::ItemService::new(
+                backend.clone(),
+                node.clone(),
+                reader.clone(),
+                notifications.clone(),
+                effects.clone(),
+                &opts,
+            ),
+            graph: graph::GraphService::new(
+                backend.clone(),
+                node.clone(),
+                notifications.clone(),
+                effects.clone(),
+                &opts,
+            ),
+            notifications,
+            effects,
             opts,
         };
         if let Some(cache) = &svc.item_cache {

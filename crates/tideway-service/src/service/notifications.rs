@@ -44,7 +44,9 @@ pub struct Backfilled {
 
 /// Notifications: the ops each cause carries, pages, marks, the backfill.
 /// Holds the backend, the node (ids for the groups it opens) and the item
-/// reader (a page's items), nothing else.
+/// reader (a page's items), nothing else; cheap to clone (the item and
+/// graph services hold one for the ops their writes carry).
+#[derive(Clone)]
 pub struct NotificationService {
     backend: Arc<dyn Backend>,
     node: Arc<Node>,

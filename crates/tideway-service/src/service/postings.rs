@@ -1,20 +1,20 @@
 //! The mention, tag and object feeds (SPEC section 2): pages of postings,
 //! each item re-checked as it is now (`PostingFeed::shows`).
 
-use super::{FeedService, page_spec};
+use super::feeds::{FeedsService, page_spec};
 use crate::error::Result;
 use crate::feed::{Evaluator, PostingSource, walk};
 use crate::view::{Page, PageRequest};
 use tideway_core::{PostingFeed, UserId};
 
-impl FeedService {
+impl FeedsService {
     /// A page of `feed` seen by `viewer` (for mentions: the user mentioned).
     async fn posting_page(&self, feed: &PostingFeed, viewer: Option<UserId>, req: &PageRequest) -> Result<Page> {
         let scope = feed.scope();
         let spec = page_spec(req, &scope)?;
         let backend = self.backend.as_ref();
         let mut source = PostingSource { backend, feed: feed.id(), dir: spec.dir, bound: spec.cursor };
-        let eval = Evaluator::Postings { backend, feed, viewer, read_ahead: self.opts.read_ahead };
+        let eval = Evaluator::Postings { backend, feed, viewer, read_ahead: self.read_ahead };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, viewer, &[]).await
     }

@@ -5,10 +5,19 @@
 use crate::error::{Result, ServiceError};
 use crate::view::ItemView;
 use std::sync::Arc;
-use tideway_core::{Item, ItemId, Key, UserId};
+use tideway_core::{Item, ItemId, Key, Relation, UserId, Visibility};
 use tideway_store::Backend;
 
-/// Reads items and hydrates them; holds only the backend.
+/// What [`ItemReader::access`] finds between a user and an item.
+pub(crate) struct Access {
+    /// The item's visibility lets the user see it.
+    pub visible: bool,
+    /// A block stands between the user and the item's author.
+    pub blocked: bool,
+}
+
+/// Reads items and hydrates them, and decides who may see one; holds only
+/// the backend.
 pub struct ItemReader {
     backend: Arc<dyn Backend>,
 }
@@ -16,6 +25,51 @@ pub struct ItemReader {
 impl ItemReader {
     pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
         Self { backend }
+    }
+
+    /// The item `id`, or 404 when it is unknown or deleted.
+    pub(crate) async fn live_item(&self, id: ItemId) -> Result<Arc<Item>> {
+        match self.load_item(id).await? {
+            Some(i) if !i.deleted => Ok(i),
+            _ => Err(ServiceError::NotFound(format!("item {id} does not exist or was deleted"))),
+        }
+    }
+
+    pub(crate) async fn relation(&self, user: UserId, other: UserId) -> Result<Relation> {
+        if user == other {
+            return Ok(Relation::default());
+        }
+        Ok(self.backend.relations(user, &[other]).await?.pop().unwrap_or_default())
+    }
+
+    /// Whether a block stands between `user` and `other` (either way), read
+    /// from `other`'s side: their own blocks and blockers. Many users acting
+    /// on one author's items then read the same rows, which a lazy store
+    /// loads once, where each user's own side would load every user's.
+    pub(crate) async fn blocked_between(&self, user: UserId, other: UserId) -> Result<bool> {
+        if user == other {
+            return Ok(false);
+        }
+        let rel = self.backend.relations_unfollowed(other, &[user]).await?.pop().unwrap_or_default();
+        Ok(rel.blocked_either_way())
+    }
+
+    /// Whether `user` may see `item`, and whether a block separates them
+    /// from its author. Only a followers-only item that does not name
+    /// `user` needs their follow, read from their side; everything else is
+    /// read from the author's ([`Self::blocked_between`]).
+    pub(crate) async fn access(&self, user: UserId, item: &Item) -> Result<Access> {
+        if item.visibility == Visibility::Followers && user != item.author && !item.mentions_user(user) {
+            let rel = self.relation(user, item.author).await?;
+            return Ok(Access {
+                visible: item.visible_to(Some(user), rel.following),
+                blocked: rel.blocked_either_way(),
+            });
+        }
+        Ok(Access {
+            visible: item.visible_to(Some(user), false),
+            blocked: self.blocked_between(user, item.author).await?,
+        })
     }
 
     pub(crate) async fn load_item(&self, id: ItemId) -> Result<Option<Arc<Item>>> {

@@ -8,7 +8,7 @@
 //!   fan-out lag, hot authors' items alike), and sends them oldest first,
 //!   each once `settle_ms` has passed since its time (a write that took an
 //!   older id may still be landing). Each is the entry exactly as the first
-//!   page of the home shows it ([`FeedService::home_above`]): its cursor,
+//!   page of the home shows it ([`FeedsService::home_above`]): its cursor,
 //!   the event's id, carries its rank from the top. A step that finds
 //!   nothing costs one page read.
 //! - **Deletes while connected**: a stream holds the last [`HELD`] entries
@@ -30,18 +30,27 @@
 //!   names as sent; then the entries after the position. Any other id is a
 //!   `reset` (the client reloads the first page and reads on from the top).
 
-use super::FeedService;
+use super::ServiceOptions;
+use super::feeds::FeedsService;
+use super::node::Node;
 use crate::error::{Result, ServiceError};
 use crate::view::{EntryView, PageRequest, Reason};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use tideway_core::cursor::{Cursor, FeedScope, StreamMark};
 use tideway_core::ids::{key_floor_of, key_time};
 use tideway_core::merge::{Direction, KeyRange};
 use tideway_core::{ItemId, Millis, UserId};
-use tideway_store::{Record, Removal};
+use tideway_store::Backend;
+use tideway_store::Record;
 
 /// Entries a stream keeps to tell when they leave (a page's worth).
 pub const HELD: usize = 100;
+
+/// How often an open stream with no wake-up reads its home, checking what
+/// it sent too: a lost signal delays an event at most this long. (HTTP
+/// sends its keep-alive comment at the same interval.)
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// One event of a home stream.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,21 +93,100 @@ impl HomeStream {
     }
 }
 
-impl FeedService {
-    /// Notes, for streams that resume later, what may have made entries
-    /// leave homes now. Best effort: a note lost with the shared half lets
-    /// a resume miss a delete (logged and counted).
-    pub(crate) async fn note_removals(&self, notes: &[Removal]) {
-        if let Err(e) = self.backend.note_removals(notes, self.node.now(), self.opts.replay_window_ms).await {
-            tracing::warn!(error = %e, "could not note a removal for resuming home streams");
-            metrics::counter!("tideway_stream_removals_lost_total").increment(1);
+/// The home stream: opening (resume or reset) and its steps. Holds the
+/// backend, the node, the feeds (what it sends is the home as a page shows
+/// it) and this node's open streams.
+pub struct StreamService {
+    backend: Arc<dyn Backend>,
+    node: Arc<Node>,
+    feeds: Arc<FeedsService>,
+    /// This node's open home streams, woken by the hub (listening from the
+    /// first stream on).
+    wakes: Arc<crate::wakes::Wakes>,
+    wakes_listening: std::sync::atomic::AtomicBool,
+    /// How long a stream waits before it sends an entry
+    /// ([`ServiceOptions::settle_ms`]).
+    settle_ms: i64,
+    /// How old an event id a stream resumes from (`stream.replay_window`).
+    replay_window_ms: i64,
+}
+
+/// An open home stream: the events it missed first, then those its home
+/// gives as they come. It owns the waiting (a wake-up from the hub, the
+/// settle time of an entry not yet due, or the heartbeat), the
+/// re-registration when whom the user follows changed, and the steps; its
+/// edge only writes each event out.
+pub struct EventStream {
+    svc: Arc<StreamService>,
+    home: HomeStream,
+    reg: crate::wakes::Registration,
+    pending: VecDeque<StreamEvent>,
+}
+
+impl EventStream {
+    /// The next event, waited for as long as it takes; `None` when the
+    /// home can no longer be read (the stream ends, and the client resumes
+    /// from the last id it received).
+    pub async fn next(&mut self) -> Option<StreamEvent> {
+        use std::sync::atomic::Ordering::AcqRel;
+        loop {
+            if let Some(e) = self.pending.pop_front() {
+                return Some(e);
+            }
+            let wait = self.home.wake_in.map_or(HEARTBEAT, |w| w.min(HEARTBEAT));
+            // A heartbeat with no wake checks everything (a lost signal).
+            let woken = tokio::time::timeout(wait, self.reg.waker.notify.notified()).await.is_ok();
+            let check_sent = self.reg.waker.check_sent.swap(false, AcqRel) || (!woken && wait == HEARTBEAT);
+            if self.reg.waker.graph_changed.swap(false, AcqRel) {
+                match self.svc.register_stream(self.home.user).await {
+                    Ok(r) => self.reg = r,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "home stream: whom the user follows could not be read");
+                        return None;
+                    }
+                }
+            }
+            match self.svc.stream_step(&mut self.home, check_sent).await {
+                Ok(events) => self.pending.extend(events),
+                Err(e) => {
+                    tracing::debug!(error = %e, "home stream: the home could not be read; ending the stream");
+                    return None;
+                }
+            }
+        }
+    }
+}
+
+impl StreamService {
+    /// Opens `user`'s stream after `last_event_id` (or at the top of the
+    /// home now), registered with this node's wake-ups.
+    pub async fn open(self: &Arc<Self>, user: UserId, last_event_id: Option<&str>) -> Result<EventStream> {
+        let (home, first) = self.open_stream(user, last_event_id).await?;
+        let reg = self.register_stream(user).await?;
+        Ok(EventStream { svc: self.clone(), home, reg, pending: first.into() })
+    }
+
+    pub(crate) fn new(
+        backend: Arc<dyn Backend>,
+        node: Arc<Node>,
+        feeds: Arc<FeedsService>,
+        opts: &ServiceOptions,
+    ) -> Self {
+        Self {
+            backend,
+            node,
+            feeds,
+            wakes: Arc::default(),
+            wakes_listening: std::sync::atomic::AtomicBool::new(false),
+            settle_ms: opts.settle_ms,
+            replay_window_ms: opts.replay_window_ms,
         }
     }
 
     /// Indexes a stream of `user` among this node's, by whom they follow:
     /// the signals that concern it wake it (the node starts listening to
     /// the hub with its first stream).
-    pub async fn register_stream(&self, user: UserId) -> Result<crate::wakes::Registration> {
+    pub(crate) async fn register_stream(&self, user: UserId) -> Result<crate::wakes::Registration> {
         if !self.wakes_listening.swap(true, std::sync::atomic::Ordering::AcqRel) {
             self.wakes.spawn_listener(self.backend.clone());
         }
@@ -147,7 +235,7 @@ impl FeedService {
     }
 
     fn forget_recent(&self, s: &mut HomeStream) {
-        let keep_from = s.since.saturating_sub(self.opts.settle_ms);
+        let keep_from = s.since.saturating_sub(self.settle_ms);
         while s.recent.front().is_some_and(|(_, at)| *at < keep_from) || s.recent.len() > StreamMark::MAX_ITEMS {
             s.recent.pop_front();
         }
@@ -173,13 +261,13 @@ impl FeedService {
     /// first when the id cannot be resumed). Either way the stream holds
     /// the page's worth of entries the client holds below its position, to
     /// tell when they leave.
-    pub async fn open_stream(
+    pub(crate) async fn open_stream(
         &self,
         user: UserId,
         last_event_id: Option<&str>,
     ) -> Result<(HomeStream, Vec<StreamEvent>)> {
         let now = self.node.now();
-        let window = self.opts.replay_window_ms;
+        let window = self.replay_window_ms;
         let reset = match last_event_id {
             None => None,
             Some(id) => match Self::resume_point(user, id) {
@@ -209,7 +297,7 @@ impl FeedService {
         // At the top now: the newest entry's cursor, or (an empty home) a
         // position just before this moment.
         let read_at = self.node.now().0;
-        let top = self.home_pulled(user, &PageRequest { limit: Some(HELD), ..PageRequest::default() }).await?;
+        let top = self.feeds.home_pulled(user, &PageRequest { limit: Some(HELD), ..PageRequest::default() }).await?;
         let position = match top.entries.iter().find(|e| e.reason != Reason::Promoted) {
             Some(e) => e.cursor.clone(),
             None => Cursor::new(key_floor_of(now).saturating_sub(1)).encode(&FeedScope::Home(user.0)),
@@ -221,7 +309,7 @@ impl FeedService {
             position_key,
             held: VecDeque::new(),
             floor: position.clone(),
-            since: read_at.saturating_sub(self.opts.settle_ms),
+            since: read_at.saturating_sub(self.settle_ms),
             recent: VecDeque::new(),
             wake_in: None,
         };
@@ -251,10 +339,10 @@ impl FeedService {
         let scope = FeedScope::Home(s.user.0);
         let at_or_below = Cursor::new(s.position_key.saturating_add(1)).encode(&scope);
         let req = PageRequest { limit: Some(HELD), before: Some(at_or_below), ..PageRequest::default() };
-        let page = self.home_pulled(s.user, &req).await?;
+        let page = self.feeds.home_pulled(s.user, &req).await?;
         Self::hold(s, &page.entries);
         let id_since = s.since;
-        s.since = s.since.max(read_at.saturating_sub(self.opts.settle_ms));
+        s.since = s.since.max(read_at.saturating_sub(self.settle_ms));
         if removed.is_empty() {
             self.forget_recent(s);
             return Ok(Vec::new());
@@ -298,7 +386,7 @@ impl FeedService {
     /// What changed at the top of the stream's home since its last step;
     /// with `check_sent`, whether what it sent is still there too (after a
     /// delete, a patch, a change of the graph, or at a heartbeat).
-    pub async fn stream_step(&self, s: &mut HomeStream, check_sent: bool) -> Result<Vec<StreamEvent>> {
+    pub(crate) async fn stream_step(&self, s: &mut HomeStream, check_sent: bool) -> Result<Vec<StreamEvent>> {
         let mut out = Vec::new();
         // Entries that left or moved, among those held. A delete's id tells
         // the removals before the last check (this one's are being told).
@@ -308,7 +396,7 @@ impl FeedService {
             let mut judged_all = true;
             if !s.held.is_empty() {
                 let req = PageRequest { limit: Some(HELD), after: Some(s.floor.clone()), ..PageRequest::default() };
-                let page = self.home_pulled(s.user, &req).await?;
+                let page = self.feeds.home_pulled(s.user, &req).await?;
                 let now: Vec<(ItemId, u64)> = page
                     .entries
                     .iter()
@@ -340,7 +428,7 @@ impl FeedService {
             // Every removal noted before this read (less the margin for
             // clocks and notes' writes) is told now, for every entry held.
             if judged_all {
-                s.since = s.since.max(read_at.saturating_sub(self.opts.settle_ms));
+                s.since = s.since.max(read_at.saturating_sub(self.settle_ms));
                 self.forget_recent(s);
             }
         }
@@ -348,9 +436,14 @@ impl FeedService {
         // took an older id may still be landing: sending a newer entry first
         // would pass it over), each as the first page of the home shows it.
         s.wake_in = None;
-        let settled_before = self.node.now().0.saturating_sub(self.opts.settle_ms);
-        let fresh: Vec<EntryView> =
-            self.home_above(s.user, &s.position).await?.into_iter().filter(|e| e.reason != Reason::Promoted).collect();
+        let settled_before = self.node.now().0.saturating_sub(self.settle_ms);
+        let fresh: Vec<EntryView> = self
+            .feeds
+            .home_above(s.user, &s.position)
+            .await?
+            .into_iter()
+            .filter(|e| e.reason != Reason::Promoted)
+            .collect();
         for e in fresh.into_iter().rev() {
             let Some(key) = Self::home_key(s.user, &e.cursor) else {
                 return Err(ServiceError::Store(tideway_store::StoreError::corrupt("a home entry's cursor")));
@@ -360,7 +453,7 @@ impl FeedService {
             }
             let at = key_time(key).0;
             if at > settled_before {
-                let wait = (at - settled_before).clamp(1, self.opts.settle_ms.max(1));
+                let wait = (at - settled_before).clamp(1, self.settle_ms.max(1));
                 s.wake_in = Some(std::time::Duration::from_millis(wait as u64));
                 break;
             }

@@ -241,7 +241,7 @@ async fn a_million_follower_delivery_survives_kill_9() {
         let svc = tideway_service::FeedService::new(backend, opts, std::sync::Arc::new(tideway_service::SystemClock))
             .await
             .expect("service");
-        let (v, _) = svc.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
+        let (v, _) = svc.items.create_item(NewItem::new(UserId(1), ItemKind::Post)).await.expect("post");
         v.item.id.0.to_string()
     };
     // Deliver in chunks of 100 (10,000 durable steps), and kill -9 midway.

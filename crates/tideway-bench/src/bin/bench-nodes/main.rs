@@ -123,11 +123,11 @@ where
         let mut t = targets;
         t.sort_unstable();
         t.dedup();
-        node(i).follow_many(UserId(*r), &t).await.map_err(e)?;
+        node(i).graph.follow_many(UserId(*r), &t).await.map_err(e)?;
     }
     // Every reader reads once: inboxes exist, readers are active.
     for (i, r) in readers.iter().enumerate() {
-        node(i).home(UserId(*r), &PageRequest::default()).await.map_err(e)?;
+        node(i).feeds.home(UserId(*r), &PageRequest::default()).await.map_err(e)?;
     }
 
     eprintln!("  posts: {} by {} writers", args.posts, args.writers);
@@ -140,7 +140,7 @@ where
             let mut rng = SmallRng::seed_from_u64(seed);
             for _ in 0..n {
                 let a = UserId(rng.random_range(1..=authors));
-                svc.create_item(NewItem::new(a, ItemKind::Post)).await.map_err(|e| e.to_string())?;
+                svc.items.create_item(NewItem::new(a, ItemKind::Post)).await.map_err(|e| e.to_string())?;
             }
             Ok::<(), String>(())
         });
@@ -176,8 +176,11 @@ where
             for i in 0..count {
                 let r = readers[rng.random_range(0..readers.len())];
                 let t = Instant::now();
-                let page =
-                    nodes[i % nodes.len()].home(UserId(r), &PageRequest::default()).await.map_err(|e| e.to_string())?;
+                let page = nodes[i % nodes.len()]
+                    .feeds
+                    .home(UserId(r), &PageRequest::default())
+                    .await
+                    .map_err(|e| e.to_string())?;
                 h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
                 std::hint::black_box(page);
             }
@@ -193,7 +196,7 @@ where
     let mut h = Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
     for (i, r) in readers.iter().take(args.reads.min(readers.len())).enumerate() {
         let t = Instant::now();
-        std::hint::black_box(node(i).home(UserId(*r), &PageRequest::default()).await.map_err(e)?);
+        std::hint::black_box(node(i).feeds.home(UserId(*r), &PageRequest::default()).await.map_err(e)?);
         h.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
     }
     Ok(Figures { posts_per_sec, deliveries_per_sec, warm, again, returning: pct(&h) })
@@ -304,11 +307,12 @@ async fn celebrity(args: &Args) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let reader = UserId(first + n / 2);
-    svc.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
+    svc.feeds.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
     let t = Instant::now();
-    let (posted, _) = svc.create_item(NewItem::new(UserId(star), ItemKind::Post)).await.map_err(|e| e.to_string())?;
+    let (posted, _) =
+        svc.items.create_item(NewItem::new(UserId(star), ItemKind::Post)).await.map_err(|e| e.to_string())?;
     let acked = t.elapsed();
-    let page = svc.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
+    let page = svc.feeds.home(reader, &PageRequest::default()).await.map_err(|e| e.to_string())?;
     let readable = t.elapsed();
     let shown = page.entries.first().is_some_and(|e| e.item.item.id == posted.item.id);
     println!(

@@ -75,9 +75,9 @@ async fn measure(backend: Arc<dyn Backend>, n: u64, args: &Args) -> Result<Row, 
         for (which, hist) in hs.iter_mut().enumerate() {
             let t = Instant::now();
             let page = match which {
-                0 => svc.tag_feed("big", None, &first).await,
-                1 => svc.tag_feed("big", None, &deep).await,
-                _ => svc.profile(UserId(1), None, &first).await,
+                0 => svc.feeds.tag_feed("big", None, &first).await,
+                1 => svc.feeds.tag_feed("big", None, &deep).await,
+                _ => svc.feeds.profile(UserId(1), None, &first).await,
             }
             .map_err(|e| e.to_string())?;
             hist.record(t.elapsed().as_nanos() as u64).map_err(|e| e.to_string())?;
