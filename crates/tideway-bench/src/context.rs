@@ -3,7 +3,6 @@
 //! phases compare against or plot.
 
 use crate::measure::hist;
-use crate::phases::{baseline::RedisFigures, celebrity::Celebrity};
 use crate::{Args, report, sql, workload};
 use hdrhistogram::Histogram;
 use rand::distr::weighted::WeightedIndex;
@@ -252,4 +251,22 @@ impl Bench {
         }
         Ok(())
     }
+}
+
+/// What the Redis push baseline measured (`phases/baseline.rs`).
+pub struct RedisFigures {
+    pub rate: f64,
+    pub bytes_per_entry: f64,
+    /// (seconds, deliveries so far) during the replay.
+    pub series: Vec<(f64, f64)>,
+}
+
+/// Times until posts of very followed accounts are readable. The 10k and
+/// 9,999 accounts' followers come from the graph: `None` when it has too
+/// few users for one.
+#[derive(Default)]
+pub struct Celebrity {
+    pub hot10k_ms: Option<f64>,
+    pub hot1m_ms: f64,
+    pub push10k_ms: Option<f64>,
 }

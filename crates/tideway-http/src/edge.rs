@@ -122,33 +122,6 @@ pub async fn middleware(State(edge): State<Arc<Edge>>, mut req: Request, next: N
     resp
 }
 
-/// Creates, at 0, the series alerts are written against, so that a fault
-/// shows as a rate rather than as "no data": for every route of the API
-/// (read from its OpenAPI document) the `503` and `500` request counts and
-/// the latency histogram, and the server's own counters.
-pub fn register_series() {
-    let doc = crate::openapi::document();
-    let paths = doc["paths"].as_object().cloned().unwrap_or_default();
-    for (path, ops) in paths {
-        for method in ops.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default() {
-            let method = method.to_uppercase();
-            for status in ["500", "503"] {
-                metrics::counter!("tideway_http_requests_total", "method" => method.clone(), "route" => path.clone(),
-                    "status" => status)
-                .absolute(0);
-            }
-            let _ = metrics::histogram!(DURATION_METRIC, "method" => method, "route" => path.clone());
-        }
-    }
-    for name in [
-        "tideway_http_rate_limited_total",
-        "tideway_http_connections_overflow_total",
-        "tideway_http_connections_refused_total",
-    ] {
-        metrics::counter!(name).absolute(0);
-    }
-}
-
 fn record(method: &Method, route: String, status: u16, secs: f64) {
     let method = method.as_str().to_owned();
     metrics::counter!("tideway_http_requests_total", "method" => method.clone(), "route" => route.clone(),

@@ -2,8 +2,8 @@
 //! group commit, and the point reads behind the [`Journal`] trait.
 
 use crate::layout::{
-    Op, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of, millis_u64, note_op,
-    session_ops,
+    ALL_SPACES, Op, SPACES, Space, counters_value, edge_in_key, edge_key, head_value, item_ops, json, key_of,
+    millis_u64, note_op, session_ops,
 };
 use crate::synclog::{self, SyncLog};
 use crate::{DATA_DIR, SyncMode, io};
@@ -58,29 +58,6 @@ pub struct FjallJournal {
     /// disk, so no later write is acknowledged until a restart replays it.
     log_failed: AtomicBool,
 }
-
-/// Keyspaces ([`Space`]'s variants), in the order of their discriminants.
-const SPACES: usize = 18;
-pub(crate) const ALL_SPACES: [Space; SPACES] = [
-    Space::Meta,
-    Space::Items,
-    Space::Bodies,
-    Space::Outbox,
-    Space::Reposts,
-    Space::Replies,
-    Space::Idempotency,
-    Space::Inserts,
-    Space::UserInserts,
-    Space::Edges,
-    Space::EdgesIn,
-    Space::Users,
-    Space::Jobs,
-    Space::Reactions,
-    Space::Promotions,
-    Space::Postings,
-    Space::Notify,
-    Space::Live,
-];
 
 /// What one write costs a memtable beyond its key and value (fjall's
 /// entry and skip-list overhead, roughly).

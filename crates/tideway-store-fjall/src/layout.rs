@@ -73,6 +73,29 @@ pub(crate) enum Space {
     Live,
 }
 
+/// Keyspaces ([`Space`]'s variants), in the order of their discriminants.
+pub(crate) const SPACES: usize = 18;
+pub(crate) const ALL_SPACES: [Space; SPACES] = [
+    Space::Meta,
+    Space::Items,
+    Space::Bodies,
+    Space::Outbox,
+    Space::Reposts,
+    Space::Replies,
+    Space::Idempotency,
+    Space::Inserts,
+    Space::UserInserts,
+    Space::Edges,
+    Space::EdgesIn,
+    Space::Users,
+    Space::Jobs,
+    Space::Reactions,
+    Space::Promotions,
+    Space::Postings,
+    Space::Notify,
+    Space::Live,
+];
+
 impl Space {
     /// The position of this keyspace among all (its discriminant).
     pub(crate) fn index(self) -> usize {
@@ -81,7 +104,7 @@ impl Space {
 
     /// The keyspace at this position, if there is one.
     pub(crate) fn from_index(i: usize) -> Option<Space> {
-        crate::journal::ALL_SPACES.get(i).copied()
+        ALL_SPACES.get(i).copied()
     }
 }
 

@@ -1,89 +1,17 @@
 //! The unit of durability: every write is a list of [`Change`]s, persisted
 //! atomically by the journal and then applied to the in-memory index.
 
+use crate::traits::{Job, Promotion};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tideway_core::{Item, ItemId, Key, Millis, UserId};
 
-/// A follower's position in the followers of a user: followers are walked in
-/// order of follow time, then id.
-pub type FollowerPos = (Millis, UserId);
 /// A directed edge kind of the graph.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EdgeKind {
     Follow,
     Block,
     Mute,
-}
-
-/// A stored record: an item, or the insertion of an item into one home.
-/// Both are named by a key from the same id generator, so a feed position
-/// resolves to exactly one record.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Record {
-    Item(Arc<Item>),
-    Insert { key: Key, user: UserId, item: ItemId },
-}
-
-/// A record cache's own cost of an entry, beside [`Record::heap_bytes`]:
-/// its slot (key, value, links and state), its share of the hash table, and
-/// the key it remembers once evicted (an estimate the embedded store's
-/// allocation test checks). The store's cache and a node's copies both
-/// weigh by it.
-pub const CACHE_ENTRY_BYTES: usize = 112;
-
-impl Record {
-    /// The memory this record holds beside the cache slot it sits in: the
-    /// item's shared allocation and what it points to, each allocation as
-    /// the allocator sizes it (a stripped body is shared by all and counted
-    /// by none). What every cache of records weighs by.
-    pub fn heap_bytes(&self) -> usize {
-        match self {
-            Record::Item(i) => {
-                let stripped = if crate::is_stripped(&i.body) { i.body.heap_bytes() } else { 0 };
-                let arc = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Item>();
-                tideway_core::body::allocated(arc) + i.heap_bytes() - stripped
-            }
-            Record::Insert { .. } => 0,
-        }
-    }
-}
-
-/// A durable fan-out job: deliver `key` (an item of `author`) to the inboxes
-/// of `author`'s followers. `cursor` is the last follower already delivered
-/// (followers are walked in id order), so a restart resumes there.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Job {
-    pub key: Key,
-    pub author: UserId,
-    /// The last follower delivered to (`[since, id]`), if any.
-    pub cursor: Option<FollowerPos>,
-    pub created: Millis,
-}
-
-/// A promoted item: shown in home pages after every `every` organic entries
-/// while `starts_at <= now < ends_at`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Promotion {
-    pub id: Key,
-    pub item: ItemId,
-    pub every: u32,
-    pub starts_at: Millis,
-    pub ends_at: Millis,
-}
-
-impl Promotion {
-    /// Of `list`, the promotions running at `at`, by id.
-    pub fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
-        let mut out: Vec<Promotion> = list.iter().filter(|p| p.runs_at(at)).cloned().collect();
-        out.sort_unstable_by_key(|p| p.id);
-        out
-    }
-
-    /// Whether it runs at `now` (`starts_at <= now < ends_at`).
-    pub fn runs_at(&self, now: Millis) -> bool {
-        self.starts_at <= now && now < self.ends_at
-    }
 }
 
 /// A user's counters, kept whole so that a user's page of counts (and the

@@ -36,7 +36,6 @@
 //! to has no marks for anyone, which is most items.
 
 use crate::Promotion;
-use crate::split::{Durable, Shared};
 use crate::traits::*;
 use parking_lot::Mutex;
 use std::future::Future;

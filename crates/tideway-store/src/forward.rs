@@ -26,7 +26,7 @@ macro_rules! forward_backend {
             use std::sync::Arc;
             use tideway_core::merge::{Direction, KeyRange};
             use tideway_core::{Body, ItemId, Key, Millis, Relation, UserId};
-            use $crate::change::{Job, Promotion, Record};
+            use $crate::traits::{Job, Promotion, Record};
             use $crate::traits::*;
             #[async_trait::async_trait]
             impl Items for $ty {

@@ -19,7 +19,7 @@
 //! reads the disk's jobs that are not among the noted keys: each is a
 //! spilled one, as nothing else can join the held set while it runs.
 
-use crate::change::Job;
+use crate::traits::Job;
 use std::collections::BTreeMap;
 use tideway_core::{Key, Millis};
 

@@ -21,9 +21,11 @@
 //!
 //! * `traits/`: the storage traits, a file per concern with its types: [`Items`], [`Postings`],
 //!   [`Graph`], [`Notifications`], [`Live`], [`Snapshots`], [`Jobs`], [`Activity`], [`HotAuthors`],
-//!   [`Removals`], [`FactTokens`], [`Inboxes`], [`Hub`], [`Pages`]; [`Backend`] in its `mod.rs`.
+//!   [`Removals`], [`FactTokens`], [`Inboxes`], [`Hub`], [`Pages`]; the types they share beside
+//!   them ([`Record`], [`Job`], [`Promotion`], [`SharedTrust`]); [`Backend`], [`Durable`] and
+//!   [`Shared`] in its `mod.rs`.
 //! * `error.rs`: [`StoreError`]: what went wrong, and what the caller can do about it.
-//! * `change.rs`: [`Change`], the unit of durability, and the records, jobs and counters it writes.
+//! * `change.rs`: [`Change`], the unit of durability, and the counters it writes.
 //! * `rules.rs`: the rules every engine applies (create, follow, job progress, postings), decided once.
 //! * `state/`: [`State`], the in-memory index, eager or lazy (loaded unit by unit): a
 //!   file a layer (units and their loading, the budget, applying changes).
@@ -40,6 +42,8 @@
 //! * `store/shared.rs`: the [`Activity`], [`HotAuthors`], [`Inboxes`] and [`Hub`] impls of [`Store`].
 //! * `memory.rs`: the memory backend, [`MemoryStore`] = `Store<NoJournal>`.
 //! * `split.rs`: [`Split`], one backend made of a durable and a shared engine.
+//! * `trust.rs`: [`trust::Trusted`], the shared half under a lease, and writes without it.
+//! * `facts.rs`: the node's copies of what a page's statement reads.
 //! * `forward.rs`: the macro that forwards every trait method, for [`Split`] and [`Counted`].
 //! * `counted.rs`: [`Counted`], a backend that counts the calls made through it.
 //! * `profile.rs`: [`Profile`], what a backend is like, as its engines report it.
@@ -67,13 +71,13 @@ pub mod traits;
 pub mod trust;
 
 pub use blocks::SortedBlocks;
-pub use change::{CACHE_ENTRY_BYTES, Change, Counters, EdgeKind, Head, Job, Promotion, Record};
+pub use change::{Change, Counters, EdgeKind, Head};
 pub use counted::Counted;
 pub use error::{BoxError, Engine, StoreError, redact_url};
 pub use inbox::{InboxRead, InboxSet, InboxStats};
 pub use memory::{MemoryStore, NoJournal};
 pub use profile::{Profile, Profiled};
-pub use split::{Durable, Shared, Split};
+pub use split::Split;
 pub use state::{Applied, OUTBOX_TAIL, State, Unit, UnitData};
-pub use store::{DEFAULT_BODY_CACHE, DEFAULT_CACHE_SIZE, Disk, Journal, Store, Ticket, is_stripped, stripped_body};
+pub use store::{DEFAULT_BODY_CACHE, DEFAULT_CACHE_SIZE, Disk, Journal, Store, Ticket};
 pub use traits::*;

@@ -11,16 +11,6 @@ use crate::traits::*;
 use crate::trust::{TrustTimes, Trusted};
 use std::sync::Arc;
 
-/// The source of truth: items, graph, fan-out jobs.
-pub trait Durable: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profiled {}
-impl<T: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profiled> Durable for T {}
-
-/// State shared by every node that only speeds pages up or decides who gets
-/// pushes: inboxes, activity, hot-author marks, live feed snapshots; and the
-/// event hub between the nodes.
-pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactTokens + Profiled {}
-impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactTokens + Profiled> Shared for T {}
-
 /// A backend whose durable and shared halves are separate engines.
 ///
 /// The shared half is reached through [`Trusted`]: a node trusts what it

@@ -141,7 +141,7 @@ pub async fn serve(
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     let cancel = CancellationToken::new();
     tideway_service::health::register_series();
-    tideway_http::edge::register_series();
+    tideway_http::openapi::register_series();
     // The engine probes: once before listening (so /readyz answers from the
     // first request), then every second on a task of their own.
     svc.probe_engines().await;

@@ -2,17 +2,10 @@
 //! `ZADD` + trim on the local Redis (deliveries/s, bytes per entry).
 
 use crate::Args;
-use crate::context::block;
+use crate::context::{RedisFigures, block};
 use std::time::{Duration, Instant};
 use tideway_core::UserId;
 use tideway_service::FeedService;
-
-pub struct RedisFigures {
-    pub rate: f64,
-    pub bytes_per_entry: f64,
-    /// (seconds, deliveries so far) during the replay.
-    pub series: Vec<(f64, f64)>,
-}
 
 /// One delivery of the seeds' push design: `ZADD timeline <id> <id>`, then
 /// trim the timeline to its newest 800 entries.

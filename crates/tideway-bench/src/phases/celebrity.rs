@@ -3,7 +3,7 @@
 //! every inbox; beside the Redis push model's times.
 
 use crate::Args;
-use crate::context::{Bench, block};
+use crate::context::{Bench, Celebrity, block};
 use crate::phases::baseline::redis_push;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -22,16 +22,6 @@ pub fn run(b: &mut Bench) -> Result<(), String> {
     b.figures.celeb = celeb;
     b.figures.redis_celeb = redis_celeb;
     Ok(())
-}
-
-/// Times until posts of very followed accounts are readable. The 10k and
-/// 9,999 accounts' followers come from the graph: `None` when it has too
-/// few users for one.
-#[derive(Default)]
-pub struct Celebrity {
-    pub hot10k_ms: Option<f64>,
-    pub hot1m_ms: f64,
-    pub push10k_ms: Option<f64>,
 }
 
 /// Follows `target` by every user of `followers`, from 16 threads (the

@@ -26,12 +26,13 @@
 //! ([`State::required`]).
 
 use crate::blocks::SortedBlocks;
-use crate::change::{Change, Counters, EdgeKind, Head, Promotion, Record};
+use crate::change::{Change, Counters, EdgeKind, Head};
 use crate::job_window::JobWindow;
 use crate::notebook::{Book, Event, GroupHead, Row};
 use crate::reactions::ReactionIndex;
 use crate::residency::{Held, Holder, LOOKS_PER_PASS, Residency};
 use crate::sessions::AnchorSessions;
+use crate::traits::{Promotion, Record};
 use parking_lot::Mutex;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::BTreeMap;

@@ -13,7 +13,7 @@
 //! was applied may return the version before it, and must not be cached
 //! over (or after) the update's settled record.
 
-use crate::change::{CACHE_ENTRY_BYTES, Record};
+use crate::traits::{CACHE_ENTRY_BYTES, Record};
 use std::sync::atomic::{AtomicU64, Ordering};
 use tideway_core::Key;
 

@@ -2,12 +2,14 @@
 //! What a create resolves to is decided by [`rules::create`].
 
 use super::Store;
-use super::journal::{Journal, disk, is_stripped};
-use crate::change::{Change, Job, Promotion, Record};
+use super::journal::{Journal, disk};
+use crate::change::Change;
 use crate::error::StoreError;
 use crate::rules::{self, CreateDecision, CreateFacts};
 use crate::state::Unit;
+use crate::traits::is_stripped;
 use crate::traits::*;
+use crate::traits::{Job, Promotion, Record};
 use async_trait::async_trait;
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -3,9 +3,10 @@
 
 use super::journal::{Journal, disk};
 use super::{Committed, PROGRESS_SYNC, Store};
-use crate::change::{Change, Job};
+use crate::change::Change;
 use crate::error::{Engine, StoreError};
 use crate::rules::{self, JobState, ProgressEffect};
+use crate::traits::Job;
 use crate::traits::*;
 use async_trait::async_trait;
 use std::sync::atomic::Ordering;

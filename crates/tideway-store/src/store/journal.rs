@@ -2,9 +2,10 @@
 //! when the journal keeps them, reads back from ([`Disk`]); and the shared
 //! body that marks an item whose body was left on disk.
 
-use crate::change::{Change, Record};
+use crate::change::Change;
 use crate::error::{Engine, StoreError};
 use crate::state::{Unit, UnitData};
+use crate::traits::Record;
 use crate::traits::*;
 use std::sync::Arc;
 use tideway_core::merge::{Direction, KeyRange};
@@ -79,7 +80,7 @@ pub trait Disk: Send + Sync {
     fn read_sessions(&self, ids: &[u64]) -> Result<Vec<Option<tideway_core::live::Session>>>;
     /// Pending fan-out jobs in key order, leaving out the keys in `held`
     /// (ascending), at most `limit` (the jobs a window let go).
-    fn pending_jobs(&self, held: &[Key], limit: usize) -> Result<Vec<crate::change::Job>>;
+    fn pending_jobs(&self, held: &[Key], limit: usize) -> Result<Vec<crate::traits::Job>>;
     /// The highest item id whose reposts, replies or reactions are stored
     /// (0: none). Items created above it start with none: the index knows
     /// them empty without a read ([`crate::state::FreshItems`]). The default
@@ -108,17 +109,4 @@ pub(super) fn disk<J: Journal>(journal: &J) -> Result<&dyn Disk> {
     journal
         .disk()
         .ok_or_else(|| StoreError::unavailable_because(Engine::Embedded, "this journal keeps nothing to read back"))
-}
-
-/// The body of an item whose body the index does not hold (shared: one
-/// allocation for all of them, recognised by address).
-pub fn stripped_body() -> Body {
-    static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(Body::default);
-    STRIPPED.clone()
-}
-
-/// Whether an item's body was left on disk.
-pub fn is_stripped(body: &Body) -> bool {
-    static STRIPPED: std::sync::LazyLock<Body> = std::sync::LazyLock::new(stripped_body);
-    Body::ptr_eq(body, &STRIPPED)
 }

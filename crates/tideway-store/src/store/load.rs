@@ -4,13 +4,14 @@
 
 use super::Store;
 use super::caches::Caches;
-use super::journal::{Journal, disk, is_stripped};
+use super::journal::{Journal, disk};
 use crate::blocks::SortedBlocks;
-use crate::change::{Job, Record};
 use crate::error::{Engine, StoreError};
 use crate::state::State;
 use crate::state::{FOLLOWERS_LOADED_WHOLE, Unit};
+use crate::traits::is_stripped;
 use crate::traits::*;
+use crate::traits::{Job, Record};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use tideway_core::{Body, Item, ItemId, UserId};

@@ -45,12 +45,13 @@ mod shared;
 #[cfg(test)]
 mod tests;
 
-use crate::change::{Change, Record};
+use crate::change::Change;
 use crate::components::{JobLeases, MemoryActivity, MemoryHotAuthors, MemoryHub, MemoryRemovals, MemorySnapshots};
 use crate::error::{Engine, StoreError};
 use crate::inbox::InboxSet;
 use crate::state::State;
 use crate::state::{Applied, Unit};
+use crate::traits::Record;
 use crate::traits::*;
 use caches::Caches;
 use parking_lot::{RwLock, RwLockReadGuard};
@@ -58,9 +59,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use tideway_core::Item;
 
-pub use crate::memory::NoJournal;
 pub use caches::{DEFAULT_BODY_CACHE, DEFAULT_CACHE_SIZE};
-pub use journal::{Disk, Journal, Ticket, is_stripped, stripped_body};
+pub use journal::{Disk, Journal, Ticket};
 
 /// A backend: index + journal + inboxes.
 pub struct Store<J: Journal> {

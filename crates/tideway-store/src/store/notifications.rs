@@ -6,9 +6,10 @@
 
 use super::journal::{Journal, Ticket, disk};
 use super::{Committed, Store};
-use crate::change::{Change, Record};
+use crate::change::Change;
 use crate::notebook::Book;
 use crate::state::Unit;
+use crate::traits::Record;
 use crate::traits::{CausePos, Notifications, NotifyPage, Result, StoredCause};
 use async_trait::async_trait;
 use std::sync::Arc;

@@ -96,4 +96,6 @@ pub trait Graph: Send + Sync {
     async fn health(&self) -> Result<()>;
 }
 
-pub use crate::change::FollowerPos;
+/// A follower's position in the followers of a user: followers are walked in
+/// order of follow time, then id.
+pub type FollowerPos = (Millis, UserId);

@@ -2,6 +2,7 @@
 
 #[allow(unused_imports)]
 use super::*;
+use serde::{Deserialize, Serialize};
 
 /// What `create_item` did.
 #[derive(Debug, Clone, PartialEq)]
@@ -152,4 +153,75 @@ pub trait Items: Send + Sync {
 pub trait Postings: Send + Sync {
     /// Keys of the items posted to `feed` (a `PostingFeed::id`) in `range`.
     async fn postings(&self, feed: u64, range: KeyRange, dir: Direction, limit: usize) -> Result<Vec<Key>>;
+}
+
+/// A stored record: an item, or the insertion of an item into one home.
+/// Both are named by a key from the same id generator, so a feed position
+/// resolves to exactly one record.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Record {
+    Item(Arc<Item>),
+    Insert { key: Key, user: UserId, item: ItemId },
+}
+
+/// A record cache's own cost of an entry, beside [`Record::heap_bytes`]:
+/// its slot (key, value, links and state), its share of the hash table, and
+/// the key it remembers once evicted (an estimate the embedded store's
+/// allocation test checks). The store's cache and a node's copies both
+/// weigh by it.
+pub const CACHE_ENTRY_BYTES: usize = 112;
+
+impl Record {
+    /// The memory this record holds beside the cache slot it sits in: the
+    /// item's shared allocation and what it points to, each allocation as
+    /// the allocator sizes it (a stripped body is shared by all and counted
+    /// by none). What every cache of records weighs by.
+    pub fn heap_bytes(&self) -> usize {
+        match self {
+            Record::Item(i) => {
+                let stripped = if is_stripped(&i.body) { i.body.heap_bytes() } else { 0 };
+                let arc = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<Item>();
+                tideway_core::body::allocated(arc) + i.heap_bytes() - stripped
+            }
+            Record::Insert { .. } => 0,
+        }
+    }
+}
+
+/// The body of an item whose body the index does not hold (shared: one
+/// allocation for all of them, recognised by address).
+pub fn stripped_body() -> tideway_core::Body {
+    static STRIPPED: std::sync::LazyLock<tideway_core::Body> = std::sync::LazyLock::new(tideway_core::Body::default);
+    STRIPPED.clone()
+}
+
+/// Whether an item's body was left on disk.
+pub fn is_stripped(body: &tideway_core::Body) -> bool {
+    static STRIPPED: std::sync::LazyLock<tideway_core::Body> = std::sync::LazyLock::new(stripped_body);
+    tideway_core::Body::ptr_eq(body, &STRIPPED)
+}
+
+/// A promoted item: shown in home pages after every `every` organic entries
+/// while `starts_at <= now < ends_at`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Promotion {
+    pub id: Key,
+    pub item: ItemId,
+    pub every: u32,
+    pub starts_at: Millis,
+    pub ends_at: Millis,
+}
+
+impl Promotion {
+    /// Of `list`, the promotions running at `at`, by id.
+    pub fn running(list: &[Promotion], at: Millis) -> Vec<Promotion> {
+        let mut out: Vec<Promotion> = list.iter().filter(|p| p.runs_at(at)).cloned().collect();
+        out.sort_unstable_by_key(|p| p.id);
+        out
+    }
+
+    /// Whether it runs at `now` (`starts_at <= now < ends_at`).
+    pub fn runs_at(&self, now: Millis) -> bool {
+        self.starts_at <= now && now < self.ends_at
+    }
 }

@@ -1,7 +1,9 @@
-//! Fan-out jobs, node claims and the shared half's trust record.
+//! Fan-out jobs, node claims and the shared half's trust record (its type
+//! in `trust.rs`).
 
 #[allow(unused_imports)]
 use super::*;
+use serde::{Deserialize, Serialize};
 
 /// How far a fan-out job got in one step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,8 +21,6 @@ pub enum JobProgress {
 ///
 /// [`rules::worker_id`]: crate::rules::worker_id
 pub type WorkerId = u64;
-
-pub use crate::trust::{Distrusted, SharedTrust, TrustChange};
 
 /// What a claim of a node id found ([`Jobs::claim_node`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,4 +100,16 @@ pub trait Jobs: Send + Sync {
     /// record as it then stands. A store with no shared half beside it
     /// keeps the record all the same (the conformance suite checks it).
     async fn shared_trust(&self, change: TrustChange) -> Result<SharedTrust>;
+}
+
+/// A durable fan-out job: deliver `key` (an item of `author`) to the inboxes
+/// of `author`'s followers. `cursor` is the last follower already delivered
+/// (followers are walked in id order), so a restart resumes there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Job {
+    pub key: Key,
+    pub author: UserId,
+    /// The last follower delivered to (`[since, id]`), if any.
+    pub cursor: Option<FollowerPos>,
+    pub created: Millis,
 }

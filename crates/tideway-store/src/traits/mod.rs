@@ -10,7 +10,7 @@
 //! 2. the decisions every engine must agree on, as pure functions in
 //!    [`crate::rules`];
 //! 3. a trait here (batch-shaped, async, fallible, its contract in its doc),
-//!    added to [`Backend`] and to `Durable` or `Shared` in [`crate::split`];
+//!    added to [`Backend`] and to [`Durable`] or [`Shared`] (this file);
 //! 4. its methods spelled once in `forward_backend!` (`forward.rs`), so
 //!    [`crate::Split`] and [`crate::Counted`] forward them;
 //! 5. a conformance suite in `tideway-conformance/src/suites/`, named in its `suites!` list;
@@ -30,9 +30,9 @@
 //! 10. the service, the HTTP edge, the model test's reference, black-box
 //!     tests and the docs.
 
-use crate::change::{Job, Promotion, Record};
 use crate::error::StoreError;
 use crate::inbox::{InboxRead, InboxStats};
+use crate::profile::Profiled;
 use async_trait::async_trait;
 use std::sync::Arc;
 use tideway_core::live::{Move, Session};
@@ -49,6 +49,7 @@ mod notifications;
 mod pages;
 mod shared;
 mod stats;
+mod trust;
 pub use graph::*;
 pub use hub::*;
 pub use items::*;
@@ -58,11 +59,21 @@ pub use notifications::*;
 pub use pages::*;
 pub use shared::*;
 pub use stats::*;
+pub use trust::*;
 
 pub type Result<T> = std::result::Result<T, StoreError>;
 
 /// Everything a backend provides: its durable half and its shared half
-/// ([`Durable`](crate::Durable), [`Shared`](crate::Shared)), and what it is
-/// like ([`Profiled`](crate::Profiled)).
-pub trait Backend: crate::Durable + crate::Shared {}
-impl<T: crate::Durable + crate::Shared> Backend for T {}
+/// ([`Durable`], [`Shared`]), and what it is like ([`Profiled`]).
+pub trait Backend: Durable + Shared {}
+impl<T: Durable + Shared> Backend for T {}
+
+/// The source of truth: items, graph, fan-out jobs.
+pub trait Durable: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profiled {}
+impl<T: Items + Pages + Postings + Notifications + Live + Graph + Jobs + Profiled> Durable for T {}
+
+/// State shared by every node that only speeds pages up or decides who gets
+/// pushes: inboxes, activity, hot-author marks, live feed snapshots; and the
+/// event hub between the nodes.
+pub trait Shared: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactTokens + Profiled {}
+impl<T: Inboxes + Activity + HotAuthors + Hub + Snapshots + Removals + FactTokens + Profiled> Shared for T {}
