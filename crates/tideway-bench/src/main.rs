@@ -20,16 +20,13 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)] // a command whose output is its report
 
 mod context;
-mod measure;
 mod phases;
 mod report;
-mod sql;
-mod workload;
+
+use tideway_bench::{measure, sql, workload};
 
 use clap::Parser;
 use context::Bench;
-/// `sql.rs` takes its histograms from `crate::hist`.
-use measure::hist;
 use phases::{celebrity, compare, fanout, http, likes, load, mixes, reads, returning, sql_pull, writes};
 use std::path::PathBuf;
 

@@ -223,13 +223,13 @@ pub async fn run(
     let mut c = Conn::open(db, url).await?;
     let load_s = load_model(&mut c, db, follows, items, returning).await?;
 
-    let mut read = crate::hist()?;
+    let mut read = crate::measure::hist()?;
     for &u in readers {
         let t = Instant::now();
         c.home(u).await?;
         read.record(t.elapsed().as_nanos() as u64).map_err(|x| x.to_string())?;
     }
-    let mut ret = crate::hist()?;
+    let mut ret = crate::measure::hist()?;
     for (r, _) in returning {
         let t = Instant::now();
         let n = c.home(*r).await?;
@@ -238,7 +238,7 @@ pub async fn run(
             return Err(format!("{}: returning reader {r} got an empty page", db.name()));
         }
     }
-    let mut ins = crate::hist()?;
+    let mut ins = crate::measure::hist()?;
     let base = items.iter().map(|i| i.0).max().unwrap_or(0) + 1;
     let ms = items.iter().map(|i| i.2).max().unwrap_or(0);
     for i in 0..500u64 {
@@ -251,7 +251,7 @@ pub async fn run(
     let mut mixes = Vec::new();
     let mut next = base + 1000;
     for &(ratio, n) in mix_spec {
-        let mut reads = crate::hist()?;
+        let mut reads = crate::measure::hist()?;
         let t = Instant::now();
         for i in 0..n {
             let u = readers[i % readers.len()];

@@ -30,13 +30,9 @@
 
 #![allow(clippy::print_stdout, reason = "a command whose output is its report")]
 
-#[path = "../workload.rs"]
-#[allow(dead_code, reason = "the bench binary uses only the graph loaders")]
-mod workload;
+use tideway_bench::workload;
 
-#[path = "../sql.rs"]
-#[allow(dead_code, reason = "the bench binary uses only the pull model's load and query")]
-mod sql;
+use tideway_bench::sql;
 
 use clap::Parser;
 use hdrhistogram::Histogram;

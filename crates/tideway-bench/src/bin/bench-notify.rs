@@ -40,12 +40,9 @@ use tideway_service::FeedService;
 use tideway_service::config::SyncKind;
 use tideway_store_sql::testing::FreshDatabase;
 
-#[path = "../setup.rs"]
-mod setup;
+use tideway_bench::setup;
 
-#[path = "../measure.rs"]
-#[allow(dead_code, reason = "the bench uses only the histograms")]
-mod measure;
+use tideway_bench::measure;
 
 use measure::{hist, percentiles};
 

@@ -29,9 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::Mutex;
 
-#[path = "../measure.rs"]
-#[allow(dead_code, reason = "the bench uses only the histograms")]
-mod measure;
+use tideway_bench::measure;
 
 use measure::{hist, percentiles};
 
