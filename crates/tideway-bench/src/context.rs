@@ -9,9 +9,9 @@ use rand::distr::weighted::WeightedIndex;
 use rand::{SeedableRng, rngs::StdRng};
 use std::collections::HashMap;
 use std::sync::Arc;
+use tideway_config::{BackendKind, SyncKind};
 use tideway_core::UserId;
 use tideway_engines::Opened;
-use tideway_service::config::{BackendKind, SyncKind};
 use tideway_service::{FanoutWorker, FeedService, ServiceOptions, SystemClock};
 use tideway_store::Backend;
 
@@ -145,9 +145,9 @@ impl Bench {
         cfg.timeline.max_len = opts.max_len;
         cfg.storage.data_dir = dir.path().to_owned();
         cfg.storage.sync = if args.fsync { SyncKind::Fsync } else { SyncKind::Buffer };
-        cfg.storage.cache_size = tideway_service::config::ByteSize::parse(&args.cache_size)?;
+        cfg.storage.cache_size = tideway_config::ByteSize::parse(&args.cache_size)?;
         if let Some(size) = &args.index_size {
-            cfg.storage.index_size = tideway_service::config::ByteSize::parse(size)?;
+            cfg.storage.index_size = tideway_config::ByteSize::parse(size)?;
         }
         cfg.storage.backend = match args.backend.as_str() {
             "memory" => BackendKind::Memory,

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
-use tideway_service::config::{BackendKind, SyncKind};
+use tideway_config::{BackendKind, SyncKind};
 use tideway_service::{Config, FeedService, ServiceOptions, SystemClock};
 
 /// The embedded store in `dir`, synced as `sync` says.

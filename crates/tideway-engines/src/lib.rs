@@ -18,8 +18,8 @@ pub mod testing;
 
 use std::sync::Arc;
 use std::time::Instant;
-use tideway_service::Config;
-use tideway_service::config::{BackendKind, SyncKind};
+use tideway_config::Config;
+use tideway_config::{BackendKind, SyncKind};
 use tideway_store::{Backend, NoJournal, Split, Store, StoreError};
 use tideway_store_fjall::{FjallJournal, SyncMode};
 use tideway_store_redis::{RedisOptions, RedisShared};
@@ -109,7 +109,7 @@ pub async fn open(cfg: &Config) -> Result<Opened, StoreError> {
         BackendKind::Postgres | BackendKind::Mysql => {
             let (sql, redis) = open_shared(cfg).await?;
             tracing::info!(
-                database = %tideway_service::config::redact_url(cfg.storage.url.as_deref().unwrap_or_default()),
+                database = %tideway_config::redact_url(cfg.storage.url.as_deref().unwrap_or_default()),
                 redis_nodes = cfg.redis.urls.len(),
                 node_id = cfg.server.node_id,
                 elapsed_ms = started.elapsed().as_millis() as u64,

@@ -5,8 +5,8 @@
 use crate::Opened;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tideway_service::Config;
-use tideway_service::config::BackendKind;
+use tideway_config::BackendKind;
+use tideway_config::Config;
 use tideway_store::Backend;
 use tideway_store_sql::testing::FreshDatabase;
 

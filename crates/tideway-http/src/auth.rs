@@ -8,8 +8,8 @@ use axum::http::request::Parts;
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 use std::sync::Arc;
+use tideway_config::AuthConfig;
 use tideway_core::UserId;
-use tideway_service::config::AuthConfig;
 
 /// The caller as the edge authenticated it, once per request (the [`Actor`]
 /// extractor reads it).

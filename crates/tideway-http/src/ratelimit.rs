@@ -11,8 +11,8 @@ use governor::{Quota, RateLimiter};
 use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::time::Duration;
+use tideway_config::RateLimitConfig;
 use tideway_core::UserId;
-use tideway_service::config::RateLimitConfig;
 
 type Keyed<K> = RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
 type Single = RateLimiter<NotKeyed, InMemoryState, DefaultClock, StateInformationMiddleware>;

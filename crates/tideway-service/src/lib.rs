@@ -9,7 +9,6 @@
 //!   chunks.
 
 pub mod clock;
-pub mod config;
 pub mod error;
 pub mod feed;
 pub mod health;
@@ -22,10 +21,10 @@ pub mod wakes;
 pub mod worker;
 
 pub use clock::{Clock, ManualClock, SkewedClock, SystemClock};
-pub use config::Config;
 pub use error::ServiceError;
 pub use service::stream::{HELD, HomeStream, StreamEvent};
 pub use service::{Backfilled, FeedService, ServiceOptions};
 pub use snapshot::SnapshotStats;
+pub use tideway_config::Config;
 pub use view::*;
 pub use worker::{FanoutWorker, StepOutcome};

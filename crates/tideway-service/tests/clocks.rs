@@ -7,9 +7,9 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tideway_config::BackendKind;
 use tideway_core::ids::key_time;
 use tideway_core::{Item, ItemId, ItemKind, Millis, NewItem, UserId};
-use tideway_service::config::BackendKind;
 use tideway_service::{
     Clock, FanoutWorker, FeedService, PageRequest, ServiceError, ServiceOptions, SkewedClock, StepOutcome, SystemClock,
 };

@@ -80,16 +80,16 @@ const SHARED_WARM_HOME_CALLS: u64 = 3;
 /// counted by the same decorator.
 #[tokio::test]
 async fn on_postgres_and_redis_a_page_costs_a_constant_number_of_calls() {
-    on_shared_engines(tideway_service::config::BackendKind::Postgres, "TIDEWAY_TEST_POSTGRES_URL").await;
+    on_shared_engines(tideway_config::BackendKind::Postgres, "TIDEWAY_TEST_POSTGRES_URL").await;
 }
 
 /// And on MariaDB + Redis.
 #[tokio::test]
 async fn on_mariadb_and_redis_a_page_costs_a_constant_number_of_calls() {
-    on_shared_engines(tideway_service::config::BackendKind::Mysql, "TIDEWAY_TEST_MYSQL_URL").await;
+    on_shared_engines(tideway_config::BackendKind::Mysql, "TIDEWAY_TEST_MYSQL_URL").await;
 }
 
-async fn on_shared_engines(kind: tideway_service::config::BackendKind, url_var: &str) {
+async fn on_shared_engines(kind: tideway_config::BackendKind, url_var: &str) {
     let node = tideway_engines::testing::FreshNode::open(kind, url_var, "hydration").await;
     let (store, svc) = setup_on(node.backend()).await;
     assert!(store.profile().reads_ahead());

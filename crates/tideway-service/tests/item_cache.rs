@@ -156,7 +156,7 @@ async fn in_memory_copies_never_hide_a_change() {
     changes_are_never_hidden_by_copies(Arc::new(tideway_store::Store::in_memory(800))).await;
 }
 
-async fn on_shared_engines(kind: tideway_service::config::BackendKind, url_var: &str) {
+async fn on_shared_engines(kind: tideway_config::BackendKind, url_var: &str) {
     let node = tideway_engines::testing::FreshNode::open(kind, url_var, "itemcache").await;
     changes_are_never_hidden_by_copies(node.backend()).await;
     node.close().await;
@@ -164,10 +164,10 @@ async fn on_shared_engines(kind: tideway_service::config::BackendKind, url_var: 
 
 #[tokio::test]
 async fn on_postgres_copies_never_hide_a_change() {
-    on_shared_engines(tideway_service::config::BackendKind::Postgres, "TIDEWAY_TEST_POSTGRES_URL").await;
+    on_shared_engines(tideway_config::BackendKind::Postgres, "TIDEWAY_TEST_POSTGRES_URL").await;
 }
 
 #[tokio::test]
 async fn on_mariadb_copies_never_hide_a_change() {
-    on_shared_engines(tideway_service::config::BackendKind::Mysql, "TIDEWAY_TEST_MYSQL_URL").await;
+    on_shared_engines(tideway_config::BackendKind::Mysql, "TIDEWAY_TEST_MYSQL_URL").await;
 }

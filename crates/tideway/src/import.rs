@@ -23,9 +23,9 @@ use std::collections::HashSet;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+use tideway_config::BackendKind;
 use tideway_core::{IdGenerator, Item, ItemId, ItemKind, Millis, NewItem, ObjectRef, UserId, Visibility};
 use tideway_service::Config;
-use tideway_service::config::BackendKind;
 use tideway_store_fjall::{Existing, Importer};
 
 /// Items written per atomic batch.

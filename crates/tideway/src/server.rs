@@ -3,8 +3,8 @@
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use std::sync::Arc;
+use tideway_config::BackendKind;
 use tideway_http::{AppState, Authenticator, RateLimits, ServeOptions, router};
-use tideway_service::config::BackendKind;
 use tideway_service::{Config, FanoutWorker, FeedService, ServiceOptions, SystemClock};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;

@@ -113,7 +113,7 @@ mod tests {
             );
             jail.set_env("TIDEWAY_SERVER__NODE_ID", "7");
             let c = load(None, None, None).map_err(figment::Error::from)?;
-            assert_eq!(c.storage.backend, tideway_service::config::BackendKind::Postgres);
+            assert_eq!(c.storage.backend, tideway_config::BackendKind::Postgres);
             assert_eq!(c.storage.url.as_deref(), Some("postgres://tw@127.0.0.1/tw"));
             assert_eq!(c.redis.urls.len(), 3, "{:?}", c.redis.urls);
             assert_eq!(c.redis.urls[2], "redis://127.0.0.1:7103");

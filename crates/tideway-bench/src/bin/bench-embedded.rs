@@ -229,7 +229,7 @@ fn main() -> Result<(), String> {
 
 async fn run() -> Result<(), String> {
     let args = Args::parse();
-    let cache = tideway_service::config::ByteSize::parse(&args.cache_size)?.0;
+    let cache = tideway_config::ByteSize::parse(&args.cache_size)?.0;
     let graph = workload::Graph::parse(&args.graph)?;
     let opts = ServiceOptions { max_following: 5000, ..ServiceOptions::default() };
     let mut edges = workload::edges(&graph, &args.data, args.seed, opts.max_following)?;
@@ -317,7 +317,7 @@ async fn run() -> Result<(), String> {
     let t = Instant::now();
     let mut cfg = tideway_service::Config::default();
     cfg.storage.data_dir = dir.path().to_owned();
-    cfg.storage.cache_size = tideway_service::config::ByteSize(cache);
+    cfg.storage.cache_size = tideway_config::ByteSize(cache);
     cfg.timeline.max_len = opts.max_len;
     let open = || -> Result<Arc<dyn Backend>, String> {
         Ok(Arc::new(tideway_engines::open_embedded(&cfg).map_err(|e| e.chain())?))

@@ -26,10 +26,10 @@
 use clap::Parser;
 use hdrhistogram::Histogram;
 use std::time::Instant;
+use tideway_config::SyncKind;
 use tideway_core::live::Session;
 use tideway_core::{Millis, UserId};
 use tideway_service::Config;
-use tideway_service::config::SyncKind;
 use tideway_store_sql::testing::FreshDatabase;
 
 use tideway_bench::setup;

@@ -34,10 +34,10 @@ use sqlx::{Connection, Executor, PgConnection};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use tideway_config::SyncKind;
 use tideway_core::notify::{Mark, Notice, Op, Verb};
 use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId};
 use tideway_service::FeedService;
-use tideway_service::config::SyncKind;
 use tideway_store_sql::testing::FreshDatabase;
 
 use tideway_bench::setup;

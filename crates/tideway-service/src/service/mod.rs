@@ -31,11 +31,11 @@ pub mod reader;
 pub mod stream;
 
 use crate::clock::Clock;
-use crate::config::{BackendKind, Config};
 use crate::error::Result;
 use parking_lot::Mutex;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use tideway_config::{BackendKind, Config};
 use tideway_store::{Backend, Profile};
 
 /// Ids tried for one new item before giving up (a collision only happens

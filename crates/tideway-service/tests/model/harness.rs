@@ -61,7 +61,7 @@ impl Harness {
             Kind::Fjall(dir, held) => {
                 cfg.storage.data_dir = dir.path().to_owned();
                 if *held == Held::Tiny {
-                    cfg.storage.index_size = tideway_service::config::ByteSize(1);
+                    cfg.storage.index_size = tideway_config::ByteSize(1);
                 }
             }
             Kind::Scaled { db, redis, prefix } => {

@@ -10,10 +10,10 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
+use tideway_config::{BackendKind, SyncKind};
 use tideway_core::live::{Move, Phase, Session};
 use tideway_core::{ItemId, ItemKind, Millis, NewItem, UserId, Visibility};
 use tideway_engines::Opened;
-use tideway_service::config::{BackendKind, SyncKind};
 use tideway_service::{FanoutWorker, FeedService, ManualClock, Page, PageRequest, ServiceError, ServiceOptions};
 use tideway_store::{Backend, Counted};
 

@@ -194,7 +194,7 @@ async fn operations_endpoints() {
 async fn hot_authors_are_pulled_at_once_and_activity_is_reported() {
     let s = spawn_with(|c| {
         c.fanout.hot_followers = 2;
-        c.fanout.active_window = tideway_service::config::HumanDuration(std::time::Duration::from_millis(300));
+        c.fanout.active_window = tideway_config::HumanDuration(std::time::Duration::from_millis(300));
     })
     .await;
     for f in [1, 3] {

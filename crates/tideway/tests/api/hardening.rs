@@ -296,9 +296,7 @@ async fn errors_hyper_answers_itself_are_json_too() {
 
 #[tokio::test]
 async fn a_silent_connection_is_closed_after_the_header_timeout() {
-    let s =
-        spawn_with(|c| c.server.header_read_timeout = tideway_service::config::HumanDuration(Duration::from_secs(1)))
-            .await;
+    let s = spawn_with(|c| c.server.header_read_timeout = tideway_config::HumanDuration(Duration::from_secs(1))).await;
     let mut c = TcpStream::connect(addr(&s)).await.expect("connect");
     let started = Instant::now();
     let mut buf = [0u8; 16];
@@ -316,8 +314,8 @@ async fn a_silent_connection_is_closed_after_the_header_timeout() {
 #[tokio::test]
 async fn shutdown_ends_within_the_grace_period_despite_a_half_sent_header() {
     let s = spawn_with(|c| {
-        c.server.header_read_timeout = tideway_service::config::HumanDuration(Duration::from_secs(120));
-        c.server.shutdown_grace = tideway_service::config::HumanDuration(Duration::from_secs(1));
+        c.server.header_read_timeout = tideway_config::HumanDuration(Duration::from_secs(120));
+        c.server.shutdown_grace = tideway_config::HumanDuration(Duration::from_secs(1));
     })
     .await;
     let mut c = TcpStream::connect(addr(&s)).await.expect("connect");
@@ -332,7 +330,7 @@ async fn shutdown_ends_within_the_grace_period_despite_a_half_sent_header() {
 async fn over_the_connection_cap_probes_still_get_through() {
     let s = spawn_with(|c| {
         c.server.max_connections = 4;
-        c.server.header_read_timeout = tideway_service::config::HumanDuration(Duration::from_secs(60));
+        c.server.header_read_timeout = tideway_config::HumanDuration(Duration::from_secs(60));
     })
     .await;
     // 4 regular and 4 overflow slots (tideway_http::serve::overflow_slots),
@@ -363,7 +361,7 @@ async fn red_metrics_request_ids_and_a_redacted_configuration() {
     let base = format!("http://{}", listener.local_addr().expect("addr"));
     let mut cfg = tideway_service::Config::default();
     cfg.storage.data_dir = dir.path().to_path_buf();
-    cfg.storage.backend = tideway_service::config::BackendKind::Memory;
+    cfg.storage.backend = tideway_config::BackendKind::Memory;
     // nextest runs each test in a process of its own: this one installs the
     // global recorder, as the binary does.
     let handle = tideway::server::install_metrics().expect("recorder");

@@ -35,7 +35,7 @@ pub async fn spawn_with(edit: impl FnOnce(&mut Config)) -> TestServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut cfg = Config::default();
     cfg.storage.data_dir = dir.path().to_path_buf();
-    cfg.storage.sync = tideway_service::config::SyncKind::Buffer;
+    cfg.storage.sync = tideway_config::SyncKind::Buffer;
     edit(&mut cfg);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");

@@ -176,10 +176,8 @@ async fn live_then_upcoming_then_replay_each_once_while_states_change() {
 
 #[tokio::test]
 async fn a_walk_expires_after_the_snapshot_ttl() {
-    let s = spawn_with(|c| {
-        c.live.snapshot_ttl = tideway_service::config::HumanDuration(std::time::Duration::from_millis(300))
-    })
-    .await;
+    let s = spawn_with(|c| c.live.snapshot_ttl = tideway_config::HumanDuration(std::time::Duration::from_millis(300)))
+        .await;
     for a in 1..=3 {
         s.follow(10, a).await;
         create(&s, a, 60_000).await;

@@ -206,8 +206,7 @@ async fn entries_that_leave_the_home_are_deleted_while_connected() {
 
 #[tokio::test]
 async fn an_id_it_cannot_resume_from_gets_a_reset_then_the_stream_goes_on() {
-    let s = spawn_with(|c| c.stream.replay_window = tideway_service::config::HumanDuration(Duration::from_millis(500)))
-        .await;
+    let s = spawn_with(|c| c.stream.replay_window = tideway_config::HumanDuration(Duration::from_millis(500))).await;
     s.follow(1, 2).await;
     let old = s.post_item(2, json!({})).await;
     let (_, page) = s.get("/v1/users/1/home").await;
@@ -463,9 +462,7 @@ async fn an_entry_event_is_the_entry_the_home_page_shows_cursor_included() {
 
 #[tokio::test]
 async fn shutdown_ends_open_streams_within_the_grace() {
-    let s =
-        spawn_with(|c| c.server.shutdown_grace = tideway_service::config::HumanDuration(Duration::from_millis(300)))
-            .await;
+    let s = spawn_with(|c| c.server.shutdown_grace = tideway_config::HumanDuration(Duration::from_millis(300))).await;
     s.follow(1, 2).await;
     let mut streams = Vec::new();
     for u in [1, 3] {
