@@ -348,7 +348,7 @@ pub async fn unmute(
 #[utoipa::path(get, path = "/v1/users/{u}", tag = "graph", params(("u" = String, Path)), responses((status = 200, body = UserJson)))]
 pub async fn user(State(st): State<AppState>, _a: Actor, Path(u): Path<String>) -> ApiResult<axum::Json<UserJson>> {
     let u = extract::user("u", &u)?;
-    Ok(axum::Json(UserJson::from(&st.svc.user(u).await?)))
+    Ok(axum::Json(UserJson::from(&st.svc.ops.user(u).await?)))
 }
 
 // ------------------------------------------------------------------ feeds
@@ -628,14 +628,14 @@ pub async fn insert_home(
 
 #[utoipa::path(get, path = "/v1/stats", tag = "operations", responses((status = 200, body = StatsJson)))]
 pub async fn stats(State(st): State<AppState>, _a: Actor) -> ApiResult<axum::Json<StatsJson>> {
-    Ok(axum::Json(StatsJson::from(&st.svc.stats().await?)))
+    Ok(axum::Json(StatsJson::from(&st.svc.ops.stats().await?)))
 }
 
 #[utoipa::path(get, path = "/healthz", tag = "operations", security(()),
     responses((status = 200, description = "the process is alive; an engine that is away does not change this"),
               (status = 503, body = ErrorBody, description = "storage failed in a way only a restart recovers from (the embedded store after a write failed to reach the disk): restart the process")))]
 pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
-    st.svc.liveness().await.map_err(|e| {
+    st.svc.ops.liveness().await.map_err(|e| {
         tracing::error!(error = %e, "liveness: storage failed; the process must restart");
         ApiError::unavailable(format!("storage failed and takes no writes until a restart: {e}"))
     })?;
@@ -646,7 +646,7 @@ pub async fn healthz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_j
     responses((status = 200, description = "this node can serve pages: its database answered the last probe (at most a few seconds ago); Redis partly or wholly away does not make it unready"),
               (status = 503, body = ErrorBody, description = "the database does not answer (or has not been probed for seconds), or this node's clock is further from the database's than server.max_clock_offset (its writes are refused): send requests to another node; the message says which")))]
 pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_json::Value>> {
-    st.svc.readiness().map_err(|why| ApiError::unavailable(format!("not ready: {why}")))?;
+    st.svc.ops.readiness().map_err(|why| ApiError::unavailable(format!("not ready: {why}")))?;
     Ok(axum::Json(serde_json::json!({"status": "ready"})))
 }
 
@@ -655,7 +655,7 @@ pub async fn readyz(State(st): State<AppState>) -> ApiResult<axum::Json<serde_js
 /// be read now is `NaN` (unknown), never a stale or made-up 0.
 async fn scrape_gauges(st: &AppState) {
     metrics::gauge!("tideway_home_streams_open").set(st.svc.stream.streams_open() as f64);
-    let s = st.svc.stats().await.ok();
+    let s = st.svc.ops.stats().await.ok();
     let d = |f: fn(&tideway_service::StatsView) -> u64| s.as_ref().map_or(f64::NAN, |s| f(s) as f64);
     let scope = ("scope", "deployment");
     metrics::gauge!("tideway_fanout_pending", &[scope]).set(d(|s| s.pending));

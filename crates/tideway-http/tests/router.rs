@@ -16,7 +16,7 @@ async fn app() -> axum::Router {
     let backend = Arc::new(Store::in_memory(800));
     let svc =
         Arc::new(FeedService::new(backend, ServiceOptions::default(), Arc::new(SystemClock)).await.expect("service"));
-    svc.probe_engines().await; // what the server does before it listens
+    svc.ops.probe_engines().await; // what the server does before it listens
     router(
         AppState::new(svc, Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None),
         Duration::from_secs(5),
@@ -141,7 +141,7 @@ async fn a_full_disk_fails_writes_and_liveness_until_a_restart() {
         AppState::new(svc.clone(), Authenticator::new(&AuthConfig::default()), RateLimits::unlimited(), false, None);
     let app = router(state, Duration::from_secs(5));
     assert_eq!(call(&app, Method::GET, "/readyz", "").await.0, StatusCode::SERVICE_UNAVAILABLE, "not probed yet");
-    svc.probe_engines().await;
+    svc.ops.probe_engines().await;
     assert_eq!(call(&app, Method::POST, "/v1/items", r#"{"author":"1"}"#).await.0, StatusCode::CREATED);
     assert_eq!(call(&app, Method::GET, "/healthz", "").await.0, StatusCode::OK);
     assert_eq!(call(&app, Method::GET, "/readyz", "").await.0, StatusCode::OK);
@@ -153,7 +153,7 @@ async fn a_full_disk_fails_writes_and_liveness_until_a_restart() {
     // Space is freed: the store still refuses, and says why (readiness as
     // the next probe finds it).
     full.store(false, std::sync::atomic::Ordering::SeqCst);
-    svc.probe_engines().await;
+    svc.ops.probe_engines().await;
     for (method, uri, body) in [
         (Method::POST, "/v1/items", r#"{"author":"1"}"#),
         (Method::PUT, "/v1/users/1/following/2", ""),

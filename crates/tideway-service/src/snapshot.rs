@@ -13,7 +13,6 @@
 //! u64 count — unpushed `(user, key)`, activity `(user, ms)`, inboxes
 //! `(user, floor, n: u32, n keys)` — then an FNV-1a 64 checksum of it all.
 
-use crate::service::FeedService;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::Path;
 use tideway_core::{Key, Millis, UserId};
@@ -175,7 +174,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::io::Result<T> + Se
     tokio::task::spawn_blocking(f).await.map_err(std::io::Error::other)?
 }
 
-impl FeedService {
+impl crate::service::ops::OpsService {
     /// Writes the snapshot (to a temporary file, synced, then renamed).
     pub async fn save_snapshot(&self, path: &Path) -> std::io::Result<SnapshotStats> {
         let contents = Contents {
@@ -232,23 +231,23 @@ mod tests {
             a.items.create_item(NewItem::new(UserId(author), ItemKind::Post)).await.expect("post");
         }
         FanoutWorker::new(a.clone()).drain().await.expect("drain");
-        let saved = a.save_snapshot(&path).await.expect("save");
+        let saved = a.ops.save_snapshot(&path).await.expect("save");
         assert_eq!((saved.inboxes, saved.entries), (1, 3), "the reader's inbox, capped at 3");
         let exported = a.backend().export_inboxes().await.expect("export");
-        let unpushed = a.unpushed_snapshot().await.expect("export");
+        let unpushed = a.ops.unpushed_snapshot().await.expect("export");
         assert_eq!(unpushed.iter().map(|(u, _)| *u).collect::<Vec<_>>(), vec![UserId(3)], "the hot author");
 
         let b = service(1).await;
-        assert_eq!(b.load_snapshot(&path).await.expect("load"), Some(saved));
+        assert_eq!(b.ops.load_snapshot(&path).await.expect("load"), Some(saved));
         assert!(!path.exists(), "a snapshot is used once");
         let mut got = b.backend().export_inboxes().await.expect("export");
         let mut want = exported;
         got.sort();
         want.sort();
         assert_eq!(got, want);
-        assert_eq!(b.unpushed_snapshot().await.expect("export"), unpushed);
-        assert!(b.user(UserId(1)).await.expect("user").active);
-        assert_eq!(b.load_snapshot(&path).await.expect("load"), None);
+        assert_eq!(b.ops.unpushed_snapshot().await.expect("export"), unpushed);
+        assert!(b.ops.user(UserId(1)).await.expect("user").active);
+        assert_eq!(b.ops.load_snapshot(&path).await.expect("load"), None);
         // The same home on both sides of the restart (b has no items: compare keys).
         let (all, older) = (tideway_core::merge::KeyRange::ALL, tideway_core::merge::Direction::Older);
         let after = b.backend().read_inbox(UserId(1), all, older, 10).await.expect("read");
@@ -262,13 +261,13 @@ mod tests {
         let path = dir.path().join("inboxes.snapshot");
         let a = service(u64::MAX).await;
         a.feeds.home(UserId(1), &PageRequest::default()).await.expect("inbox");
-        a.save_snapshot(&path).await.expect("save");
+        a.ops.save_snapshot(&path).await.expect("save");
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 9;
         bytes[last] ^= 0xff;
         std::fs::write(&path, bytes).expect("write");
         let b = service(u64::MAX).await;
-        assert!(b.load_snapshot(&path).await.is_err());
+        assert!(b.ops.load_snapshot(&path).await.is_err());
         assert!(!path.exists());
         assert!(
             b.backend().export_inboxes().await.expect("export").is_empty(),

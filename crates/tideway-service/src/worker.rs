@@ -42,7 +42,7 @@ pub struct FanoutWorker {
 
 impl FanoutWorker {
     pub fn new(svc: Arc<FeedService>) -> Self {
-        Self { id: svc.worker_id(), svc, poll: Duration::from_secs(1) }
+        Self { id: svc.ops.worker_id(), svc, poll: Duration::from_secs(1) }
     }
 
     /// A worker with a chosen id (tests of leases between workers).
@@ -124,7 +124,7 @@ impl FanoutWorker {
         if lost > 0 {
             tracing::debug!(lost, "progress of jobs held by another worker was not recorded");
         }
-        self.svc.record_deliveries(deliveries);
+        self.svc.ops.record_deliveries(deliveries);
         metrics::counter!("tideway_fanout_delivered_total").increment(deliveries as u64);
         Ok(StepOutcome::Progress { deliveries, completed })
     }
@@ -158,7 +158,7 @@ impl FanoutWorker {
             // Once a minute, drop the inboxes of readers who went inactive.
             if last_sweep.elapsed() >= Duration::from_secs(60) {
                 last_sweep = std::time::Instant::now();
-                match self.svc.sweep_inactive().await {
+                match self.svc.ops.sweep_inactive().await {
                     Ok(n) if n > 0 => tracing::info!(dropped = n, "dropped the inboxes of inactive readers"),
                     Ok(_) => {}
                     Err(e) => tracing::warn!(error = %e, "inactive-reader sweep failed; retrying in a minute"),

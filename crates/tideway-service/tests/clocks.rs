@@ -56,8 +56,8 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
         other => panic!("a write on a node 10 minutes ahead: {other:?}"),
     }
     assert!(matches!(ahead.graph.follow(UserId(5), UserId(1)).await, Err(ServiceError::NodeUnavailable(_))));
-    ahead.probe_engines().await;
-    let why = ahead.readiness().expect_err("not ready");
+    ahead.ops.probe_engines().await;
+    let why = ahead.ops.readiness().expect_err("not ready");
     assert!(why.contains("clock"), "{why}");
     let shared = ahead.node().shared_now().0 - Millis::now().0;
     assert!(shared.abs() < 2_000, "its deadlines follow the database's clock ({shared} ms off)");
@@ -84,8 +84,8 @@ async fn skewed_nodes(kind: BackendKind, db_var: &str) {
 
     // A node 15 days ahead does not find recent readers inactive.
     let far = service(&backend, SkewedClock(15 * 24 * 60 * MINUTE)).await;
-    assert_eq!(far.sweep_inactive().await.expect("sweep"), 0, "readers of a minute ago are active");
-    assert!(far.user(UserId(100)).await.expect("user").active);
+    assert_eq!(far.ops.sweep_inactive().await.expect("sweep"), 0, "readers of a minute ago are active");
+    assert!(far.ops.user(UserId(100)).await.expect("user").active);
     // And a node 10 minutes behind is refused too.
     let behind = service(&backend, SkewedClock(-10 * MINUTE)).await;
     match behind.items.create_item(NewItem::new(UserId(1), ItemKind::Post)).await {

@@ -17,7 +17,7 @@ pub async fn run(cfg: &Config) -> Result<String, String> {
     let svc = FeedService::new(backend.clone(), ServiceOptions::new(cfg, backend.profile()), Arc::new(SystemClock))
         .await
         .map_err(|e| e.to_string())?;
-    svc.claim_node().await.map_err(|e| e.to_string())?;
+    svc.ops.claim_node().await.map_err(|e| e.to_string())?;
     let bar = ProgressBar::new_spinner();
     bar.set_style(
         ProgressStyle::with_template("{spinner} backfilling notifications: {msg} ({elapsed})")
@@ -28,7 +28,7 @@ pub async fn run(cfg: &Config) -> Result<String, String> {
     };
     let done = svc.notifications.backfill(|b| bar.set_message(shown(b))).await;
     bar.finish_and_clear();
-    if let Err(e) = svc.release_node().await {
+    if let Err(e) = svc.ops.release_node().await {
         tracing::warn!(error = %e, "node id not released: a node starting under it waits a few seconds");
     }
     let done = done.map_err(|e| e.to_string())?;

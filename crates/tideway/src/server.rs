@@ -114,13 +114,13 @@ pub async fn serve(
     // The node id is claimed before anything runs under it: a second live
     // node with this id refuses to start; a restart after a crash takes it
     // (and its predecessor's jobs) back within a few seconds.
-    svc.claim_node().await.map_err(|e| e.to_string())?;
+    svc.ops.claim_node().await.map_err(|e| e.to_string())?;
     // Warm inboxes after a clean restart (the snapshot is used once).
     let snapshot =
         (cfg.storage.backend == BackendKind::Embedded).then(|| cfg.storage.data_dir.join("inboxes.snapshot"));
     if let Some(path) = &snapshot {
         let t = std::time::Instant::now();
-        match svc.load_snapshot(path).await {
+        match svc.ops.load_snapshot(path).await {
             Ok(Some(s)) => tracing::info!(
                 inboxes = s.inboxes,
                 entries = s.entries,
@@ -144,7 +144,7 @@ pub async fn serve(
     tideway_http::openapi::register_series();
     // The engine probes: once before listening (so /readyz answers from the
     // first request), then every second on a task of their own.
-    svc.probe_engines().await;
+    svc.ops.probe_engines().await;
     // A node whose id another node claimed meanwhile stops (two nodes must
     // not write under one id): the probe task returns why.
     let probes = {
@@ -155,9 +155,9 @@ pub async fn serve(
             loop {
                 tokio::select! {
                     () = cancel.cancelled() => return None,
-                    _ = tick.tick() => svc.probe_engines().await,
+                    _ = tick.tick() => svc.ops.probe_engines().await,
                 }
-                if let Some(lost) = svc.node_id_lost() {
+                if let Some(lost) = svc.ops.node_id_lost() {
                     cancel.cancel();
                     return Some(lost.0);
                 }
@@ -224,12 +224,12 @@ pub async fn serve(
     }
     // The id is free for a restart at once (jobs this run still holds are
     // taken back by the next run of this id, or by any node after the lease).
-    if let Err(e) = svc.release_node().await {
+    if let Err(e) = svc.ops.release_node().await {
         tracing::warn!(error = %e, "node id not released: a restart waits a few seconds for its heartbeat to go stale");
     }
     // Only a quiet service may be snapshotted: no request and no delivery runs.
     if let (Some(path), true) = (&snapshot, worker_stopped) {
-        match svc.save_snapshot(path).await {
+        match svc.ops.save_snapshot(path).await {
             Ok(s) => tracing::info!(inboxes = s.inboxes, entries = s.entries, "inbox snapshot written"),
             Err(e) => tracing::warn!(error = %e, "inbox snapshot not written: inboxes rebuild on read"),
         }

@@ -507,14 +507,14 @@ async fn run() -> Result<(), String> {
 
     // ------------------------------------------------------------ clean restart
     let snap = dir.path().join("inboxes.snapshot");
-    svc.save_snapshot(&snap).await.map_err(|e| e.to_string())?;
+    svc.ops.save_snapshot(&snap).await.map_err(|e| e.to_string())?;
     drop(svc);
     drop(backend);
     let t = Instant::now();
     let backend = open()?;
     let svc =
         FeedService::new(backend.clone(), opts.clone(), Arc::new(SystemClock)).await.map_err(|e| e.to_string())?;
-    svc.load_snapshot(&snap).await.map_err(|e| e.to_string())?;
+    svc.ops.load_snapshot(&snap).await.map_err(|e| e.to_string())?;
     let restart_ms = t.elapsed().as_secs_f64() * 1000.0;
     let (snapped, _) = first_pages(&svc, &readers).await?;
     let (s50, s99) = pct(&snapped);

@@ -45,7 +45,7 @@ pub fn mix_tideway(
     seed: u64,
 ) -> Result<(f64, f64), String> {
     let mut rng = StdRng::seed_from_u64(seed + u64::from(ratio));
-    let ix_before = block(svc.stats()).ok().and_then(|s| s.index);
+    let ix_before = block(svc.ops.stats()).ok().and_then(|s| s.index);
     let mut reads = hist()?;
     let mut writes = hist()?;
     let cancel = tokio_util::sync::CancellationToken::new();
@@ -72,7 +72,7 @@ pub fn mix_tideway(
     cancel.cancel();
     block(worker).map_err(|e| format!("the fan-out worker failed: {e}"))?;
     result?;
-    let ix_after = block(svc.stats()).ok().and_then(|s| s.index);
+    let ix_after = block(svc.ops.stats()).ok().and_then(|s| s.index);
     if let (Some(a), Some(b)) = (ix_before, ix_after) {
         eprintln!(
             "mix {ratio}:1: the index missed {} times, loaded {} units, let {} holders go ({} of {} MiB used)",

@@ -14,8 +14,9 @@
 //!   profile pages, the mention, tag and object feeds, home insertions,
 //!   inbox rebuilds;
 //! * `stream.rs`: [`stream::StreamService`], the home stream;
-//! * on `FeedService` itself, `ops.rs`: users, stats, health, the inactive
-//!   sweep, snapshot state.
+//! * `ops.rs`: [`ops::OpsService`], the node's own operations: its id
+//!   claimed, the engine probes and readiness, users, stats, the inactive
+//!   sweep, snapshot state (`crate::snapshot`).
 
 mod effects;
 pub mod feeds;
@@ -25,16 +26,14 @@ pub mod live;
 pub mod node;
 pub mod notifications;
 pub use notifications::Backfilled;
-mod ops;
+pub mod ops;
 mod postings;
 pub mod reader;
 pub mod stream;
 
 use crate::clock::Clock;
 use crate::error::Result;
-use parking_lot::Mutex;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use tideway_config::{BackendKind, Config};
 use tideway_store::{Backend, Profile};
 
@@ -141,11 +140,6 @@ pub struct FeedService {
     pub(crate) opts: ServiceOptions,
     /// This node's clock, ids and standing ([`node::Node`]).
     pub(crate) node: Arc<node::Node>,
-    pub(crate) delivered_total: AtomicU64,
-    /// Deliveries per wall-clock second, the last 16 seconds (second, count).
-    pub(crate) delivery_rate: Mutex<[(u64, u64); 16]>,
-    /// What the engine probes last found ([`crate::health`]).
-    pub(crate) health: crate::health::Health,
     /// This node's copies of item records (engines a round trip away).
     pub(crate) item_cache: Option<Arc<crate::item_cache::ItemCache>>,
     /// What writes do once stored: signals, forgetting copies, removal
@@ -159,6 +153,8 @@ pub struct FeedService {
     pub feeds: Arc<feeds::FeedsService>,
     /// The home stream.
     pub stream: Arc<stream::StreamService>,
+    /// The node's own operations: claims, probes, stats, the sweep.
+    pub ops: ops::OpsService,
     /// Items, reactions, promotions.
     pub items: items::ItemService,
     /// Follows, blocks, mutes, lists, relationships.
@@ -204,9 +200,7 @@ impl FeedService {
         let svc = Self {
             backend: backend.clone(),
             node: node.clone(),
-            delivered_total: AtomicU64::new(0),
-            delivery_rate: Mutex::new([(0, 0); 16]),
-            health: crate::health::Health::new(opts.durable_engine, opts.shared_engine),
+            ops: ops::OpsService::new(backend.clone(), node.clone(), &opts),
             item_cache,
             stream: Arc::new(stream::StreamService::new(backend.clone(), node.clone(), feeds.clone(), &opts)),
             feeds,
@@ -233,8 +227,8 @@ impl FeedService {
         if let Some(cache) = &svc.item_cache {
             cache.spawn_listener(&svc.backend);
         }
-        svc.measure_clock().await?;
-        svc.observe_stored(max_key);
+        svc.ops.measure_clock().await?;
+        svc.ops.observe_stored(max_key);
         Ok(svc)
     }
 
@@ -268,11 +262,11 @@ mod tests {
         let svc = FeedService::new(Arc::new(Store::in_memory(10)), ServiceOptions::default(), Arc::new(SystemClock))
             .await
             .expect("service");
-        svc.record_deliveries(1000);
-        svc.record_deliveries(500);
+        svc.ops.record_deliveries(1000);
+        svc.ops.record_deliveries(500);
         // The current second is not full yet: it counts once it has passed.
         std::thread::sleep(std::time::Duration::from_millis(1100));
-        assert_eq!(svc.deliveries_per_sec(), 150);
-        assert_eq!(svc.stats().await.expect("stats").delivered_total, 1500);
+        assert_eq!(svc.ops.deliveries_per_sec(), 150);
+        assert_eq!(svc.ops.stats().await.expect("stats").delivered_total, 1500);
     }
 }

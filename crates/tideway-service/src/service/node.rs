@@ -10,7 +10,7 @@
 //!   `server.max_clock_offset` from the database's, so no stored time is
 //!   further off than that;
 //! - deadlines that other nodes share (job leases, activity windows, the
-//!   fan-out lag) follow the database's clock ([`FeedService::shared_now`]),
+//!   fan-out lag) follow the database's clock ([`Node::shared_now`]),
 //!   so a skewed node cannot hold a job for minutes or drop inboxes as
 //!   inactive;
 //! - the id floor a node starts from ignores stored ids from beyond the
@@ -21,15 +21,13 @@
 //! other clock: the offset is 0 and claims only meet this process's
 //! instances.
 
-use super::FeedService;
 use crate::clock::Clock;
 use crate::error::{Result, ServiceError};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 use tideway_core::IdGenerator;
-use tideway_core::{Key, Millis};
-use tideway_store::{NodeClaim, WorkerId, rules};
+use tideway_core::Millis;
 
 /// A heartbeat older than this (by the store's clock) means its node is
 /// dead: a node starting under the same id takes the id over. The probe
@@ -40,19 +38,19 @@ pub const NODE_STALE: Duration = Duration::from_secs(3);
 #[derive(Debug)]
 pub struct NodeState {
     /// This process's run (random at start): who holds the node id.
-    instance: u64,
+    pub(crate) instance: u64,
     /// The fan-out worker's id: random until the node id is claimed, then
-    /// [`rules::worker_id`] of the id and the claim's epoch.
-    worker: AtomicU64,
-    claimed: AtomicBool,
+    /// [`tideway_store::rules::worker_id`] of the id and the claim's epoch.
+    pub(crate) worker: AtomicU64,
+    pub(crate) claimed: AtomicBool,
     /// The store's clock minus this node's, in ms (0 until measured, and
     /// always on a store without a clock of its own).
-    offset_ms: AtomicI64,
+    pub(crate) offset_ms: AtomicI64,
     /// Whether the last measurement found the offset within tolerance
     /// (starts true: a store without a clock never measures one).
-    clock_ok: AtomicBool,
+    pub(crate) clock_ok: AtomicBool,
     /// Another instance claimed this node's id while it ran.
-    lost: AtomicBool,
+    pub(crate) lost: AtomicBool,
 }
 
 impl NodeState {
@@ -86,8 +84,8 @@ impl Default for NodeState {
 pub struct Node {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ids: IdGenerator,
-    state: NodeState,
-    max_clock_offset_ms: i64,
+    pub(crate) state: NodeState,
+    pub(crate) max_clock_offset_ms: i64,
 }
 
 impl Node {
@@ -132,7 +130,7 @@ impl Node {
         }
     }
 
-    fn clock_message(&self, offset: i64) -> String {
+    pub(crate) fn clock_message(&self, offset: i64) -> String {
         let (dir, by) = if offset < 0 { ("ahead of", -offset) } else { ("behind", offset) };
         format!(
             "this node's clock is {:.1} s {dir} the database's, beyond server.max_clock_offset ({} ms): fix its time synchronisation (NTP)",
@@ -145,142 +143,3 @@ impl Node {
 /// Why a probe found this node must stop.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeIdLost(pub String);
-
-impl FeedService {
-    /// Claims `server.node_id` for this process in the durable store. A
-    /// holder whose heartbeat is fresh may be a dead run of this node (a
-    /// `kill -9` a moment ago) or a live other node: wait until the beat
-    /// would be stale and ask again; still held means a live node has the id,
-    /// and this one must not start. Returns the start epoch.
-    pub async fn claim_node(&self) -> Result<u32> {
-        let node = self.opts.node_id;
-        let stale_ms = NODE_STALE.as_millis() as i64;
-        let mut waited = false;
-        loop {
-            match self.backend.claim_node(node, self.node.state.instance, stale_ms).await? {
-                NodeClaim::Claimed { epoch } => {
-                    self.node.state.worker.store(rules::worker_id(node, epoch), Ordering::Relaxed);
-                    self.node.state.claimed.store(true, Ordering::Relaxed);
-                    tracing::info!(node_id = node, epoch, "node id claimed");
-                    return Ok(epoch);
-                }
-                NodeClaim::Held { age_ms } if !waited => {
-                    tracing::info!(
-                        node_id = node,
-                        heartbeat_age_ms = age_ms,
-                        "node id held by a run that beat recently (a restart after a crash?): waiting for its heartbeat to go stale"
-                    );
-                    waited = true;
-                    let wait = (stale_ms - age_ms).max(0) as u64 + 100;
-                    tokio::time::sleep(Duration::from_millis(wait)).await;
-                }
-                NodeClaim::Held { age_ms } => {
-                    let unset =
-                        if node == 0 { " (server.node_id is not set: every node left at 0 claims 0)" } else { "" };
-                    return Err(ServiceError::Invalid(tideway_core::DomainError::invalid(
-                        "server.node_id",
-                        format!(
-                            "{node} is held by another running node (its heartbeat is {age_ms} ms old){unset}: give each node its own server.node_id"
-                        ),
-                    )));
-                }
-            }
-        }
-    }
-
-    /// Gives the node id up (clean shutdown): a restart need not wait for
-    /// the heartbeat to go stale.
-    pub async fn release_node(&self) -> Result<()> {
-        if self.node.state.claimed.swap(false, Ordering::Relaxed) {
-            self.backend.release_node(self.opts.node_id, self.node.state.instance).await?;
-        }
-        Ok(())
-    }
-
-    /// The fan-out worker's id in job leases.
-    pub fn worker_id(&self) -> WorkerId {
-        self.node.state.worker.load(Ordering::Relaxed)
-    }
-
-    /// Set when another instance claimed this node's id: the node must stop.
-    pub fn node_id_lost(&self) -> Option<NodeIdLost> {
-        self.node.state.lost.load(Ordering::Relaxed).then(|| {
-            NodeIdLost(format!(
-                "server.node_id {} was claimed by another node while this one ran (its heartbeats were late): \
-                 two nodes must not share an id",
-                self.opts.node_id
-            ))
-        })
-    }
-
-    /// The durable engine's probe, the one readiness counts: reads the
-    /// store's clock (one trivial statement, on a session of its own on
-    /// remote engines, so a busy pool cannot delay it) and measures this
-    /// node's offset from it.
-    pub(crate) async fn probe_durable(&self) -> tideway_store::Result<()> {
-        self.measure_clock().await
-    }
-
-    /// Records the heartbeat of a claimed node id (beside the probe, on
-    /// the shared pool: a late beat makes no node unready, and only a beat
-    /// another instance's claim refused stops this one).
-    pub(crate) async fn beat(&self) -> tideway_store::Result<()> {
-        if self.node.state.claimed.load(Ordering::Relaxed)
-            && !self.backend.beat(self.opts.node_id, self.node.state.instance).await?
-            && !self.node.state.lost.swap(true, Ordering::Relaxed)
-        {
-            tracing::error!(node_id = self.opts.node_id, "this node's id was claimed by another node: stopping");
-        }
-        Ok(())
-    }
-
-    /// Reads the store's clock and records this node's offset from it (the
-    /// midpoint of the read by this node's clock).
-    pub(crate) async fn measure_clock(&self) -> tideway_store::Result<()> {
-        let before = self.node.clock.now();
-        let Some(store) = self.backend.clock().await? else {
-            metrics::gauge!("tideway_clock_offset_seconds").set(0.0);
-            return Ok(());
-        };
-        if !self.node.clock.is_real() {
-            return Ok(());
-        }
-        let after = self.node.clock.now();
-        let mid = before.0 + (after.0 - before.0) / 2;
-        let offset = store.0 - mid;
-        self.node.state.offset_ms.store(offset, Ordering::Relaxed);
-        // Positive: this node is ahead.
-        metrics::gauge!("tideway_clock_offset_seconds").set(-offset as f64 / 1000.0);
-        let ok = offset.abs() <= self.opts.max_clock_offset_ms;
-        let was = self.node.state.clock_ok.swap(ok, Ordering::Relaxed);
-        if was && !ok {
-            tracing::error!(
-                offset_ms = -offset,
-                max_ms = self.opts.max_clock_offset_ms,
-                "{}; writes are refused until it is corrected",
-                self.node.clock_message(offset)
-            );
-        } else if !was && ok {
-            tracing::info!(offset_ms = -offset, "this node's clock agrees with the database's again: writes resume");
-        }
-        Ok(())
-    }
-
-    /// Starts the id allocator above the newest stored key, unless that key
-    /// is from beyond the tolerance ahead of the deployment's clock (written
-    /// by a node whose clock was ahead): continuing from it would date every
-    /// new item that far ahead too.
-    pub(crate) fn observe_stored(&self, max_key: Key) {
-        let newest = tideway_core::ids::key_time(max_key);
-        let now = self.node.shared_now().0;
-        if newest.0 <= now.saturating_add(self.opts.max_clock_offset_ms) {
-            self.node.ids.observe(max_key);
-        } else {
-            tracing::warn!(
-                newest_id_ahead_ms = newest.0 - now,
-                "the newest stored id is dated ahead of the database's clock (a node's clock was ahead): \
-                 new ids continue from the clock, not from it"
-            );
-        }
-    }
-}

@@ -8,7 +8,7 @@
 //!   fan-out lag, hot authors' items alike), and sends them oldest first,
 //!   each once `settle_ms` has passed since its time (a write that took an
 //!   older id may still be landing). Each is the entry exactly as the first
-//!   page of the home shows it ([`FeedsService::home_above`]): its cursor,
+//!   page of the home shows it (`FeedsService::home_above`): its cursor,
 //!   the event's id, carries its rank from the top. A step that finds
 //!   nothing costs one page read.
 //! - **Deletes while connected**: a stream holds the last [`HELD`] entries

@@ -113,12 +113,12 @@ impl Harness {
             _ => return,
         };
         if clean {
-            self.svc().save_snapshot(&snap).await.expect("snapshot");
+            self.svc().ops.save_snapshot(&snap).await.expect("snapshot");
         }
         self.nodes.clear();
         let node = self.node(0).await;
         self.nodes.push(node);
-        let loaded = self.svc().load_snapshot(&snap).await.expect("load snapshot");
+        let loaded = self.svc().ops.load_snapshot(&snap).await.expect("load snapshot");
         assert_eq!(loaded.is_some(), clean);
     }
     pub(crate) fn pick(&self) -> &(Arc<FeedService>, FanoutWorker) {

@@ -352,7 +352,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
                 if rng.random_bool(0.5) {
                     h.svc().backend().drop_inbox(UserId(a)).await.expect("drop");
                 } else {
-                    h.svc().sweep_inactive().await.expect("sweep");
+                    h.svc().ops.sweep_inactive().await.expect("sweep");
                 }
             }
             98 => {
