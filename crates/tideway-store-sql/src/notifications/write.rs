@@ -106,8 +106,27 @@ impl SqlStore {
         actors: &BTreeSet<String>,
         keys: &BTreeSet<String>,
     ) -> Result<()> {
+        // On PostgreSQL an actor is locked with a transaction-scoped
+        // advisory lock (no row to make: every new liker made one), before
+        // any key as with rows, so the order every writer takes is kept.
+        let actors_as_rows = if self.dialect == crate::Dialect::Postgres {
+            // One statement, the locks in the order of their numbers (the
+            // order every writer takes them), as the VALUES list is read.
+            let mut locks: Vec<i64> = actors.iter().map(|a| actor_lock(user, a)).collect();
+            locks.sort_unstable();
+            locks.dedup();
+            if !locks.is_empty() {
+                let values = vec!["(?)"; locks.len()].join(", ");
+                let sql = format!("SELECT count(pg_advisory_xact_lock(v.x)) FROM (VALUES {values}) AS v(x)");
+                let args: Vec<Arg<'_>> = locks.into_iter().map(Int).collect();
+                self.rows_in(tx, &sql, &args).await?;
+            }
+            &BTreeSet::new()
+        } else {
+            actors
+        };
         let want: Vec<(i64, &str)> =
-            actors.iter().map(|a| (ACTOR, a.as_str())).chain(keys.iter().map(|k| (KEY, k.as_str()))).collect();
+            actors_as_rows.iter().map(|a| (ACTOR, a.as_str())).chain(keys.iter().map(|k| (KEY, k.as_str()))).collect();
         if want.is_empty() {
             return Ok(());
         }
@@ -608,4 +627,16 @@ impl SqlStore {
         };
         Ok((page, whole, moves.len()))
     }
+}
+
+/// The advisory lock naming `user`'s `actor` (FNV-1a of both, the same on
+/// every node; a collision only makes two unrelated writes wait for each
+/// other).
+fn actor_lock(user: UserId, actor: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in b"tw_notify_actor".iter().chain(&user.0.to_le_bytes()).chain(actor.as_bytes()) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
 }
