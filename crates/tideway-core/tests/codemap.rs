@@ -5,7 +5,10 @@
 //! folder). A file added without a line in the map fails here.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::rust_files;
+use std::path::Path;
 
 /// Each crate's part of the codemap: from its `  name/` line to the next.
 fn sections(doc: &str) -> BTreeMap<String, String> {
@@ -24,18 +27,6 @@ fn sections(doc: &str) -> BTreeMap<String, String> {
         }
     }
     out
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries {
-        let path = e.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
 }
 
 /// Whether `word` stands alone in `text` (not inside a longer name).

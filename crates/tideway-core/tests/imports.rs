@@ -6,19 +6,10 @@
 //! the fix is a type moved beside the trait or the code that owns it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+mod common;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
-    for e in entries {
-        let path = e.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|x| x == "rs") {
-            out.push(path);
-        }
-    }
-}
+use common::rust_files;
+use std::path::{Path, PathBuf};
 
 /// The code of a file, without its comment lines.
 fn code(path: &Path) -> String {
