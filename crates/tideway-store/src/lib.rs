@@ -43,17 +43,17 @@
 //! * `memory.rs`: the memory backend, [`MemoryStore`] = `Store<NoJournal>`.
 //! * `split.rs`: [`Split`], one backend made of a durable and a shared engine.
 //! * `trust.rs`: [`trust::Trusted`], the shared half under a lease, and writes without it.
-//! * `facts.rs`: the node's copies of what a page's statement reads.
-//! * `forward.rs`: the macro that forwards every trait method, for [`Split`] and [`Counted`].
+//! * `copies/`: [`NodeCopies`], a node's copies (facts, records, followee lists) as a backend wrapping another.
+//! * `forward.rs`: the macro that forwards every trait method, for [`Split`], [`NodeCopies`] and [`Counted`].
 //! * `counted.rs`: [`Counted`], a backend that counts the calls made through it.
 //! * `profile.rs`: [`Profile`], what a backend is like, as its engines report it.
 
 pub mod blocks;
 pub mod change;
 pub mod components;
+pub mod copies;
 pub mod counted;
 pub mod error;
-pub mod facts;
 mod forward;
 pub mod inbox;
 pub mod job_window;
@@ -72,6 +72,7 @@ pub mod trust;
 
 pub use blocks::SortedBlocks;
 pub use change::{Change, Counters, EdgeKind, Head};
+pub use copies::NodeCopies;
 pub use counted::Counted;
 pub use error::{BoxError, Engine, StoreError, redact_url};
 pub use inbox::{InboxRead, InboxSet, InboxStats};

@@ -4,7 +4,6 @@
 //! durable half when lost). This is how a deployment puts the traits on
 //! different engines, e.g. SQL for the first and Redis for the second.
 
-use crate::facts::{FACT_COPIES_BYTES, FactLayer};
 use crate::forward::forward_backend;
 use crate::profile::{Profile, Profiled};
 use crate::traits::*;
@@ -17,14 +16,12 @@ use std::sync::Arc;
 /// reads there only under a lease the durable half grants, and a write that
 /// cannot reach it goes on all the same (`trust.rs`).
 ///
-/// The writes that change items' page facts and the page's read go through
-/// its [`FactLayer`]: a node keeps copies of items' counts and marks,
-/// checked by the shared half's [`FactTokens`] (`facts.rs`).
+/// A node's copies of what it reads stand before it, not in it
+/// ([`crate::NodeCopies`]).
 #[derive(Clone)]
 pub struct Split {
     pub durable: Arc<dyn Durable>,
     pub shared: Arc<dyn Shared>,
-    pub facts: Arc<FactLayer>,
 }
 
 impl Split {
@@ -35,8 +32,7 @@ impl Split {
     /// With leases and holds of `times` (tests shorten them).
     pub fn with_trust(durable: Arc<dyn Durable>, shared: Arc<dyn Shared>, times: TrustTimes) -> Self {
         let shared: Arc<dyn Shared> = Arc::new(Trusted::new(shared, durable.clone(), times));
-        let facts = Arc::new(FactLayer::new(durable.clone(), shared.clone(), FACT_COPIES_BYTES));
-        Self { durable, shared, facts }
+        Self { durable, shared }
     }
 }
 
@@ -46,4 +42,4 @@ impl Profiled for Split {
     }
 }
 
-forward_backend!(Split, s => durable: s.durable, facts: s.facts, shared: s.shared);
+forward_backend!(Split, s => durable: s.durable, shared: s.shared);

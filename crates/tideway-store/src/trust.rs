@@ -3,7 +3,7 @@
 //!
 //! The shared half (Redis) holds what makes pages fast: inboxes, hot-author
 //! marks, removal notes, and the tokens that say a node's copies of page
-//! facts are current (`facts.rs`). Every write keeps them right: it
+//! facts are current (`copies/facts.rs`). Every write keeps them right: it
 //! delivers, marks, and moves tokens. A write that cannot reach the shared
 //! half still goes on, durably. What it did not tell the shared half makes
 //! that half stale, for every node. So before such a write is

@@ -15,7 +15,6 @@
 //! between push and pull has no gap and no duplicate.
 
 use crate::error::Result;
-use crate::item_cache::ItemCache;
 use async_trait::async_trait;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::sync::Arc;
@@ -23,6 +22,7 @@ use tideway_core::entry::AppearanceKind;
 use tideway_core::entry::{home_entry, profile_entry};
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::{Entry, Item, ItemId, Key, Millis, PostingFeed, Relation, UserId};
+use tideway_store::copies::RecordCopies;
 use tideway_store::{
     Backend, InboxRead, ItemCounts, OwnRelations, PageFacts, PageQuery, Promotion, Record, ViewerMarks,
 };
@@ -53,7 +53,7 @@ pub enum Evaluator<'a> {
     /// Home of `user`, whose `F(user)` is `f_list` (by id).
     Home {
         backend: &'a dyn Backend,
-        cache: Option<&'a ItemCache>,
+        cache: Option<&'a RecordCopies>,
         user: UserId,
         f_list: &'a [UserId],
         /// `user`'s own relations, read with `f_list` under its version
@@ -66,7 +66,7 @@ pub enum Evaluator<'a> {
     /// Profile of `author` seen by `viewer`.
     Profile {
         backend: &'a dyn Backend,
-        cache: Option<&'a ItemCache>,
+        cache: Option<&'a RecordCopies>,
         author: UserId,
         viewer: Option<UserId>,
         read_ahead: bool,

@@ -20,7 +20,7 @@ pub(super) struct Batch {
 /// in `held`), the rest read (and kept in `cache`).
 pub(super) async fn read_records(
     backend: &dyn Backend,
-    cache: Option<&ItemCache>,
+    cache: Option<&RecordCopies>,
     keys: &[Key],
     held: &mut Vec<(ItemId, u32, u64)>,
 ) -> Result<Vec<Option<Record>>> {
@@ -53,7 +53,7 @@ pub(super) async fn read_records(
 
 pub(super) async fn load_batch(
     backend: &dyn Backend,
-    cache: Option<&ItemCache>,
+    cache: Option<&RecordCopies>,
     keys: &[Key],
     insert_owner: Option<UserId>,
 ) -> Result<Batch> {
@@ -102,9 +102,9 @@ pub(super) async fn load_batch(
 /// Runs an evaluation that takes records from `cache` until none of those
 /// it took was stale (`Err(stale)`: they are forgotten, so the next run
 /// reads them); after two such runs, one without the cache.
-pub(super) async fn checked<'c, F, Fut>(cache: Option<&'c ItemCache>, run: F) -> Result<Vec<Found>>
+pub(super) async fn checked<'c, F, Fut>(cache: Option<&'c RecordCopies>, run: F) -> Result<Vec<Found>>
 where
-    F: Fn(Option<&'c ItemCache>) -> Fut,
+    F: Fn(Option<&'c RecordCopies>) -> Fut,
     Fut: std::future::Future<Output = Result<std::result::Result<Vec<Found>, Vec<ItemId>>>>,
 {
     let mut cache = cache;
@@ -184,7 +184,7 @@ impl Told {
     /// copies that were stale.
     pub(super) async fn ask(
         backend: &dyn Backend,
-        cache: Option<&ItemCache>,
+        cache: Option<&RecordCopies>,
         b: &Batch,
         q: PageQuery<'_>,
         asks: Option<&PageAsks>,
@@ -304,7 +304,7 @@ impl PageAsks {
 /// names the copies taken from `cache` that were stale.
 pub async fn evaluate_home(
     backend: &dyn Backend,
-    cache: Option<&ItemCache>,
+    cache: Option<&RecordCopies>,
     user: UserId,
     (f_list, own): (&[UserId], Option<&OwnRelations>),
     keys: &[Key],
@@ -356,7 +356,7 @@ pub async fn evaluate_home(
 /// names the copies taken from `cache` that were stale.
 pub async fn evaluate_profile(
     backend: &dyn Backend,
-    cache: Option<&ItemCache>,
+    cache: Option<&RecordCopies>,
     author: UserId,
     viewer: Option<UserId>,
     keys: &[Key],

@@ -1,16 +1,15 @@
 //! What a write does once it is stored, beyond the store itself: it tells
-//! every node (signals on the hub), forgets this node's copies of what
-//! changed, notes removals for home streams that resume later, and, when
-//! the shared half missed a write, withdraws every node's trust in it. The
-//! services that write (items, the graph, home insertions) each hold one;
-//! none of them reaches a copy or the hub any other way.
+//! every node (signals on the hub), notes removals for home streams that
+//! resume later, and, when the shared half missed a write, withdraws every
+//! node's trust in it. The services that write (items, the graph, home
+//! insertions) each hold one; none of them reaches the hub any other way.
+//! (This node's copies forget what a write changed as it passes through
+//! them: `tideway_store::copies`.)
 
 use super::node::Node;
 use crate::error::Result;
-use crate::item_cache::{FolloweeCopies, ItemCache};
 use crate::signals::SignalOutbox;
 use std::sync::Arc;
-use tideway_core::{ItemId, UserId};
 use tideway_store::{Backend, Removal, Signal};
 
 /// The after-effects of writes (see the module's documentation).
@@ -24,26 +23,16 @@ pub(crate) struct Effects {
     /// ([`super::ServiceOptions::replay_window_ms`]).
     replay_window_ms: i64,
     outbox: Arc<SignalOutbox>,
-    item_cache: Option<Arc<ItemCache>>,
-    followee_copies: Option<Arc<FolloweeCopies>>,
 }
 
 impl Effects {
-    pub(crate) fn new(
-        backend: Arc<dyn Backend>,
-        node: Arc<Node>,
-        opts: &super::ServiceOptions,
-        item_cache: Option<Arc<ItemCache>>,
-        followee_copies: Option<Arc<FolloweeCopies>>,
-    ) -> Self {
+    pub(crate) fn new(backend: Arc<dyn Backend>, node: Arc<Node>, opts: &super::ServiceOptions) -> Self {
         Self {
             backend,
             node,
             background_signals: opts.background_signals,
             replay_window_ms: opts.replay_window_ms,
             outbox: Arc::default(),
-            item_cache,
-            followee_copies,
         }
     }
 
@@ -57,25 +46,6 @@ impl Effects {
             self.outbox.send(&self.backend, signals);
         } else if let Err(e) = self.backend.publish(&signals).await {
             tracing::debug!(error = %e, "could not send signals; workers and streams poll");
-        }
-    }
-
-    /// Forgets this node's copy of an item that changed (other nodes forget
-    /// theirs at the `Item` signal; pages check every copy either way).
-    pub(crate) fn forget_item(&self, id: ItemId) {
-        if let Some(c) = &self.item_cache {
-            c.forget(id);
-        }
-    }
-
-    /// Forgets this node's copies of these users' followee lists and own
-    /// relations (they changed, or may have): this node's next page reads
-    /// them anew without walking first (other nodes find the version moved).
-    pub(crate) fn forget_followees(&self, users: &[UserId]) {
-        if let Some(c) = &self.followee_copies {
-            for u in users {
-                c.forget(*u);
-            }
         }
     }
 

@@ -7,7 +7,7 @@ use super::node::Node;
 use super::reader::ItemReader;
 use crate::error::{Result, ServiceError};
 use crate::feed::{Evaluator, Found, HomeSource, Hydrated, PageAsks, PullSource, batch_size, walk};
-use crate::item_cache::{FolloweeCopies, FolloweeCopy, ItemCache, RecentTouches};
+use crate::touches::RecentTouches;
 use crate::view::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,6 +16,8 @@ use tideway_core::limits::page_limit;
 use tideway_core::merge::{Direction, KeyRange, merge_sorted};
 use tideway_core::promote::{Slot, weave};
 use tideway_core::{Item, ItemId, Key, Relation, UserId};
+use tideway_store::NodeCopies;
+use tideway_store::copies::{FolloweeCopy, RecordCopies};
 use tideway_store::{Backend, InboxRead, Promotion};
 
 /// A running promotion the viewer may see, its item, and the item's counts
@@ -32,10 +34,10 @@ pub struct FeedsService {
     node: Arc<Node>,
     pub(super) reader: Arc<ItemReader>,
     effects: Arc<Effects>,
-    /// This node's copies of item records (engines a round trip away).
-    item_cache: Option<Arc<ItemCache>>,
-    /// This node's copies of followee lists (with the records' budget).
-    followee_copies: Option<Arc<FolloweeCopies>>,
+    /// This node's copies (engines a round trip away), which `backend`
+    /// stands behind: a page takes records and followee lists from them
+    /// and has its one call check them.
+    copies: Option<NodeCopies>,
     /// Whom this node marked active lately (`touch_every_ms` > 0).
     touches: Option<RecentTouches>,
     /// Whether pages read ahead ([`ServiceOptions::read_ahead`]).
@@ -49,8 +51,7 @@ impl FeedsService {
         node: Arc<Node>,
         reader: Arc<ItemReader>,
         effects: Arc<Effects>,
-        item_cache: Option<Arc<ItemCache>>,
-        followee_copies: Option<Arc<FolloweeCopies>>,
+        copies: Option<NodeCopies>,
         opts: &ServiceOptions,
     ) -> Self {
         Self {
@@ -58,12 +59,19 @@ impl FeedsService {
             node,
             reader,
             effects,
-            item_cache,
-            followee_copies,
+            copies,
             touches: (opts.touch_every_ms > 0).then(|| RecentTouches::new(opts.touch_every_ms)),
             read_ahead: opts.read_ahead,
             max_len: opts.max_len,
         }
+    }
+
+    fn record_copies(&self) -> Option<&RecordCopies> {
+        self.copies.as_ref().map(NodeCopies::records)
+    }
+
+    fn followee_copies(&self) -> Option<&tideway_store::copies::FolloweeCopies> {
+        self.copies.as_ref().map(NodeCopies::followees)
     }
 
     /// Turns walked entries into a page: positions, cursors, promotions (home
@@ -207,7 +215,7 @@ impl FeedsService {
             list: with_self(read.list, user).into(),
             own: read.own.map(Arc::new),
         };
-        if let (Some(c), Some(_)) = (&self.followee_copies, read.version) {
+        if let (Some(c), Some(_)) = (self.followee_copies(), read.version) {
             c.put(user, copy.clone());
         }
         Ok((copy, Copied::Read))
@@ -335,7 +343,7 @@ impl FeedsService {
         // With this node's copy of the list, F(u) is known before any read:
         // the hot authors' marks are read beside the inbox, not after it
         // (filtered by its floor here), one round trip fewer.
-        let held = self.followee_copies.as_ref().and_then(|c| c.get(user));
+        let held = self.followee_copies().and_then(|c| c.get(user));
         let marks = async {
             match &held {
                 Some(copy) => Some(self.backend.unpushed_keys(&copy.list).await),
@@ -351,7 +359,7 @@ impl FeedsService {
         if let Copied::Held(_) = copied
             && matches!(first, Ok(FirstInbox::Read(None) | FirstInbox::Floor(None)))
         {
-            if let Some(c) = &self.followee_copies {
+            if let Some(c) = self.followee_copies() {
                 c.forget(user);
             }
             return Ok(None);
@@ -386,7 +394,7 @@ impl FeedsService {
         };
         let asks = PageAsks::new(held, Some(self.node.clock.now()));
         let read_ahead = self.read_ahead;
-        let cache = self.item_cache.as_deref();
+        let cache = self.record_copies();
         let own = own.as_deref();
         let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, own, read_ahead, asks: Some(&asks) };
         let walked = walk(&mut source, &eval, spec.limit).await?;
@@ -394,7 +402,7 @@ impl FeedsService {
         if let Copied::Held(version) = copied
             && asked.followees_version != Some(version)
         {
-            if let Some(c) = &self.followee_copies {
+            if let Some(c) = self.followee_copies() {
                 c.forget(user);
             }
             metrics::counter!("tideway_followee_copies_stale_total").increment(1);
@@ -416,7 +424,7 @@ impl FeedsService {
         let mut source = HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor);
         let eval = Evaluator::Home {
             backend,
-            cache: self.item_cache.as_deref(),
+            cache: self.record_copies(),
             user,
             f_list: &f_list,
             own: None,
@@ -471,13 +479,8 @@ impl FeedsService {
         let authors = [author];
         let mut source =
             PullSource { backend, authors: &authors, inserts_of: None, dir: spec.dir, bound: spec.cursor, stop: None };
-        let eval = Evaluator::Profile {
-            backend,
-            cache: self.item_cache.as_deref(),
-            author,
-            viewer,
-            read_ahead: self.read_ahead,
-        };
+        let eval =
+            Evaluator::Profile { backend, cache: self.record_copies(), author, viewer, read_ahead: self.read_ahead };
         let walked = walk(&mut source, &eval, spec.limit).await?;
         self.finish_page(&spec, walked, &scope, viewer, &[]).await
     }
@@ -505,7 +508,6 @@ impl FeedsService {
         } else {
             insert.await?;
         }
-        self.effects.forget_followees(&[user]);
         self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         let view = self.reader.hydrate_one(it, Some(user)).await?;
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));

@@ -54,7 +54,6 @@ impl GraphService {
             targets.iter().map(|t| Cause::Follow { from: user, to: *t, at, stands: true }).collect();
         let notify = self.notifications.ops(&causes)?;
         let statuses = self.backend.follow_many_notifying(user, targets, at, self.max_following, &notify).await?;
-        self.effects.forget_followees(&[user]);
         self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         // Every follow that stands is backfilled, a repeat too. The
         // backfill runs after the follow is stored: a node killed between
@@ -113,7 +112,6 @@ impl GraphService {
         let at = self.node.clock.now();
         let notify = self.notifications.ops(&[Cause::Follow { from: user, to: target, at, stands: false }])?;
         self.backend.unfollow_notifying(user, target, &notify).await?;
-        self.effects.forget_followees(&[user]);
         self.effects.note_removals(&[Removal::Relation { user, other: target }]).await;
         self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         Ok(())
@@ -130,7 +128,6 @@ impl GraphService {
         Self::check_not_self(user, target, "block")?;
         let at = self.node.write_now()?;
         self.backend.set_block(user, target, on, at).await?;
-        self.effects.forget_followees(&[user, target]);
         if on {
             self.effects
                 .note_removals(&[
@@ -155,7 +152,6 @@ impl GraphService {
     pub async fn set_mute(&self, user: UserId, target: UserId, on: bool) -> Result<()> {
         Self::check_not_self(user, target, "mute")?;
         self.backend.set_mute(user, target, on, self.node.write_now()?).await?;
-        self.effects.forget_followees(&[user]);
         if on {
             self.effects.note_removals(&[Removal::Relation { user, other: target }]).await;
         }

@@ -350,7 +350,6 @@ impl ItemService {
             let original = updated.repost_of.unwrap_or(updated.id);
             self.effects.note_removals(&[Removal::Item { author: updated.author, item: original, key: None }]).await;
         }
-        self.effects.forget_item(id);
         self.effects.signal(vec![Signal::Gone(updated.author), Signal::Item(id)]).await;
         self.reader.hydrate_one(updated, actor).await
     }
@@ -373,7 +372,6 @@ impl ItemService {
             self.effects
                 .note_removals(&[Removal::Item { author: item.author, item: original, key: Some(item.id.0) }])
                 .await;
-            self.effects.forget_item(id);
             self.effects.signal(vec![Signal::Gone(item.author), Signal::Item(id)]).await;
         }
         Ok(())

@@ -35,7 +35,7 @@ use crate::clock::Clock;
 use crate::error::Result;
 use std::sync::Arc;
 use tideway_config::{BackendKind, Config};
-use tideway_store::{Backend, Profile};
+use tideway_store::{Backend, NodeCopies, Profile};
 
 /// Ids tried for one new item before giving up (a collision only happens
 /// for imported times; each one makes the allocator jump further).
@@ -74,11 +74,11 @@ pub struct ServiceOptions {
     /// refuses writes (`server.max_clock_offset`).
     pub max_clock_offset_ms: i64,
     /// Bytes of this node's copies of item records and followee lists (0:
-    /// none; three quarters for records, a quarter for lists), checked by
-    /// every page that uses them ([`crate::item_cache`]): on engines a round
-    /// trip away, `storage.cache_size`; in process the store's own caches
-    /// serve.
-    pub item_cache_bytes: u64,
+    /// no copies; three quarters for records, a quarter for lists; the
+    /// facts' copies besides), checked by every page that uses them
+    /// ([`tideway_store::copies`]): on engines a round trip away,
+    /// `storage.cache_size`; in process the store's own caches serve.
+    pub copies_bytes: u64,
     /// How long after marking a reader active (`Activity::touch`) this node
     /// skips marking them again (0: every page marks): on engines a round
     /// trip away, a thousandth of `fanout.active_window`, at most a minute.
@@ -108,7 +108,7 @@ impl ServiceOptions {
             chunks_in_flight: profile.chunks_in_flight(),
             read_ahead: profile.reads_ahead(),
             background_signals: profile.background_signals(),
-            item_cache_bytes: if profile.round_trips { c.storage.cache_size.0 } else { 0 },
+            copies_bytes: if profile.round_trips { c.storage.cache_size.0 } else { 0 },
             hot_decision_ms: if profile.round_trips { 10_000 } else { 0 },
             touch_every_ms: if profile.round_trips {
                 i64::try_from(c.fanout.active_window.0.as_millis() / 1000).unwrap_or(i64::MAX).min(60_000)
@@ -140,10 +140,11 @@ pub struct FeedService {
     pub(crate) opts: ServiceOptions,
     /// This node's clock, ids and standing ([`node::Node`]).
     pub(crate) node: Arc<node::Node>,
-    /// This node's copies of item records (engines a round trip away).
-    pub(crate) item_cache: Option<Arc<crate::item_cache::ItemCache>>,
-    /// What writes do once stored: signals, forgetting copies, removal
-    /// notes, distrust of the shared half.
+    /// This node's copies (engines a round trip away), standing before
+    /// the backend the service was given: `backend` is them when kept.
+    pub(crate) copies: Option<NodeCopies>,
+    /// What writes do once stored: signals, removal notes, distrust of the
+    /// shared half.
     pub(crate) effects: Arc<effects::Effects>,
     /// Notifications (SPEC section 2).
     pub notifications: notifications::NotificationService,
@@ -172,36 +173,32 @@ fn shared_away(r: tideway_store::Result<()>) -> Result<bool> {
 }
 
 impl FeedService {
+    /// The service over `backend`, with this node's copies before it when
+    /// `opts.copies_bytes` is not 0.
     pub async fn new(backend: Arc<dyn Backend>, opts: ServiceOptions, clock: Arc<dyn Clock>) -> Result<Self> {
+        let copies = (opts.copies_bytes > 0).then(|| NodeCopies::new(backend.clone(), opts.copies_bytes));
+        let backend: Arc<dyn Backend> = match &copies {
+            Some(c) => Arc::new(c.clone()),
+            None => backend,
+        };
         let node = Arc::new(node::Node::new(clock, opts.node_id, opts.max_clock_offset_ms)?);
         let reader = Arc::new(reader::ItemReader::new(backend.clone()));
         let max_key = backend.stats().await?.max_key;
-        let item_cache = (opts.item_cache_bytes > 0)
-            .then(|| Arc::new(crate::item_cache::ItemCache::new(opts.item_cache_bytes / 4 * 3)));
-        let followee_copies = (opts.item_cache_bytes > 0)
-            .then(|| Arc::new(crate::item_cache::FolloweeCopies::new(opts.item_cache_bytes / 4)));
-        let effects = Arc::new(effects::Effects::new(
-            backend.clone(),
-            node.clone(),
-            &opts,
-            item_cache.clone(),
-            followee_copies.clone(),
-        ));
+        let effects = Arc::new(effects::Effects::new(backend.clone(), node.clone(), &opts));
         let notifications = notifications::NotificationService::new(backend.clone(), node.clone(), reader.clone());
         let feeds = Arc::new(feeds::FeedsService::new(
             backend.clone(),
             node.clone(),
             reader.clone(),
             effects.clone(),
-            item_cache.clone(),
-            followee_copies,
+            copies.clone(),
             &opts,
         ));
         let svc = Self {
             backend: backend.clone(),
             node: node.clone(),
             ops: ops::OpsService::new(backend.clone(), node.clone(), &opts),
-            item_cache,
+            copies,
             stream: Arc::new(stream::StreamService::new(backend.clone(), node.clone(), feeds.clone(), &opts)),
             feeds,
             live: live::LiveService::new(backend.clone(), node.clone(), opts.snapshot_ttl_ms),
@@ -224,8 +221,8 @@ impl FeedService {
             effects,
             opts,
         };
-        if let Some(cache) = &svc.item_cache {
-            cache.spawn_listener(&svc.backend);
+        if let Some(copies) = &svc.copies {
+            copies.spawn_listener();
         }
         svc.ops.measure_clock().await?;
         svc.ops.observe_stored(max_key);
@@ -236,9 +233,10 @@ impl FeedService {
         &self.backend
     }
 
-    /// This node's copies of item records, when it keeps them.
-    pub fn item_cache(&self) -> Option<&crate::item_cache::ItemCache> {
-        self.item_cache.as_deref()
+    /// This node's copies, when it keeps them (the backend it runs on
+    /// stands behind them).
+    pub fn copies(&self) -> Option<&NodeCopies> {
+        self.copies.as_ref()
     }
 
     pub fn options(&self) -> &ServiceOptions {

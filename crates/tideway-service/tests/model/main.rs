@@ -47,7 +47,7 @@ async fn run(seed: u64, kind: Kind, ops: usize) {
         // Nodes keep copies of item records on half the seeds, checked by
         // every page (on the others only the store's own caches serve);
         // a few of those with a cache so small it keeps hardly any.
-        item_cache_bytes: match seed % 6 {
+        copies_bytes: match seed % 6 {
             0 | 2 => 4 << 20,
             4 => 1,
             _ => 0,

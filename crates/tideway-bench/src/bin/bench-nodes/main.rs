@@ -208,7 +208,7 @@ fn opts(node_id: u16, backend: &dyn Backend, args: &Args) -> ServiceOptions {
     // reader's activity marked once a window); every reader's inbox is
     // pushed to (no hot authors at this size).
     let served = ServiceOptions::new(&node_config(), backend.profile());
-    ServiceOptions { node_id, item_cache_bytes: if args.no_item_cache { 0 } else { served.item_cache_bytes }, ..served }
+    ServiceOptions { node_id, copies_bytes: if args.no_item_cache { 0 } else { served.copies_bytes }, ..served }
 }
 
 /// The settings of a benchmark node (inboxes of 800 keys), as `tideway

@@ -21,10 +21,10 @@
 //! lost) only makes that rare; nothing depends on it arriving. Insertion
 //! records never change and need no check.
 
+use crate::{Backend, CACHE_ENTRY_BYTES, Received, Record, Signal};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use tideway_core::{ItemId, Key, UserId};
-use tideway_store::{Backend, CACHE_ENTRY_BYTES, OwnRelations, Received, Record, Signal};
+use tideway_core::{ItemId, Key};
 
 /// Weighs a cached record by an estimate of its memory.
 #[derive(Clone)]
@@ -41,19 +41,22 @@ impl quick_cache::Weighter<Key, (Record, u64)> for Weight {
 
 /// Item and insertion records by key, each with an item epoch it was
 /// current at, weighed, bounded.
-pub struct ItemCache {
+pub struct RecordCopies {
     records: quick_cache::sync::Cache<Key, (Record, u64), Weight>,
     /// The newest item epoch a page's statement answered on this node (0:
     /// none yet).
     epoch: AtomicU64,
 }
 
-impl ItemCache {
+impl RecordCopies {
     /// A cache of about `bytes` (at least 64 KiB).
     pub fn new(bytes: u64) -> Self {
         let bytes = bytes.max(1 << 16);
         let items = usize::try_from(bytes / 512).unwrap_or(usize::MAX).max(16);
-        ItemCache { records: quick_cache::sync::Cache::with_weighter(items, bytes, Weight), epoch: AtomicU64::new(0) }
+        RecordCopies {
+            records: quick_cache::sync::Cache::with_weighter(items, bytes, Weight),
+            epoch: AtomicU64::new(0),
+        }
     }
 
     /// The copy of `key`'s record, if this node holds one, with the epoch
@@ -126,112 +129,11 @@ impl ItemCache {
                         }
                     },
                     Err(e) => {
-                        tracing::debug!(error = %e, "item cache: the hub cannot be reached; pages check every copy")
+                        tracing::debug!(error = %e, "record copies: the hub cannot be reached; pages check every copy")
                     }
                 }
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
         });
-    }
-}
-
-/// A node's copy of a user's followee list and own relations, at the
-/// version they were read at.
-#[derive(Clone)]
-pub struct FolloweeCopy {
-    pub version: u64,
-    /// `F(u)`: whom the user follows, and the user, by id.
-    pub list: Arc<[UserId]>,
-    /// `None` when the engine reads none with the list (too many).
-    pub own: Option<Arc<OwnRelations>>,
-}
-
-/// Weighs a copy by its ids and the slot.
-#[derive(Clone)]
-struct ListWeight;
-
-impl quick_cache::Weighter<UserId, FolloweeCopy> for ListWeight {
-    fn weight(&self, _: &UserId, c: &FolloweeCopy) -> u64 {
-        let own = c.own.as_ref().map_or(0, |o| 64 + (o.blocks.len() + o.blocked_by.len() + o.mutes.len()) * 8);
-        (96 + c.list.len() * 8 + own) as u64
-    }
-}
-
-/// A node's copies of followee lists and own relations (blocks both ways,
-/// mutes, whether the user has insertions), each with the version of the
-/// set it was read at (`Graph::followees_versioned`), for engines that keep
-/// one.
-///
-/// What is guaranteed: a home page never walks a followee list, nor
-/// filters by own relations, older than a change of them acknowledged
-/// before the page began, on any node. The page
-/// takes its viewer's list here and has its version checked by the page's
-/// one call (`PageQuery::followees_of`); when the version moved, the page
-/// forgets the copy and begins again with the list read anew. A page that
-/// writes from the list (an absent inbox rebuilt from the outboxes of
-/// everyone in it) reads it anew first: a write is not undone by beginning
-/// again. A follow change on this node forgets the copy at once (no second
-/// walk then).
-pub struct FolloweeCopies {
-    lists: quick_cache::sync::Cache<UserId, FolloweeCopy, ListWeight>,
-}
-
-impl FolloweeCopies {
-    /// Copies of about `bytes` (at least 64 KiB).
-    pub fn new(bytes: u64) -> Self {
-        let bytes = bytes.max(1 << 16);
-        let lists = usize::try_from(bytes / 1024).unwrap_or(usize::MAX).max(16);
-        FolloweeCopies { lists: quick_cache::sync::Cache::with_weighter(lists, bytes, ListWeight) }
-    }
-
-    /// The copy of `user`'s list and own relations.
-    pub fn get(&self, user: UserId) -> Option<FolloweeCopy> {
-        self.lists.get(&user)
-    }
-
-    pub fn put(&self, user: UserId, copy: FolloweeCopy) {
-        self.lists.insert(user, copy);
-    }
-
-    /// Forgets `user`'s copy (the list changed, or may have).
-    pub fn forget(&self, user: UserId) {
-        self.lists.remove(&user);
-    }
-}
-
-/// When this node last marked a user active (`Activity::touch`), so that a
-/// page pays the mark at most once per `every` milliseconds per user (on
-/// engines a round trip away). Bounded: users share slots by hash, and a
-/// slot another user took only means one more mark.
-pub struct RecentTouches {
-    slots: Box<[parking_lot::Mutex<(UserId, i64)>]>,
-    every: i64,
-}
-
-impl RecentTouches {
-    const SLOTS: usize = 1 << 14;
-
-    pub fn new(every_ms: i64) -> Self {
-        RecentTouches {
-            slots: (0..Self::SLOTS).map(|_| parking_lot::Mutex::new((UserId(0), i64::MIN))).collect(),
-            every: every_ms.max(0),
-        }
-    }
-
-    fn slot(&self, user: UserId) -> &parking_lot::Mutex<(UserId, i64)> {
-        let h = user.0.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 50;
-        &self.slots[h as usize % Self::SLOTS]
-    }
-
-    /// Whether this node marked `user` within `every` before `now` (a clock
-    /// gone back counts as not recent).
-    pub fn recent(&self, user: UserId, now: i64) -> bool {
-        let (who, at) = *self.slot(user).lock();
-        who == user && now >= at && now.saturating_sub(at) < self.every
-    }
-
-    /// Notes that this node marked `user` at `now`.
-    pub fn note(&self, user: UserId, now: i64) {
-        *self.slot(user).lock() = (user, now);
     }
 }
