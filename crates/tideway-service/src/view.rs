@@ -70,6 +70,9 @@ impl From<AppearanceKind> for Reason {
 /// One entry of a page.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EntryView {
+    /// The entry's place in its feed, as its cursor carries it (a promoted
+    /// entry: the organic one's before it).
+    pub key: tideway_core::Key,
     pub cursor: String,
     pub reason: Reason,
     pub item: ItemView,

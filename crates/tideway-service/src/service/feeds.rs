@@ -143,17 +143,18 @@ impl FeedsService {
         for ((f, _, k), item) in rows.into_iter().zip(views) {
             entries.push(match f {
                 Some(f) => EntryView {
+                    key: f.entry.key,
                     cursor: enc(f.entry.key, k),
                     reason: f.entry.reason.into(),
                     item,
                     sources: f.entry.sources,
                 },
                 None => {
-                    let cursor = match entries.last() {
-                        Some(before) => before.cursor.clone(),
-                        None => spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default(),
+                    let (key, cursor) = match entries.last() {
+                        Some(before) => (before.key, before.cursor.clone()),
+                        None => (spec.cursor.unwrap_or(0), spec.cursor.map(|c| enc(c, spec.index)).unwrap_or_default()),
                     };
-                    EntryView { cursor, reason: Reason::Promoted, item, sources: vec![] }
+                    EntryView { key, cursor, reason: Reason::Promoted, item, sources: vec![] }
                 }
             });
         }
@@ -311,12 +312,26 @@ impl FeedsService {
 
     /// A page of `home(user).await`. Reading marks the user active.
     pub async fn home(&self, user: UserId, req: &PageRequest) -> Result<Page> {
+        self.home_read(user, req, HomeRead::Page).await
+    }
+
+    /// A page of `home(user)` pulled from the outboxes of whom they follow
+    /// (and their insertions): the definition itself, with no inbox and so
+    /// no delivery lag; no promotions woven in, no activity mark. What the
+    /// home stream reads near the top, where fan-out may not have delivered
+    /// yet. The same path as [`FeedsService::home`], on this node's copy of
+    /// the followee list, checked by the page's call.
+    pub(crate) async fn home_pulled(&self, user: UserId, req: &PageRequest) -> Result<Page> {
+        self.home_read(user, req, HomeRead::Pulled).await
+    }
+
+    async fn home_read(&self, user: UserId, req: &PageRequest, read: HomeRead) -> Result<Page> {
         let scope = FeedScope::Home(user.0);
         let spec = page_spec(req, &scope)?;
         // A page walked on this node's copy of the followee list that the
         // page's call found moved is walked again on the list read anew.
         loop {
-            if let Some(page) = self.home_once(user, &spec, &scope).await? {
+            if let Some(page) = self.home_once(user, &spec, &scope, read).await? {
                 return Ok(page);
             }
         }
@@ -324,59 +339,27 @@ impl FeedsService {
 
     /// One walk of a home page; `None` when it walked a copy of the
     /// followee list that is no longer current (forgotten, then).
-    async fn home_once(&self, user: UserId, spec: &PageSpec, scope: &FeedScope<'_>) -> Result<Option<Page>> {
-        // Three independent first reads at once: on remote engines each is a
-        // round trip (the followees none when this node holds a copy; the
-        // activity mark none when this node made it lately). An older-ward
-        // page's first inbox read is one of them: it carries the floor (one
-        // read of the inbox, not two).
-        let first_n = batch_size(spec.limit + 1, 0, self.read_ahead);
-        let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
-        let inbox = async {
-            match first {
-                Some((range, n)) => {
-                    self.backend.read_inbox(user, range, Direction::Older, n).await.map(FirstInbox::Read)
-                }
-                None => self.backend.inbox_floor(user).await.map(FirstInbox::Floor),
-            }
-        };
-        // With this node's copy of the list, F(u) is known before any read:
-        // the hot authors' marks are read beside the inbox, not after it
-        // (filtered by its floor here), one round trip fewer.
+    async fn home_once(
+        &self,
+        user: UserId,
+        spec: &PageSpec,
+        scope: &FeedScope<'_>,
+        read: HomeRead,
+    ) -> Result<Option<Page>> {
         let held = self.followee_copies().and_then(|c| c.get(user));
-        let marks = async {
-            match &held {
-                Some(copy) => Some(self.backend.unpushed_keys(&copy.list).await),
-                None => None,
+        let first_n = batch_size(spec.limit + 1, 0, self.read_ahead);
+        let (FolloweeCopy { list: f_list, own, .. }, copied, inbox) = match read {
+            HomeRead::Pulled => {
+                let (copy, copied) = self.home_sources(user, held.as_ref()).await?;
+                (copy, copied, None)
             }
-        };
-        let (sources, touched, first, marks) =
-            tokio::join!(self.home_sources(user, held.as_ref()), self.touch_reader(user), inbox, marks);
-        let (FolloweeCopy { list: f_list, own, .. }, copied) = sources?;
-        // An absent inbox is rebuilt from the outboxes of the list: a write,
-        // which a copy the page's call later finds moved could not undo.
-        // Rebuilds take the list as it is read now.
-        if let Copied::Held(_) = copied
-            && matches!(first, Ok(FirstInbox::Read(None) | FirstInbox::Floor(None)))
-        {
-            if let Some(c) = self.followee_copies() {
-                c.forget(user);
-            }
-            return Ok(None);
-        }
-        // Inboxes, activity and hot-author marks are shared state that may
-        // be unreachable (a Redis outage): the page is then pulled from the
-        // outboxes, exactly as defined, only slower.
-        let pulled = match self.prepare_inbox(user, &f_list, touched, first, marks).await {
-            Ok(pulled) => Some(pulled),
-            Err(e) => {
-                tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");
-                metrics::counter!("tideway_home_pulled_on_error_total").increment(1);
-                None
-            }
+            HomeRead::Page => match self.home_inbox(user, spec, held.as_ref(), first_n).await? {
+                Some(read) => read,
+                None => return Ok(None),
+            },
         };
         let backend = self.backend.as_ref();
-        let mut source = match pulled {
+        let mut source = match inbox {
             Some((ref pulled, ahead)) => {
                 let source = HomeSource::new(backend, user, &f_list, pulled, spec.dir, spec.cursor);
                 match ahead {
@@ -392,13 +375,22 @@ impl FeedsService {
             Copied::Held(_) => Some(user),
             Copied::Read => None,
         };
-        let asks = PageAsks::new(held, Some(self.node.clock.now()));
-        let read_ahead = self.read_ahead;
-        let cache = self.record_copies();
-        let own = own.as_deref();
-        let eval = Evaluator::Home { backend, cache, user, f_list: &f_list, own, read_ahead, asks: Some(&asks) };
+        let promotions_at = (read == HomeRead::Page).then(|| self.node.clock.now());
+        let asks = (held.is_some() || promotions_at.is_some()).then(|| PageAsks::new(held, promotions_at));
+        let eval = Evaluator::Home {
+            backend,
+            cache: self.record_copies(),
+            user,
+            f_list: &f_list,
+            own: own.as_deref(),
+            read_ahead: self.read_ahead,
+            asks: asks.as_ref(),
+        };
         let walked = walk(&mut source, &eval, spec.limit).await?;
-        let asked = asks.answer(backend).await?;
+        let asked = match &asks {
+            Some(asks) => asks.answer(backend).await?,
+            None => Default::default(),
+        };
         if let Copied::Held(version) = copied
             && asked.followees_version != Some(version)
         {
@@ -412,27 +404,68 @@ impl FeedsService {
         Ok(Some(self.finish_page(spec, walked, scope, Some(user), &promos).await?))
     }
 
-    /// A page of `home(user)` pulled from the outboxes of whom they follow
-    /// (and their insertions): the definition itself, with no inbox and so
-    /// no delivery lag; no promotions woven in. What the home stream reads
-    /// near the top, where fan-out may not have delivered yet.
-    pub(crate) async fn home_pulled(&self, user: UserId, req: &PageRequest) -> Result<Page> {
-        let scope = FeedScope::Home(user.0);
-        let spec = page_spec(req, &scope)?;
-        let f_list = self.sources_of(user).await?;
-        let backend = self.backend.as_ref();
-        let mut source = HomeSource::pull_only(backend, user, &f_list, spec.dir, spec.cursor);
-        let eval = Evaluator::Home {
-            backend,
-            cache: self.record_copies(),
-            user,
-            f_list: &f_list,
-            own: None,
-            read_ahead: self.read_ahead,
-            asks: None,
+    /// A home page's first reads and its inbox made ready: `F(u)` (this
+    /// node's copy, or read), and the authors whose unpushed items are above
+    /// the inbox's floor with the first batch's read (`None` inside when the
+    /// inbox cannot be read: the page is pulled). `None` when the inbox
+    /// must be rebuilt while the page holds a copy of the list (the page
+    /// begins again on the list read anew).
+    async fn home_inbox(
+        &self,
+        user: UserId,
+        spec: &PageSpec,
+        held: Option<&FolloweeCopy>,
+        first_n: usize,
+    ) -> Result<Option<HomeInbox>> {
+        // Three independent first reads at once: on remote engines each is a
+        // round trip (the followees none when this node holds a copy; the
+        // activity mark none when this node made it lately). An older-ward
+        // page's first inbox read is one of them: it carries the floor (one
+        // read of the inbox, not two).
+        let first = (spec.dir == Direction::Older).then(|| HomeSource::first_read(spec.cursor, first_n));
+        let inbox = async {
+            match first {
+                Some((range, n)) => {
+                    self.backend.read_inbox(user, range, Direction::Older, n).await.map(FirstInbox::Read)
+                }
+                None => self.backend.inbox_floor(user).await.map(FirstInbox::Floor),
+            }
         };
-        let walked = walk(&mut source, &eval, spec.limit).await?;
-        self.finish_page(&spec, walked, &scope, Some(user), &[]).await
+        // With this node's copy of the list, F(u) is known before any read:
+        // the hot authors' marks are read beside the inbox, not after it
+        // (filtered by its floor here), one round trip fewer.
+        let marks = async {
+            match held {
+                Some(copy) => Some(self.backend.unpushed_keys(&copy.list).await),
+                None => None,
+            }
+        };
+        let (sources, touched, first, marks) =
+            tokio::join!(self.home_sources(user, held), self.touch_reader(user), inbox, marks);
+        let (copy, copied) = sources?;
+        // An absent inbox is rebuilt from the outboxes of the list: a write,
+        // which a copy the page's call later finds moved could not undo.
+        // Rebuilds take the list as it is read now.
+        if let Copied::Held(_) = copied
+            && matches!(first, Ok(FirstInbox::Read(None) | FirstInbox::Floor(None)))
+        {
+            if let Some(c) = self.followee_copies() {
+                c.forget(user);
+            }
+            return Ok(None);
+        }
+        // Inboxes, activity and hot-author marks are shared state that may
+        // be unreachable (a Redis outage): the page is then pulled from the
+        // outboxes, exactly as defined, only slower.
+        let pulled = match self.prepare_inbox(user, &copy.list, touched, first, marks).await {
+            Ok(pulled) => Some(pulled),
+            Err(e) => {
+                tracing::warn!(user = user.0, error = %e, "inboxes unavailable: pulling the home page");
+                metrics::counter!("tideway_home_pulled_on_error_total").increment(1);
+                None
+            }
+        };
+        Ok(Some((copy, copied, pulled)))
     }
 
     /// The entries of `home(user)` above `after` (pulled, as
@@ -460,8 +493,7 @@ impl FeedsService {
         let encoder = CursorEncoder::new(&scope);
         let mut out: Vec<EntryView> = pages.into_iter().rev().flatten().collect();
         for (rank, e) in out.iter_mut().enumerate() {
-            let key = Cursor::decode(&e.cursor, &scope)?.key;
-            e.cursor = encoder.encode(Cursor { key, aux: rank as u64 + 1 });
+            e.cursor = encoder.encode(Cursor { key: e.key, aux: rank as u64 + 1 });
         }
         Ok(out)
     }
@@ -511,7 +543,7 @@ impl FeedsService {
         self.effects.signal(vec![tideway_store::Signal::Home(user)]).await;
         let view = self.reader.hydrate_one(it, Some(user)).await?;
         let cursor = Cursor::new(key).encode(&FeedScope::Home(user.0));
-        Ok(EntryView { cursor, reason: Reason::Inserted, item: view, sources: vec![] })
+        Ok(EntryView { key, cursor, reason: Reason::Inserted, item: view, sources: vec![] })
     }
 }
 
@@ -567,6 +599,21 @@ fn with_self(mut f: Vec<UserId>, user: UserId) -> Vec<UserId> {
     }
     f
 }
+
+/// How a home page is read: as the feed's pages are (the inbox above its
+/// floor, the outboxes below, promotions woven in; reading marks the
+/// reader active), or pulled from the outboxes alone (no delivery lag, no
+/// promotions, no mark: what the home stream reads).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum HomeRead {
+    Page,
+    Pulled,
+}
+
+/// A home page's `F(u)` and where it came from, and its ready inbox: the
+/// authors whose unpushed items are above the floor, with the first
+/// batch's read (`None`: the inbox cannot be read, the page is pulled).
+type HomeInbox = (FolloweeCopy, Copied, Option<(Vec<UserId>, Option<tideway_store::Result<Option<InboxRead>>>)>);
 
 /// Whether a home page's followee list is this node's copy (of that
 /// version) or was read for the page.

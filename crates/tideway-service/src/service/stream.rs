@@ -33,7 +33,7 @@
 use super::ServiceOptions;
 use super::feeds::FeedsService;
 use super::node::Node;
-use crate::error::{Result, ServiceError};
+use crate::error::Result;
 use crate::view::{EntryView, PageRequest, Reason};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -247,7 +247,7 @@ impl StreamService {
         let organic: Vec<(ItemId, String, u64)> = entries
             .iter()
             .filter(|e| e.reason != Reason::Promoted)
-            .filter_map(|e| Self::home_key(s.user, &e.cursor).map(|k| (e.item.item.id, e.cursor.clone(), k)))
+            .map(|e| (e.item.item.id, e.cursor.clone(), e.key))
             .take(HELD)
             .collect();
         s.held = organic.into_iter().rev().collect();
@@ -298,11 +298,13 @@ impl StreamService {
         // position just before this moment.
         let read_at = self.node.now().0;
         let top = self.feeds.home_pulled(user, &PageRequest { limit: Some(HELD), ..PageRequest::default() }).await?;
-        let position = match top.entries.iter().find(|e| e.reason != Reason::Promoted) {
-            Some(e) => e.cursor.clone(),
-            None => Cursor::new(key_floor_of(now).saturating_sub(1)).encode(&FeedScope::Home(user.0)),
+        let (position_key, position) = match top.entries.iter().find(|e| e.reason != Reason::Promoted) {
+            Some(e) => (e.key, e.cursor.clone()),
+            None => {
+                let key = key_floor_of(now).saturating_sub(1);
+                (key, Cursor::new(key).encode(&FeedScope::Home(user.0)))
+            }
         };
-        let position_key = Self::home_key(user, &position).unwrap_or(0);
         let mut s = HomeStream {
             user,
             position: position.clone(),
@@ -401,7 +403,7 @@ impl StreamService {
                     .entries
                     .iter()
                     .filter(|e| e.reason != Reason::Promoted)
-                    .filter_map(|e| Self::home_key(s.user, &e.cursor).map(|k| (e.item.item.id, k)))
+                    .map(|e| (e.item.item.id, e.key))
                     .collect();
                 // A full page may stop below the newest held entries: judge
                 // only those it covers.
@@ -445,9 +447,7 @@ impl StreamService {
             .filter(|e| e.reason != Reason::Promoted)
             .collect();
         for e in fresh.into_iter().rev() {
-            let Some(key) = Self::home_key(s.user, &e.cursor) else {
-                return Err(ServiceError::Store(tideway_store::StoreError::corrupt("a home entry's cursor")));
-            };
+            let key = e.key;
             if key <= s.position_key {
                 continue;
             }
