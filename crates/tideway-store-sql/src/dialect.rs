@@ -1,6 +1,7 @@
 //! The two dialects, and every statement that is spelled differently in
 //! each: placeholders, insert-or-ignore (and insert-or-keep), the count
-//! upserts, and what a post writes. Everything else is one text for both.
+//! upserts. What a post writes is described once in `post_writes.rs` and
+//! rendered there per dialect. Everything else is one text for both.
 
 use crate::SqlStore;
 use tideway_store::Engine;
@@ -68,26 +69,6 @@ impl Dialect {
 /// exists: adds the new row's `n` to it.
 pub(crate) const PG_ADD_TO_COUNT: &str = "ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n";
 
-/// The row of a new item: `(id, author, live, repost_of, reply_to, idem,
-/// record, body)`, bound in this order.
-const ITEM_ROW: &str = "INSERT INTO tw_items (id, author, live, repost_of, reply_to, idem, record, body) \
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?)";
-
-/// What a post writes, in each dialect.
-pub(crate) enum PostWrites {
-    /// PostgreSQL: one statement (data-modifying CTEs) writes the item, its
-    /// author's row and item counter, its parent's count (replies or
-    /// reposts), its postings and, with a fan-out, its job. Binds: the item
-    /// row, then the author's item count (`0` or `1`), then (feed, item) per
-    /// posting, then (with a job) the job's key and creation time.
-    One(String),
-    /// MySQL (no data-modifying CTEs): the item row; then the author's row
-    /// and item counter (binds: author, count); then the parent's count
-    /// ([`SqlStore::count_upsert`]); then the postings (binds: (feed, item)
-    /// each); then the job (binds: key, author, time).
-    Steps { item: String, author: String, postings: Option<String>, job: String },
-}
-
 impl SqlStore {
     /// `sql` with PostgreSQL's numbered placeholders where needed.
     pub(crate) fn q(&self, sql: &str) -> String {
@@ -117,52 +98,12 @@ impl SqlStore {
     }
 
     /// The upsert that adds `n` (the third bind) to count `what` (the
-    /// second) of `item` (the first).
+    /// second) of `item` (the first), with `?` placeholders.
     pub(crate) fn count_upsert(&self) -> String {
         let insert = "INSERT INTO tw_item_counts (item, what, n) VALUES (?, ?, ?)";
         match self.dialect {
-            Dialect::Postgres => self.q(&format!("{insert} {PG_ADD_TO_COUNT}")),
+            Dialect::Postgres => format!("{insert} {PG_ADD_TO_COUNT}"),
             Dialect::MySql => format!("{insert} ON DUPLICATE KEY UPDATE n = n + VALUES(n)"),
-        }
-    }
-
-    /// What a post writes (see [`PostWrites`]), with or without its job,
-    /// with `postings` (feed, item) rows (a power of two: a few statement
-    /// texts, each prepared once per connection).
-    pub(crate) fn post_writes(&self, fan_out: bool, postings: usize) -> PostWrites {
-        let rows = vec!["(?, ?)"; postings].join(", ");
-        match self.dialect {
-            Dialect::Postgres => {
-                // A reply counts for its parent ('r'), a repost for its
-                // original ('p'); an item is never both.
-                let head = format!(
-                    "WITH i AS ({ITEM_ROW} RETURNING author, reply_to, repost_of, live), \
-                     u AS (INSERT INTO tw_users (id, items) SELECT author, ? FROM i \
-                     ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items), \
-                     c AS (INSERT INTO tw_item_counts (item, what, n) \
-                     SELECT COALESCE(reply_to, repost_of), CASE WHEN reply_to IS NULL THEN 'p' ELSE 'r' END, 1 FROM i \
-                     WHERE COALESCE(reply_to, repost_of) IS NOT NULL AND live = 1 {PG_ADD_TO_COUNT}) "
-                );
-                let head = if postings == 0 {
-                    head
-                } else {
-                    format!("{head}, p AS (INSERT INTO tw_postings (feed, item) VALUES {rows} ON CONFLICT DO NOTHING) ")
-                };
-                let tail = if fan_out {
-                    "INSERT INTO tw_jobs (k, author, created) SELECT ?, author, ? FROM i"
-                } else {
-                    "SELECT COUNT(*) FROM i"
-                };
-                PostWrites::One(self.q(&format!("{head}{tail}")))
-            }
-            Dialect::MySql => PostWrites::Steps {
-                item: ITEM_ROW.to_owned(),
-                // The author's row and item counter in one statement.
-                author: "INSERT INTO tw_users (id, items) VALUES (?, ?) ON DUPLICATE KEY UPDATE items = items + VALUES(items)"
-                    .to_owned(),
-                postings: (postings > 0).then(|| format!("INSERT IGNORE INTO tw_postings (feed, item) VALUES {rows}")),
-                job: "INSERT INTO tw_jobs (k, author, created) VALUES (?, ?, ?)".to_owned(),
-            },
         }
     }
 }

@@ -5,6 +5,7 @@
 //! statuses are decided by `tideway_store::rules::follow`.
 
 use crate::SqlStore;
+use crate::rows::Bind::{self, Int};
 use crate::rows::{in_list, int, k, marks, text};
 use crate::tx::Tx;
 use async_trait::async_trait;
@@ -13,34 +14,26 @@ use tideway_core::notify::Op;
 use tideway_core::{Millis, Relation, UserId};
 use tideway_store::rules::{self, FollowFact};
 use tideway_store::{
-    FollowStatus, Followees, FollowerPos, Graph, ListKind, OwnRelations, Result, StoreStats, UserCounts,
+    FollowStatus, Followees, FollowerPos, Graph, ListKind, OwnRelations, Result, StoreError, StoreStats, UserCounts,
 };
 
 impl SqlStore {
     /// Deletes the follow `from → to` in both tables, within `tx`; whether
     /// there was one.
     async fn delete_follow(&self, tx: &mut Tx, from: UserId, to: UserId) -> Result<bool> {
-        let row = sqlx::query(&self.q("SELECT since FROM tw_follows WHERE follower = ? AND followee = ? FOR UPDATE"))
-            .bind(k(from.0))
-            .bind(k(to.0))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(self.err())?;
-        let Some(row) = row else { return Ok(false) };
-        let since = int(&row, 0)?;
-        sqlx::query(&self.q("DELETE FROM tw_follows WHERE follower = ? AND followee = ?"))
-            .bind(k(from.0))
-            .bind(k(to.0))
-            .execute(&mut **tx)
-            .await
-            .map_err(self.err())?;
-        sqlx::query(&self.q("DELETE FROM tw_followers WHERE followee = ? AND since = ? AND follower = ?"))
-            .bind(k(to.0))
-            .bind(since)
-            .bind(k(from.0))
-            .execute(&mut **tx)
-            .await
-            .map_err(self.err())?;
+        let (f, t) = (Int(k(from.0)), Int(k(to.0)));
+        let rows = self
+            .rows_in(tx, "SELECT since FROM tw_follows WHERE follower = ? AND followee = ? FOR UPDATE", &[f, t])
+            .await?;
+        let Some(row) = rows.first() else { return Ok(false) };
+        let since = int(row, 0)?;
+        self.exec_in(tx, "DELETE FROM tw_follows WHERE follower = ? AND followee = ?", &[f, t]).await?;
+        self.exec_in(
+            tx,
+            "DELETE FROM tw_followers WHERE followee = ? AND since = ? AND follower = ?",
+            &[t, Int(since), f],
+        )
+        .await?;
         self.bump(tx, "following", -1, &[from]).await?;
         self.bump(tx, "followers", -1, &[to]).await?;
         Ok(true)
@@ -54,13 +47,10 @@ impl SqlStore {
         // A change of whom a user follows moves the version of the set
         // (`followees_versioned`) with the count.
         let version = if counter == "following" { ", grev = grev + 1" } else { "" };
-        let sql = self
-            .q(&format!("UPDATE tw_users SET {counter} = {counter} + ?{version} WHERE id IN ({})", marks(users.len())));
-        let mut q = sqlx::query(&sql).bind(by);
-        for u in users {
-            q = q.bind(k(u.0));
-        }
-        q.execute(&mut **tx).await.map_err(self.err())?;
+        let sql =
+            format!("UPDATE tw_users SET {counter} = {counter} + ?{version} WHERE id IN ({})", marks(users.len()));
+        let binds: Vec<Bind<'_>> = std::iter::once(by).chain(users.iter().map(|u| k(u.0))).map(Int).collect();
+        self.exec_in(tx, &sql, &binds).await?;
         Ok(())
     }
 
@@ -78,12 +68,9 @@ impl SqlStore {
         if users.is_empty() {
             return Ok(());
         }
-        let sql = self.q(&self.insert_ignore("tw_users (id)", &vec!["(?)"; users.len()].join(", ")));
-        let mut q = sqlx::query(&sql);
-        for u in users {
-            q = q.bind(k(u.0));
-        }
-        q.execute(&mut **tx).await.map_err(self.err())?;
+        let sql = self.insert_ignore("tw_users (id)", &vec!["(?)"; users.len()].join(", "));
+        let binds: Vec<Bind<'_>> = users.iter().map(|u| Int(k(u.0))).collect();
+        self.exec_in(tx, &sql, &binds).await?;
         Ok(())
     }
 }
@@ -103,45 +90,31 @@ impl Graph for SqlStore {
                 let mut tx = self.begin().await?;
                 // The follower's row serialises their concurrent follows (the limit).
                 self.add_users(&mut tx, &[user]).await?;
-                sqlx::query(&self.q("SELECT id FROM tw_users WHERE id = ? FOR UPDATE"))
-                    .bind(k(user.0))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
+                let u = Int(k(user.0));
+                self.rows_in(&mut tx, "SELECT id FROM tw_users WHERE id = ? FOR UPDATE", &[u]).await?;
                 let count: usize = {
-                    let row = sqlx::query(&self.q("SELECT COUNT(*) FROM tw_follows WHERE follower = ?"))
-                        .bind(k(user.0))
-                        .fetch_one(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                    int(&row, 0)?.max(0) as usize
+                    let rows =
+                        self.rows_in(&mut tx, "SELECT COUNT(*) FROM tw_follows WHERE follower = ?", &[u]).await?;
+                    let row = rows.first().ok_or_else(|| StoreError::corrupt("a count answered no row"))?;
+                    int(row, 0)?.max(0) as usize
                 };
                 let (m, ts) = in_list(targets.iter().map(|t| k(t.0)));
                 let mut existing: HashMap<u64, i64> = HashMap::new();
                 let mut blocked: HashSet<u64> = HashSet::new();
                 if !ts.is_empty() {
-                    let sql = self
-                        .q(&format!("SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({m})"));
-                    let mut q = sqlx::query(&sql).bind(k(user.0));
-                    for t in &ts {
-                        q = q.bind(*t);
-                    }
-                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                    let targets = ts.iter().map(|t| Int(*t));
+                    let binds: Vec<Bind<'_>> = std::iter::once(u).chain(targets.clone()).collect();
+                    let sql =
+                        format!("SELECT followee, since FROM tw_follows WHERE follower = ? AND followee IN ({m})");
+                    for row in self.rows_in(&mut tx, &sql, &binds).await? {
                         existing.insert(int(&row, 0)? as u64, int(&row, 1)?);
                     }
-                    let sql = self.q(&format!(
+                    let sql = format!(
                         "SELECT target FROM tw_blocks WHERE user_id = ? AND target IN ({m}) \
                          UNION SELECT user_id FROM tw_blocks WHERE target = ? AND user_id IN ({m})"
-                    ));
-                    let mut q = sqlx::query(&sql).bind(k(user.0));
-                    for t in &ts {
-                        q = q.bind(*t);
-                    }
-                    q = q.bind(k(user.0));
-                    for t in &ts {
-                        q = q.bind(*t);
-                    }
-                    for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+                    );
+                    let binds: Vec<Bind<'_>> = binds.iter().copied().chain(std::iter::once(u)).chain(targets).collect();
+                    for row in self.rows_in(&mut tx, &sql, &binds).await? {
                         blocked.insert(int(&row, 0)? as u64);
                     }
                 }
@@ -153,18 +126,12 @@ impl Graph for SqlStore {
                 let new = decided.new;
                 if !new.is_empty() {
                     let rows = vec!["(?, ?, ?)"; new.len()].join(", ");
-                    let sql = self.q(&format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}"));
-                    let mut q = sqlx::query(&sql);
-                    for t in &new {
-                        q = q.bind(k(user.0)).bind(k(t.0)).bind(at.0);
-                    }
-                    q.execute(&mut *tx).await.map_err(self.err())?;
-                    let sql = self.q(&format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}"));
-                    let mut q = sqlx::query(&sql);
-                    for t in &new {
-                        q = q.bind(k(t.0)).bind(at.0).bind(k(user.0));
-                    }
-                    q.execute(&mut *tx).await.map_err(self.err())?;
+                    let sql = format!("INSERT INTO tw_follows (follower, followee, since) VALUES {rows}");
+                    let binds: Vec<Bind<'_>> = new.iter().flat_map(|t| [u, Int(k(t.0)), Int(at.0)]).collect();
+                    self.exec_in(&mut tx, &sql, &binds).await?;
+                    let sql = format!("INSERT INTO tw_followers (followee, since, follower) VALUES {rows}");
+                    let binds: Vec<Bind<'_>> = new.iter().flat_map(|t| [Int(k(t.0)), Int(at.0), u]).collect();
+                    self.exec_in(&mut tx, &sql, &binds).await?;
                     self.add_users(&mut tx, &new).await?;
                     self.bump(&mut tx, "following", new.len() as i64, &[user]).await?;
                     self.bump(&mut tx, "followers", 1, &new).await?;
@@ -197,23 +164,14 @@ impl Graph for SqlStore {
     async fn set_block(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
         self.retrying(|| async move {
             let mut tx = self.begin().await?;
+            let (u, t) = (Int(k(user.0)), Int(k(target.0)));
             if on {
-                sqlx::query(&self.q(&self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)")))
-                    .bind(k(user.0))
-                    .bind(k(target.0))
-                    .bind(at.0)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
+                let sql = self.insert_ignore("tw_blocks (user_id, target, since)", "(?, ?, ?)");
+                self.exec_in(&mut tx, &sql, &[u, t, Int(at.0)]).await?;
                 self.delete_follow(&mut tx, user, target).await?;
                 self.delete_follow(&mut tx, target, user).await?;
             } else {
-                sqlx::query(&self.q("DELETE FROM tw_blocks WHERE user_id = ? AND target = ?"))
-                    .bind(k(user.0))
-                    .bind(k(target.0))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
+                self.exec_in(&mut tx, "DELETE FROM tw_blocks WHERE user_id = ? AND target = ?", &[u, t]).await?;
             }
             // (the blocker's blocks and the target's blockers both changed)
             self.move_versions(&mut tx, &[user, target]).await?;
@@ -224,18 +182,15 @@ impl Graph for SqlStore {
     }
 
     async fn set_mute(&self, user: UserId, target: UserId, on: bool, at: Millis) -> Result<()> {
-        let (put, del) = (
-            self.q(&self.insert_ignore("tw_mutes (user_id, target, since)", "(?, ?, ?)")),
-            self.q("DELETE FROM tw_mutes WHERE user_id = ? AND target = ?"),
-        );
+        let put = self.insert_ignore("tw_mutes (user_id, target, since)", "(?, ?, ?)");
+        let (u, t) = (Int(k(user.0)), Int(k(target.0)));
         self.retrying(|| async {
             let mut tx = self.begin().await?;
-            let q = if on {
-                sqlx::query(&put).bind(k(user.0)).bind(k(target.0)).bind(at.0)
+            if on {
+                self.exec_in(&mut tx, &put, &[u, t, Int(at.0)]).await?;
             } else {
-                sqlx::query(&del).bind(k(user.0)).bind(k(target.0))
-            };
-            q.execute(&mut *tx).await.map_err(self.err())?;
+                self.exec_in(&mut tx, "DELETE FROM tw_mutes WHERE user_id = ? AND target = ?", &[u, t]).await?;
+            }
             self.move_versions(&mut tx, &[user]).await?;
             self.commit(tx).await?;
             Ok(())

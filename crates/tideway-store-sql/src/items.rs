@@ -1,9 +1,10 @@
 //! Items: creates (the rules are `tideway_store::rules::create`), updates,
 //! records and bodies, outboxes, reposts by users, and home insertions.
 
-use crate::dialect::PostWrites;
+use crate::post_writes::{self, MyRows, PostRow};
+use crate::rows::Bind::{Int, Text};
 use crate::rows::{in_list, int, item_of, k, record_json, text};
-use crate::tx::{Tx, in_doubt, is_unique_violation};
+use crate::tx::{OrUnavailable, Tx, in_doubt, is_unique_violation};
 use crate::{Dialect, SqlStore};
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -37,28 +38,17 @@ impl SqlStore {
     async fn create_facts(&self, tx: &mut Tx, item: &Item) -> Result<CreateFacts> {
         let mut facts = CreateFacts::default();
         if let Some(key) = &item.idempotency_key {
-            let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE author = ? AND idem = ?"))
-                .bind(k(item.author.0))
-                .bind(key.as_str())
-                .fetch_optional(&mut **tx)
-                .await
-                .map_err(self.err())?;
-            if let Some(row) = row {
-                facts.by_idempotency_key = Some(item_of(&text(&row, 0)?, Some(&text(&row, 1)?))?);
+            let sql = "SELECT record, body FROM tw_items WHERE author = ? AND idem = ?";
+            if let Some(row) = self.rows_in(tx, sql, &[Int(k(item.author.0)), Text(key)]).await?.first() {
+                facts.by_idempotency_key = Some(item_of(&text(row, 0)?, Some(&text(row, 1)?))?);
                 return Ok(facts);
             }
         }
         if let Some(orig) = item.repost_of {
-            let row = sqlx::query(&self.q(
-                "SELECT record, body FROM tw_items WHERE repost_of = ? AND author = ? AND live = 1 ORDER BY id LIMIT 1",
-            ))
-            .bind(k(orig.0))
-            .bind(k(item.author.0))
-            .fetch_optional(&mut **tx)
-            .await
-            .map_err(self.err())?;
-            if let Some(row) = row {
-                facts.earlier_repost = Some(item_of(&text(&row, 0)?, Some(&text(&row, 1)?))?);
+            let sql =
+                "SELECT record, body FROM tw_items WHERE repost_of = ? AND author = ? AND live = 1 ORDER BY id LIMIT 1";
+            if let Some(row) = self.rows_in(tx, sql, &[Int(k(orig.0)), Int(k(item.author.0))]).await?.first() {
+                facts.earlier_repost = Some(item_of(&text(row, 0)?, Some(&text(row, 1)?))?);
             }
         }
         Ok(facts)
@@ -74,10 +64,11 @@ impl SqlStore {
         Ok(rules::is_same_create(&stored, item).then_some(stored))
     }
 
-    /// One attempt at a create. An item with nothing to resolve first (no
-    /// idempotency key, not a repost) on PostgreSQL is one statement on the
-    /// pool: one round trip, atomic as a whole; otherwise the facts are read
-    /// and the item written in one transaction.
+    /// One attempt at a create: what the post writes (`post_writes.rs`).
+    /// An item with nothing to resolve first (no idempotency key, not a
+    /// repost) on PostgreSQL is one statement on the pool: one round trip,
+    /// atomic as a whole; otherwise the facts are read and the item written
+    /// in one transaction (on MySQL a statement per table).
     /// Its notification ops (`notify`) go in the same transaction; the
     /// users whose notification moves to fold are returned beside.
     async fn try_create(
@@ -89,13 +80,10 @@ impl SqlStore {
     ) -> std::result::Result<(CreateOutcome, Vec<UserId>), Failed> {
         // (A post that notifies someone is never the lone statement below.)
         let plain = item.idempotency_key.is_none() && item.repost_of.is_none() && notify.is_empty();
-        // The postings, padded to a power of two by repeating the last (a
-        // row twice is inserted once).
-        let (_, feeds) = in_list(rules::postings(item).into_iter().map(|f| f as i64));
-        let writes = self.post_writes(fan_out, feeds.len());
-        let (record, body) = record_json(item)?;
+        let row = PostRow::new(item, fan_out, now)?;
+        let full = post_writes::json([&row], true)?;
         let mut tx = None;
-        if !plain || matches!(writes, PostWrites::Steps { .. }) {
+        if !plain || self.dialect == Dialect::MySql {
             let mut t = self.begin().await?;
             if let CreateDecision::Resolved(found) = rules::create(self.create_facts(&mut t, item).await?) {
                 return Ok((found, vec![]));
@@ -104,63 +92,31 @@ impl SqlStore {
         }
         let duplicate =
             |e: sqlx::Error| if is_unique_violation(&e) { Failed::Duplicate } else { Failed::Store(self.err()(e)) };
-        let row = |sql| {
-            sqlx::query(sql)
-                .bind(k(item.id.0))
-                .bind(k(item.author.0))
-                .bind(i16::from(!item.deleted))
-                .bind(item.repost_of.map(|o| k(o.0)))
-                .bind(item.reply_to.map(|p| k(p.0)))
-                .bind(item.idempotency_key.clone())
-                .bind(record.clone())
-                .bind(body.clone())
-        };
-        match writes {
-            PostWrites::One(sql) => {
-                let mut q = row(&sql).bind(i64::from(!item.deleted));
-                for f in &feeds {
-                    q = q.bind(*f).bind(k(item.id.0));
-                }
-                if fan_out {
-                    q = q.bind(k(item.id.0)).bind(now.0);
-                }
+        match self.dialect {
+            Dialect::Postgres => {
+                let q = sqlx::query(post_writes::pg_text()).bind(full.as_str());
                 match &mut tx {
                     Some(t) => q.execute(&mut **t).await,
                     None => q.execute(&self.pool).await,
                 }
                 .map_err(duplicate)?;
             }
-            PostWrites::Steps { item: item_sql, author, postings, job } => {
+            Dialect::MySql => {
                 // (Always begun above: the facts are read in it.)
                 let mut t = match tx.take() {
                     Some(t) => t,
                     None => self.begin().await?,
                 };
-                row(&item_sql).execute(&mut *t).await.map_err(duplicate)?;
-                sqlx::query(&author)
-                    .bind(k(item.author.0))
-                    .bind(i64::from(!item.deleted))
-                    .execute(&mut *t)
-                    .await
-                    .map_err(self.err())?;
-                if !item.deleted {
-                    self.bump_parents(&mut t, item, 1).await?;
-                }
-                if let Some(sql) = postings {
-                    let mut q = sqlx::query(&sql);
-                    for f in &feeds {
-                        q = q.bind(*f).bind(k(item.id.0));
+                let bare = post_writes::json([&row], false)?;
+                for (n, (sql, reads_full)) in post_writes::my_steps(&[&row], MyRows::Bound).into_iter().enumerate() {
+                    let json = if reads_full { &full } else { &bare };
+                    let done = sqlx::query(sql).bind(json.as_str()).execute(&mut *t).await;
+                    // (The item's row first: a unique index refusing it is a duplicate.)
+                    if n == 0 {
+                        done.map_err(duplicate)?;
+                    } else {
+                        done.or_unavailable(self)?;
                     }
-                    q.execute(&mut *t).await.map_err(self.err())?;
-                }
-                if fan_out {
-                    sqlx::query(&job)
-                        .bind(k(item.id.0))
-                        .bind(k(item.author.0))
-                        .bind(now.0)
-                        .execute(&mut *t)
-                        .await
-                        .map_err(self.err())?;
                 }
                 tx = Some(t);
             }
@@ -288,13 +244,11 @@ impl Items for SqlStore {
         let changed = self
             .retrying(|| async move {
                 let mut tx = self.begin().await?;
-                let row = sqlx::query(&self.q("SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE"))
-                    .bind(k(id.0))
-                    .fetch_optional(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
-                let Some(row) = row else { return Ok(None) };
-                let (r, b) = (text(&row, 0)?, text(&row, 1)?);
+                let rows = self
+                    .rows_in(&mut tx, "SELECT record, body FROM tw_items WHERE id = ? FOR UPDATE", &[Int(k(id.0))])
+                    .await?;
+                let Some(row) = rows.first() else { return Ok(None) };
+                let (r, b) = (text(row, 0)?, text(row, 1)?);
                 let item = item_of(&r, Some(&b))?;
                 if item.deleted {
                     return Ok(None);
@@ -303,15 +257,12 @@ impl Items for SqlStore {
                 let (record, body) = record_json(&new)?;
                 // `rev` moves with every change: nodes holding a copy of the
                 // item check it (`pages.rs`).
-                sqlx::query(&self.q("UPDATE tw_items SET live = ?, record = ?, body = ?, rev = ? WHERE id = ?"))
-                    .bind(i16::from(!new.deleted))
-                    .bind(record)
-                    .bind(body)
-                    .bind(i64::from(new.rev))
-                    .bind(k(id.0))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
+                self.exec_in(
+                    &mut tx,
+                    "UPDATE tw_items SET live = ?, record = ?, body = ?, rev = ? WHERE id = ?",
+                    &[Int(i64::from(!new.deleted)), Text(&record), Text(&body), Int(i64::from(new.rev)), Int(k(id.0))],
+                )
+                .await?;
                 if new.deleted {
                     self.bump(&mut tx, "items", -1, &[new.author]).await?;
                     self.bump_parents(&mut tx, &new, -1).await?;
@@ -319,10 +270,7 @@ impl Items for SqlStore {
                 // And the item epoch: copies found current before it moved are
                 // checked one by one again (`pages.rs`). Last, so its row lock,
                 // which every change waits for, is held the shortest.
-                sqlx::query("UPDATE tw_epoch SET n = n + 1 WHERE id = 1")
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
+                self.exec_in(&mut tx, "UPDATE tw_epoch SET n = n + 1 WHERE id = 1", &[]).await?;
                 // Its notifications last: their lock rows are the last taken.
                 let fold = self.notify_in(&mut tx, notify).await?;
                 self.commit(tx).await?;
@@ -468,13 +416,12 @@ impl Items for SqlStore {
     async fn insert_home(&self, user: UserId, item: ItemId, key: Key) -> Result<()> {
         self.retrying(|| async move {
             let mut tx = self.begin().await?;
-            sqlx::query(&self.q("INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)"))
-                .bind(k(key))
-                .bind(k(user.0))
-                .bind(k(item.0))
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
+            self.exec_in(
+                &mut tx,
+                "INSERT INTO tw_inserts (k, user_id, item) VALUES (?, ?, ?)",
+                &[Int(k(key)), Int(k(user.0)), Int(k(item.0))],
+            )
+            .await?;
             // (a node's copy of the owner's relations says whether it has
             // insertions to look for)
             self.move_versions(&mut tx, &[user]).await?;

@@ -3,7 +3,9 @@
 //! each other), advanced by `tideway_store::rules::progress`.
 
 use crate::SqlStore;
+use crate::rows::Bind::{self, Int};
 use crate::rows::{in_list, int, job_of, k, marks, oint, w};
+use crate::tx::OrUnavailable;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use tideway_core::{Millis, UserId};
@@ -28,29 +30,19 @@ impl Jobs for SqlStore {
             // Jobs another worker is claiming right now are skipped, not waited on.
             // A job held by an earlier run of this node (`rules::supersedes`:
             // same node bits, lower epoch) is taken at once.
-            let sql = self.q(&format!(
+            let sql = format!(
                 "SELECT k, author, cur_since, cur_user, created FROM tw_jobs \
                      WHERE holder IS NULL OR holder = ? OR lease_until <= ? OR (holder >= ? AND holder < ?) \
                      ORDER BY k LIMIT {limit} FOR UPDATE SKIP LOCKED"
-            ));
+            );
             let base = w(worker >> 32 << 32);
-            let rows = sqlx::query(&sql)
-                .bind(w(worker))
-                .bind(now.0)
-                .bind(base)
-                .bind(w(worker))
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(self.err())?;
+            let rows = self.rows_in(&mut tx, &sql, &[Int(w(worker)), Int(now.0), Int(base), Int(w(worker))]).await?;
             let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
             if !jobs.is_empty() {
-                let sql = self
-                    .q(&format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len())));
-                let mut q = sqlx::query(&sql).bind(w(worker)).bind(now.0.saturating_add(lease_ms));
-                for j in &jobs {
-                    q = q.bind(k(j.key));
-                }
-                q.execute(&mut *tx).await.map_err(self.err())?;
+                let sql = format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len()));
+                let lease = [w(worker), now.0.saturating_add(lease_ms)];
+                let binds: Vec<Bind<'_>> = lease.into_iter().chain(jobs.iter().map(|j| k(j.key))).map(Int).collect();
+                self.exec_in(&mut tx, &sql, &binds).await?;
             }
             self.commit(tx).await?;
             Ok(jobs)
@@ -69,16 +61,12 @@ impl Jobs for SqlStore {
         // order against them (a later entry sees an earlier one's effect),
         // then one delete of the completed and an update per moved cursor.
         let (m, binds) = in_list(progress.iter().map(|p| k(key_of(p))));
-        let read = self
-            .q(&format!("SELECT k, cur_since, cur_user, holder FROM tw_jobs WHERE k IN ({m}) ORDER BY k FOR UPDATE"));
+        let read = format!("SELECT k, cur_since, cur_user, holder FROM tw_jobs WHERE k IN ({m}) ORDER BY k FOR UPDATE");
+        let binds: Vec<Bind<'_>> = binds.into_iter().map(Int).collect();
         self.retrying(|| async {
             let mut tx = self.begin().await?;
-            let mut q = sqlx::query(&read);
-            for b in &binds {
-                q = q.bind(*b);
-            }
             let mut jobs: HashMap<u64, JobState> = HashMap::new();
-            for row in q.fetch_all(&mut *tx).await.map_err(self.err())? {
+            for row in self.rows_in(&mut tx, &read, &binds).await? {
                 let cursor = match (oint(&row, 1)?, oint(&row, 2)?) {
                     (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
                     _ => None,
@@ -111,23 +99,18 @@ impl Jobs for SqlStore {
             }
             if !completed.is_empty() {
                 let (m, binds) = in_list(completed.iter().map(|c| k(*c)));
-                let sql = self.q(&format!("DELETE FROM tw_jobs WHERE k IN ({m})"));
-                let mut q = sqlx::query(&sql);
-                for b in &binds {
-                    q = q.bind(*b);
-                }
-                q.execute(&mut *tx).await.map_err(self.err())?;
+                let binds: Vec<Bind<'_>> = binds.into_iter().map(Int).collect();
+                self.exec_in(&mut tx, &format!("DELETE FROM tw_jobs WHERE k IN ({m})"), &binds).await?;
             }
             let mut moved: Vec<_> = moved.into_iter().collect();
             moved.sort_unstable_by_key(|(key, _)| *key);
             for (key, pos) in moved {
-                sqlx::query(&self.q("UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?"))
-                    .bind(pos.0.0)
-                    .bind(k(pos.1.0))
-                    .bind(k(key))
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(self.err())?;
+                self.exec_in(
+                    &mut tx,
+                    "UPDATE tw_jobs SET cur_since = ?, cur_user = ? WHERE k = ?",
+                    &[Int(pos.0.0), Int(k(pos.1.0)), Int(k(key))],
+                )
+                .await?;
             }
             self.commit(tx).await?;
             Ok(recorded)
@@ -146,13 +129,15 @@ impl Jobs for SqlStore {
                     let now: i64 = sqlx::query_scalar(&format!("SELECT {now_ms}"))
                         .fetch_one(&mut *tx)
                         .await
-                        .map_err(self.err())?;
-                    let row = sqlx::query(&self.q("SELECT instance, epoch, beat FROM tw_nodes WHERE node = ? FOR UPDATE"))
-                        .bind(i64::from(node))
-                        .fetch_optional(&mut *tx)
-                        .await
-                        .map_err(self.err())?;
-                    let claim = match row {
+                        .or_unavailable(self)?;
+                    let rows = self
+                        .rows_in(
+                            &mut tx,
+                            "SELECT instance, epoch, beat FROM tw_nodes WHERE node = ? FOR UPDATE",
+                            &[Int(i64::from(node))],
+                        )
+                        .await?;
+                    let claim = match rows.first() {
                         None => {
                             let inserted = sqlx::query(&self.q(
                                 "INSERT INTO tw_nodes (node, instance, epoch, beat, beats) VALUES (?, ?, 1, ?, 0)",
@@ -165,25 +150,21 @@ impl Jobs for SqlStore {
                             match inserted {
                                 Ok(_) => Some(NodeClaim::Claimed { epoch: 1 }),
                                 Err(e) if crate::tx::is_unique_violation(&e) => None,
-                                Err(e) => return Err(self.err()(e)),
+                                Err(e) => return Err(e).or_unavailable(self),
                             }
                         }
                         Some(row) => {
-                            let (holder, epoch, beat) = (oint(&row, 0)?, int(&row, 1)?, int(&row, 2)?);
+                            let (holder, epoch, beat) = (oint(row, 0)?, int(row, 1)?, int(row, 2)?);
                             if holder.is_some_and(|h| h != w(instance)) && now - beat < stale_ms {
                                 Some(NodeClaim::Held { age_ms: now - beat })
                             } else {
                                 let epoch = u32::try_from(epoch + 1).unwrap_or(1);
-                                sqlx::query(&self.q(
+                                self.exec_in(
+                                    &mut tx,
                                     "UPDATE tw_nodes SET instance = ?, epoch = ?, beat = ?, beats = beats + 1 WHERE node = ?",
-                                ))
-                                .bind(w(instance))
-                                .bind(i64::from(epoch))
-                                .bind(now)
-                                .bind(i64::from(node))
-                                .execute(&mut *tx)
-                                .await
-                                .map_err(self.err())?;
+                                    &[Int(w(instance)), Int(i64::from(epoch)), Int(now), Int(i64::from(node))],
+                                )
+                                .await?;
                                 Some(NodeClaim::Claimed { epoch })
                             }
                         }
@@ -203,22 +184,19 @@ impl Jobs for SqlStore {
     }
 
     async fn beat(&self, node: u16, instance: u64) -> Result<bool> {
-        let sql = self.q(&format!(
+        let sql = format!(
             "UPDATE tw_nodes SET beat = {}, beats = beats + 1 WHERE node = ? AND instance = ?",
             self.dialect.now_ms()
-        ));
-        let done =
-            sqlx::query(&sql).bind(i64::from(node)).bind(w(instance)).execute(&self.pool).await.map_err(self.err())?;
-        Ok(done.rows_affected() == 1)
+        );
+        Ok(self.exec(&sql, &[Int(i64::from(node)), Int(w(instance))]).await? == 1)
     }
 
     async fn release_node(&self, node: u16, instance: u64) -> Result<()> {
-        sqlx::query(&self.q("UPDATE tw_nodes SET instance = NULL WHERE node = ? AND instance = ?"))
-            .bind(i64::from(node))
-            .bind(w(instance))
-            .execute(&self.pool)
-            .await
-            .map_err(self.err())?;
+        self.exec(
+            "UPDATE tw_nodes SET instance = NULL WHERE node = ? AND instance = ?",
+            &[Int(i64::from(node)), Int(w(instance))],
+        )
+        .await?;
         Ok(())
     }
 
@@ -251,7 +229,7 @@ impl Jobs for SqlStore {
         let (row, now) = self
             .retrying(|| async move {
                 let mut tx = self.begin().await?;
-                let now: i64 = sqlx::query_scalar(clock).fetch_one(&mut *tx).await.map_err(self.err())?;
+                let now: i64 = sqlx::query_scalar(clock).fetch_one(&mut *tx).await.or_unavailable(self)?;
                 if let Some(sql) = sql {
                     let mut q = sqlx::query(sql).bind(now);
                     if matches!(change, TrustChange::Distrust { .. }) {
@@ -260,12 +238,12 @@ impl Jobs for SqlStore {
                     for a in args {
                         q = q.bind(*a);
                     }
-                    q.execute(&mut *tx).await.map_err(self.err())?;
+                    q.execute(&mut *tx).await.or_unavailable(self)?;
                 }
                 let row = sqlx::query("SELECT gen, missed, trusted, since, hold_until FROM tw_trust WHERE id = 1")
                     .fetch_optional(&mut *tx)
                     .await
-                    .map_err(self.err())?;
+                    .or_unavailable(self)?;
                 self.commit(tx).await?;
                 Ok((row, now))
             })
@@ -285,7 +263,7 @@ impl Jobs for SqlStore {
     /// On the probe's own session: readiness asks this once a second.
     async fn clock(&self) -> Result<Option<Millis>> {
         let sql = format!("SELECT {}", self.dialect.now_ms());
-        let rows = self.probe.fetch_all(|| sqlx::query(&sql)).await.map_err(self.err())?;
+        let rows = self.probe.fetch_all(|| sqlx::query(&sql)).await.or_unavailable(self)?;
         let row = rows.first().ok_or_else(|| tideway_store::StoreError::corrupt("the clock's read answered no row"))?;
         Ok(Some(Millis(int(row, 0)?)))
     }

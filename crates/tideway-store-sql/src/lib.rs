@@ -8,7 +8,7 @@
 //! One implementation serves both engines through sqlx's `Any` driver; the
 //! SQL is written once with `?` placeholders (numbered for PostgreSQL) and
 //! only the statements that differ (insert-or-ignore, upserts, what a post
-//! writes, schema types) are chosen per dialect. The schema is versioned
+//! writes, schema types) are rendered per dialect. The schema is versioned
 //! ([`schema`]): a node applies missing migrations at start and refuses a
 //! database of a newer version.
 //!
@@ -16,11 +16,12 @@
 //!
 //! | file | what |
 //! |---|---|
-//! | `dialect.rs` | [`Dialect`] and every statement spelled per dialect |
-//! | `rows.rs` | binds and columns: keys as BIGINTs, typed column reads, padded `IN` lists, item rows |
-//! | `tx.rs` | errors classified from the engines' codes, the retry of a transaction, plain reads |
+//! | `dialect.rs` | [`Dialect`] and the statements spelled per dialect (insert-or-ignore, upserts) |
+//! | `rows.rs` | the one bind vocabulary (`Bind`) and columns: keys as BIGINTs, typed column reads, padded `IN` lists, item rows |
+//! | `tx.rs` | errors classified from the engines' codes (`OrUnavailable`), the retry of a transaction, reads and writes bound to `Bind`s |
 //! | `session.rs` | the bounds every session sets: idle in a transaction, lock waits, statements, keepalives; the fence that drops sessions on a server that cannot take writes (a failover) |
 //! | `items.rs` | [`Items`]: creates (rules in `tideway_store::rules`), updates, records, outboxes, reposts, insertions |
+//! | `post_writes.rs` | what a post writes, described once (its row built by the rules, the tables it goes to), rendered per dialect for one post or a batch |
 //! | `posts.rs` | plain posts queued and written in batches: one statement (PostgreSQL) or one transaction (MySQL) for all queued |
 //! | `reactions.rs` | reactions, kept per-item counts, a page's hydration; promotions |
 //! | `graph.rs` | [`Graph`]: follows both ways, blocks, mutes, lists, relations, per-user counters |
@@ -48,6 +49,7 @@ mod live;
 mod notifications;
 mod page_conns;
 mod pages;
+mod post_writes;
 mod posts;
 mod reactions;
 mod rows;

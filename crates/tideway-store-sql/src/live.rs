@@ -13,6 +13,7 @@
 //!   nothing per follower: the replay part is pulled.
 
 use crate::SqlStore;
+use crate::rows::Bind::{Int, Text};
 use crate::rows::{in_list, int, k, text};
 use crate::tx::Tx;
 use async_trait::async_trait;
@@ -36,25 +37,25 @@ impl SqlStore {
     /// Locks `anchor`'s row within `tx`, making it on first use; returns
     /// its count of open sessions.
     async fn lock_anchor(&self, tx: &mut Tx, anchor: UserId) -> Result<i64> {
-        let lock = self.q("SELECT opened FROM tw_live_anchors WHERE anchor = ? FOR UPDATE");
+        let a = [Int(k(anchor.0))];
         for _ in 0..2 {
-            let rows = sqlx::query(&lock).bind(k(anchor.0)).fetch_all(&mut **tx).await.map_err(self.err())?;
+            let rows = self.rows_in(tx, "SELECT opened FROM tw_live_anchors WHERE anchor = ? FOR UPDATE", &a).await?;
             if let Some(r) = rows.first() {
                 return int(r, 0);
             }
-            let make = self.q(&self.insert_or_keep("tw_live_anchors (anchor, opened)", "(?, 0)", "anchor"));
-            sqlx::query(&make).bind(k(anchor.0)).execute(&mut **tx).await.map_err(self.err())?;
+            let make = self.insert_or_keep("tw_live_anchors (anchor, opened)", "(?, 0)", "anchor");
+            self.exec_in(tx, &make, &a).await?;
         }
         Err(StoreError::corrupt("a live anchor's row, just made"))
     }
 
     async fn add_open(&self, tx: &mut Tx, anchor: UserId, by: i64) -> Result<()> {
-        sqlx::query(&self.q("UPDATE tw_live_anchors SET opened = opened + ? WHERE anchor = ?"))
-            .bind(by)
-            .bind(k(anchor.0))
-            .execute(&mut **tx)
-            .await
-            .map_err(self.err())?;
+        self.exec_in(
+            tx,
+            "UPDATE tw_live_anchors SET opened = opened + ? WHERE anchor = ?",
+            &[Int(by), Int(k(anchor.0))],
+        )
+        .await?;
         Ok(())
     }
 
@@ -74,14 +75,12 @@ impl Live for SqlStore {
             if session.is_open() && self.lock_anchor(&mut tx, session.anchor).await? >= max_open {
                 return Ok(false);
             }
-            sqlx::query(&self.q("INSERT INTO tw_live (id, anchor, ended_at, session) VALUES (?, ?, ?, ?)"))
-                .bind(k(session.id))
-                .bind(k(session.anchor.0))
-                .bind(ended(&session))
-                .bind(json.as_str())
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
+            self.exec_in(
+                &mut tx,
+                "INSERT INTO tw_live (id, anchor, ended_at, session) VALUES (?, ?, ?, ?)",
+                &[Int(k(session.id)), Int(k(session.anchor.0)), Int(ended(&session)), Text(&json)],
+            )
+            .await?;
             // A session stored already ended (an import) opens nothing.
             if session.is_open() {
                 self.add_open(&mut tx, session.anchor, 1).await?;
@@ -106,21 +105,18 @@ impl Live for SqlStore {
         self.retrying(|| async {
             let mut tx = self.begin().await?;
             self.lock_anchor(&mut tx, anchor).await?;
-            let rows = sqlx::query(&self.q("SELECT session FROM tw_live WHERE id = ? FOR UPDATE"))
-                .bind(k(id))
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(self.err())?;
+            let rows =
+                self.rows_in(&mut tx, "SELECT session FROM tw_live WHERE id = ? FOR UPDATE", &[Int(k(id))]).await?;
             let Some(row) = rows.first() else { return Ok(Moved::Unknown) };
             let now = session_of(&text(row, 0)?)?;
             let Some(next) = now.moved(step, at) else { return Ok(Moved::Wrong(now)) };
-            sqlx::query(&self.q("UPDATE tw_live SET session = ?, ended_at = ? WHERE id = ?"))
-                .bind(json_of(&next)?)
-                .bind(ended(&next))
-                .bind(k(id))
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
+            let json = json_of(&next)?;
+            self.exec_in(
+                &mut tx,
+                "UPDATE tw_live SET session = ?, ended_at = ? WHERE id = ?",
+                &[Text(&json), Int(ended(&next)), Int(k(id))],
+            )
+            .await?;
             if !next.is_open() {
                 self.add_open(&mut tx, anchor, -1).await?;
             }

@@ -5,6 +5,7 @@
 //! size (the rows go as one JSON text, read back by `json_to_recordset`),
 //! on MySQL one transaction of a few statements sent as one text (the rows
 //! as session variables read back by `JSON_TABLE`): one round trip either way.
+//! What the statements write is `post_writes.rs`'s, as for a lone create.
 //! A lone post is a batch of one; sixteen writers at once pay one round
 //! trip, one statement's overhead and one commit for up to sixteen posts
 //! instead of one each.
@@ -17,13 +18,13 @@
 //! (a closed connection) strands no other post.
 
 use crate::Dialect;
-use crate::rows::k;
+use crate::post_writes::{self, MyRows, PostRow};
 use crate::session::Fence;
 use crate::tx::{classify, retry_transaction};
 use parking_lot::Mutex;
 use std::sync::Arc;
 use tideway_core::{Item, Millis};
-use tideway_store::{Result, StoreError, rules};
+use tideway_store::Result;
 use tokio::sync::oneshot;
 
 /// The most posts one batch writes.
@@ -60,27 +61,10 @@ struct Queue {
 }
 
 struct Pending {
-    /// The row of `tw_items` and what derives from it.
-    row: Row,
+    /// What the post writes (`post_writes.rs`).
+    row: PostRow,
     /// Answered `true` once the batch holding the post committed.
     done: oneshot::Sender<bool>,
-}
-
-/// A post as the batch's statements read it (one JSON object each).
-#[derive(serde::Serialize)]
-struct Row {
-    id: i64,
-    author: i64,
-    reply_to: Option<i64>,
-    feeds: Vec<i64>,
-    job: i32,
-    created: i64,
-    /// The record and body (`rows::record_json`); left out of the JSON
-    /// of the statements that do not write them.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    record: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    body: Option<String>,
 }
 
 impl PostQueue {
@@ -92,17 +76,7 @@ impl PostQueue {
     /// job when `fan_out`); `Ok(false)`: its batch failed, nothing of it is
     /// stored, and the caller writes it alone.
     pub(crate) async fn write(self: &Arc<Self>, item: &Item, fan_out: bool, now: Millis) -> Result<bool> {
-        let (record, body) = crate::rows::record_json(item)?;
-        let row = Row {
-            id: k(item.id.0),
-            author: k(item.author.0),
-            reply_to: item.reply_to.map(|p| k(p.0)),
-            feeds: rules::postings(item).into_iter().map(|f| f as i64).collect(),
-            job: i32::from(fan_out),
-            created: now.0,
-            record: Some(record),
-            body: Some(body),
-        };
+        let row = PostRow::new(item, fan_out, now)?;
         let (done, answer) = oneshot::channel();
         {
             let mut q = self.state.lock();
@@ -159,33 +133,21 @@ impl PostQueue {
 
     /// Writes one batch, again while the engine rolls it back as retryable.
     async fn write_batch(&self, batch: &[Pending]) -> Result<()> {
-        let json = |rows: Vec<&Row>| {
-            serde_json::to_string(&rows).map_err(|e| StoreError::corrupt_by("encoding a batch of posts", e))
-        };
-        let full = json(batch.iter().map(|p| &p.row).collect())?;
+        let rows: Vec<&PostRow> = batch.iter().map(|p| &p.row).collect();
+        let full = post_writes::json(rows.iter().copied(), true)?;
         let err = |e| classify(self.dialect, &self.fence, e);
         match self.dialect {
             Dialect::Postgres => {
                 retry_transaction(|| async {
-                    sqlx::query(PG_BATCH).bind(full.as_str()).execute(&self.pool).await.map_err(err)?;
+                    sqlx::query(post_writes::pg_text()).bind(full.as_str()).execute(&self.pool).await.map_err(err)?;
                     Ok(())
                 })
                 .await
             }
             Dialect::MySql => {
                 // The statements after the items' read no record or body.
-                let bare: Vec<Row> = batch.iter().map(|p| p.row.bare()).collect();
-                let bare = json(bare.iter().collect())?;
-                let mut steps = vec![MY_ITEMS, MY_AUTHORS];
-                if batch.iter().any(|p| p.row.reply_to.is_some()) {
-                    steps.push(MY_REPLIES);
-                }
-                if batch.iter().any(|p| !p.row.feeds.is_empty()) {
-                    steps.push(MY_POSTINGS);
-                }
-                if batch.iter().any(|p| p.row.job == 1) {
-                    steps.push(MY_JOBS);
-                }
+                let bare = post_writes::json(rows.iter().copied(), false)?;
+                let steps = post_writes::my_steps(&rows, MyRows::Variables);
                 let text = my_batch_text(&full, &bare, &steps);
                 retry_transaction(|| my_run_batch(&self.pool, &text, self.dialect, &self.fence)).await
             }
@@ -212,15 +174,15 @@ async fn my_run_batch(pool: &sqlx::AnyPool, text: &str, dialect: Dialect, fence:
 /// two session variables, the transaction, then the variables cleared. The
 /// rows go as hex literals read as UTF-8, which no SQL mode reads
 /// differently (a quoted literal's escapes depend on `NO_BACKSLASH_ESCAPES`).
-fn my_batch_text(full: &str, bare: &str, steps: &[&str]) -> String {
+fn my_batch_text(full: &str, bare: &str, steps: &[(&str, bool)]) -> String {
     let mut text =
-        String::with_capacity(2 * (full.len() + bare.len()) + steps.iter().map(|s| s.len() + 1).sum::<usize>() + 160);
+        String::with_capacity(2 * (full.len() + bare.len()) + steps.iter().map(|s| s.0.len() + 2).sum::<usize>() + 160);
     text.push_str("SET @tw_full = CONVERT(X'");
     push_hex(&mut text, full.as_bytes());
     text.push_str("' USING utf8mb4), @tw_bare = CONVERT(X'");
     push_hex(&mut text, bare.as_bytes());
     text.push_str("' USING utf8mb4); START TRANSACTION; ");
-    for step in steps {
+    for (step, _) in steps {
         text.push_str(step);
         text.push_str("; ");
     }
@@ -237,27 +199,6 @@ fn push_hex(out: &mut String, bytes: &[u8]) {
     for b in bytes {
         out.push(char::from(DIGITS[usize::from(b >> 4)]));
         out.push(char::from(DIGITS[usize::from(b & 15)]));
-    }
-}
-
-impl Row {
-    /// The bytes of its record and body.
-    fn bytes(&self) -> usize {
-        self.record.as_ref().map_or(0, String::len) + self.body.as_ref().map_or(0, String::len)
-    }
-
-    /// The row without its record and body.
-    fn bare(&self) -> Row {
-        Row {
-            id: self.id,
-            author: self.author,
-            reply_to: self.reply_to,
-            feeds: self.feeds.clone(),
-            job: self.job,
-            created: self.created,
-            record: None,
-            body: None,
-        }
     }
 }
 
@@ -278,68 +219,6 @@ impl Drop for WriterGuard {
         }
     }
 }
-
-/// A batch on PostgreSQL: one statement (data-modifying CTEs) writes the
-/// items, their authors' rows and item counters, their parents' reply
-/// counts, their postings and their jobs. `$1` is the batch's rows as a
-/// JSON array. Authors are locked in id order (two nodes' batches lock
-/// them in the same order).
-const PG_BATCH: &str = "\
-WITH x AS MATERIALIZED (SELECT * FROM json_to_recordset($1::json) AS x(\
-  id bigint, author bigint, reply_to bigint, record text, body text, feeds bigint[], job int, created bigint)), \
-i AS (INSERT INTO tw_items (id, author, live, reply_to, record, body) \
-  SELECT id, author, 1, reply_to, record, body FROM x), \
-u AS (INSERT INTO tw_users (id, items) SELECT author, COUNT(*) FROM x GROUP BY author ORDER BY author \
-  ON CONFLICT (id) DO UPDATE SET items = tw_users.items + EXCLUDED.items), \
-c AS (INSERT INTO tw_item_counts (item, what, n) \
-  SELECT reply_to, 'r', COUNT(*) FROM x WHERE reply_to IS NOT NULL GROUP BY reply_to ORDER BY reply_to \
-  ON CONFLICT (item, what) DO UPDATE SET n = tw_item_counts.n + EXCLUDED.n), \
-p AS (INSERT INTO tw_postings (feed, item) SELECT f, x.id FROM x, unnest(x.feeds) AS f ON CONFLICT DO NOTHING) \
-INSERT INTO tw_jobs (k, author, created) SELECT id, author, created FROM x WHERE job = 1";
-
-/// The batch's rows on MySQL (`JSON_TABLE`, MariaDB 10.6 and MySQL 8.0 on),
-/// read from a session variable that [`my_batch_text`] sets.
-macro_rules! my_rows {
-    ($rows:literal, $cols:literal) => {
-        concat!("JSON_TABLE(", $rows, ", '$[*]' COLUMNS (", $cols, ")) AS x")
-    };
-}
-
-/// A batch on MySQL (no data-modifying CTEs): these in one transaction,
-/// reading the batch's rows as a JSON array (`@tw_full` with records and
-/// bodies, `@tw_bare` without); the replies', postings' and jobs'
-/// statements only when the batch has some.
-const MY_ITEMS: &str = concat!(
-    "INSERT INTO tw_items (id, author, live, reply_to, record, body) SELECT id, author, 1, reply_to, record, body FROM ",
-    my_rows!(
-        "@tw_full",
-        "id BIGINT PATH '$.id', author BIGINT PATH '$.author', reply_to BIGINT PATH '$.reply_to', \
-         record LONGTEXT CHARACTER SET utf8mb4 PATH '$.record', body LONGTEXT CHARACTER SET utf8mb4 PATH '$.body'"
-    )
-);
-const MY_AUTHORS: &str = concat!(
-    "INSERT INTO tw_users (id, items) SELECT a, COUNT(*) FROM ",
-    my_rows!("@tw_bare", "a BIGINT PATH '$.author'"),
-    " GROUP BY a ORDER BY a ON DUPLICATE KEY UPDATE items = items + VALUES(items)"
-);
-const MY_REPLIES: &str = concat!(
-    "INSERT INTO tw_item_counts (item, what, n) SELECT r, 'r', COUNT(*) FROM ",
-    my_rows!("@tw_bare", "r BIGINT PATH '$.reply_to'"),
-    " WHERE r IS NOT NULL GROUP BY r ORDER BY r ON DUPLICATE KEY UPDATE n = n + VALUES(n)"
-);
-const MY_POSTINGS: &str = concat!(
-    "INSERT IGNORE INTO tw_postings (feed, item) SELECT f, id FROM ",
-    my_rows!("@tw_bare", "id BIGINT PATH '$.id', NESTED PATH '$.feeds[*]' COLUMNS (f BIGINT PATH '$')"),
-    " WHERE f IS NOT NULL"
-);
-const MY_JOBS: &str = concat!(
-    "INSERT INTO tw_jobs (k, author, created) SELECT id, author, created FROM ",
-    my_rows!(
-        "@tw_bare",
-        "id BIGINT PATH '$.id', author BIGINT PATH '$.author', job INT PATH '$.job', created BIGINT PATH '$.created'"
-    ),
-    " WHERE job = 1"
-);
 
 #[cfg(test)]
 mod tests {

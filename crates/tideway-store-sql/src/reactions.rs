@@ -4,6 +4,7 @@
 //! round trip), and promotions.
 
 use crate::dialect::PG_ADD_TO_COUNT;
+use crate::rows::Bind::{Int, Text};
 use crate::rows::{in_list, int, k, text};
 use crate::tx::Tx;
 use crate::{Dialect, SqlStore};
@@ -87,13 +88,7 @@ impl SqlStore {
     pub(crate) async fn bump_parents(&self, tx: &mut Tx, item: &Item, by: i64) -> Result<()> {
         for (parent, what) in [(item.reply_to, "r"), (item.repost_of, "p")] {
             if let Some(p) = parent {
-                sqlx::query(&self.count_upsert())
-                    .bind(k(p.0))
-                    .bind(what)
-                    .bind(by)
-                    .execute(&mut **tx)
-                    .await
-                    .map_err(self.err())?;
+                self.exec_in(tx, &self.count_upsert(), &[Int(k(p.0)), Text(what), Int(by)]).await?;
             }
         }
         Ok(())
@@ -152,42 +147,21 @@ impl SqlStore {
             } else {
                 "DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ? RETURNING item"
             };
-            let sql = self.q(&format!(
+            let sql = format!(
                 "WITH r AS ({change}) INSERT INTO tw_item_counts (item, what, n) SELECT item, ?, ? FROM r {PG_ADD_TO_COUNT}"
-            ));
-            let done = sqlx::query(&sql)
-                .bind(k(item.0))
-                .bind(k(user.0))
-                .bind(kind)
-                .bind(what.as_str())
-                .bind(by)
-                .execute(&mut **tx)
-                .await
-                .map_err(self.err())?;
-            return Ok(done.rows_affected() > 0);
+            );
+            let binds = [Int(k(item.0)), Int(k(user.0)), Text(kind), Text(&what), Int(by)];
+            return Ok(self.exec_in(tx, &sql, &binds).await? > 0);
         }
         let change = if on {
-            self.q(&self.insert_ignore("tw_reactions (item, user_id, kind)", "(?, ?, ?)"))
+            self.insert_ignore("tw_reactions (item, user_id, kind)", "(?, ?, ?)")
         } else {
-            self.q("DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ?")
+            "DELETE FROM tw_reactions WHERE item = ? AND user_id = ? AND kind = ?".to_owned()
         };
-        let done = sqlx::query(&change)
-            .bind(k(item.0))
-            .bind(k(user.0))
-            .bind(kind)
-            .execute(&mut **tx)
-            .await
-            .map_err(self.err())?;
-        if done.rows_affected() == 0 {
+        if self.exec_in(tx, &change, &[Int(k(item.0)), Int(k(user.0)), Text(kind)]).await? == 0 {
             return Ok(false);
         }
-        sqlx::query(&self.count_upsert())
-            .bind(k(item.0))
-            .bind(what.as_str())
-            .bind(by)
-            .execute(&mut **tx)
-            .await
-            .map_err(self.err())?;
+        self.exec_in(tx, &self.count_upsert(), &[Int(k(item.0)), Text(&what), Int(by)]).await?;
         Ok(true)
     }
 
@@ -195,19 +169,12 @@ impl SqlStore {
     /// one transaction: a node's copy of the promotions is checked by that
     /// version (`pages.rs`).
     pub(crate) async fn put_promotion(&self, p: Promotion) -> Result<()> {
-        let insert = self.q("INSERT INTO tw_promotions (id, item, every, starts_at, ends_at) VALUES (?, ?, ?, ?, ?)");
+        let insert = "INSERT INTO tw_promotions (id, item, every, starts_at, ends_at) VALUES (?, ?, ?, ?, ?)";
+        let binds = [Int(k(p.id)), Int(k(p.item.0)), Int(i64::from(p.every)), Int(p.starts_at.0), Int(p.ends_at.0)];
         self.retrying(|| async {
             let mut tx = self.begin().await?;
-            sqlx::query(&insert)
-                .bind(k(p.id))
-                .bind(k(p.item.0))
-                .bind(i64::from(p.every))
-                .bind(p.starts_at.0)
-                .bind(p.ends_at.0)
-                .execute(&mut *tx)
-                .await
-                .map_err(self.err())?;
-            sqlx::query("UPDATE tw_epoch SET pv = pv + 1 WHERE id = 1").execute(&mut *tx).await.map_err(self.err())?;
+            self.exec_in(&mut tx, insert, &binds).await?;
+            self.exec_in(&mut tx, "UPDATE tw_epoch SET pv = pv + 1 WHERE id = 1", &[]).await?;
             self.commit(tx).await
         })
         .await

@@ -1,8 +1,9 @@
-//! Binds and columns: keys and ids as SQL BIGINTs, typed reads of a row's
-//! columns, `IN` lists, and items as rows (a record and a body, JSON).
+//! Binds and columns: the one vocabulary of binds ([`Bind`]), keys and ids
+//! as SQL BIGINTs, typed reads of a row's columns, `IN` lists, and items as
+//! rows (a record and a body, JSON).
 
 use sqlx::Row;
-use sqlx::any::AnyRow;
+use sqlx::any::{AnyArguments, AnyRow};
 use std::sync::Arc;
 use tideway_core::{Item, Millis, UserId};
 use tideway_store::{Job, Result, StoreError, WorkerId};
@@ -15,6 +16,34 @@ pub(crate) fn k(key: u64) -> i64 {
 /// A worker id as a SQL BIGINT (its bits).
 pub(crate) fn w(worker: WorkerId) -> i64 {
     worker as i64
+}
+
+/// A bind of a statement: a BIGINT, a nullable one, or a text. Every
+/// statement of this crate bound from a list is bound from these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bind<'a> {
+    Int(i64),
+    Opt(Option<i64>),
+    Text(&'a str),
+}
+
+impl From<i64> for Bind<'_> {
+    fn from(v: i64) -> Self {
+        Bind::Int(v)
+    }
+}
+
+/// `sql` (already in its dialect) bound to `binds`, in order.
+pub(crate) fn bound<'q>(sql: &'q str, binds: &[Bind<'q>]) -> sqlx::query::Query<'q, sqlx::Any, AnyArguments<'q>> {
+    let mut q = sqlx::query(sql);
+    for b in binds {
+        q = match *b {
+            Bind::Int(v) => q.bind(v),
+            Bind::Opt(v) => q.bind(v),
+            Bind::Text(v) => q.bind(v),
+        };
+    }
+    q
 }
 
 fn column(i: usize, e: sqlx::Error) -> StoreError {

@@ -11,7 +11,7 @@
 //! again, so the next ones go through the address to whichever server is
 //! the primary by then.
 
-use crate::rows::int;
+use crate::rows::{Bind, bound, int};
 use crate::session::Fence;
 use crate::{Dialect, SqlStore};
 use sqlx::any::AnyRow;
@@ -67,6 +67,19 @@ pub(crate) fn classify(dialect: Dialect, fence: &Fence, e: sqlx::Error) -> Store
     StoreError::Unavailable { engine: dialect.engine(), retryable: rolled_back(dialect, &e), source: Box::new(e) }
 }
 
+/// A driver's result as a store's: its error classified ([`classify`]) by
+/// the store's dialect, raising its fence. What every call on the driver
+/// outside the helpers below ends in.
+pub(crate) trait OrUnavailable<T> {
+    fn or_unavailable(self, store: &SqlStore) -> Result<T>;
+}
+
+impl<T> OrUnavailable<T> for std::result::Result<T, sqlx::Error> {
+    fn or_unavailable(self, store: &SqlStore) -> Result<T> {
+        self.map_err(|e| classify(store.dialect, &store.fence, e))
+    }
+}
+
 /// Whether a failed call may have been acted on by the engine all the same:
 /// the link broke (an I/O or protocol failure) after the request may have
 /// gone out, so a commit may have happened whose answer was lost. An
@@ -114,12 +127,12 @@ impl SqlStore {
 
     /// Begins a transaction.
     pub(crate) async fn begin(&self) -> Result<Tx> {
-        self.pool.begin().await.map_err(self.err())
+        self.pool.begin().await.or_unavailable(self)
     }
 
     /// Commits a transaction.
     pub(crate) async fn commit(&self, tx: Tx) -> Result<()> {
-        tx.commit().await.map_err(self.err())
+        tx.commit().await.or_unavailable(self)
     }
 
     /// Runs `attempt_once` (a whole transaction) again while the engine
@@ -134,12 +147,34 @@ impl SqlStore {
 
     /// Reads the rows of `sql` (with `?` placeholders) bound to `binds`.
     pub(crate) async fn fetch(&self, sql: &str, binds: &[i64]) -> Result<Vec<AnyRow>> {
+        let binds: Vec<Bind<'_>> = binds.iter().map(|b| Bind::Int(*b)).collect();
+        self.rows(sql, &binds).await
+    }
+
+    /// Reads the rows of `sql` (with `?` placeholders) bound to `binds`.
+    pub(crate) async fn rows(&self, sql: &str, binds: &[Bind<'_>]) -> Result<Vec<AnyRow>> {
         let sql = self.q(sql);
-        let mut q = sqlx::query(&sql);
-        for b in binds {
-            q = q.bind(*b);
-        }
-        q.fetch_all(&self.pool).await.map_err(self.err())
+        bound(&sql, binds).fetch_all(&self.pool).await.or_unavailable(self)
+    }
+
+    /// Runs `sql` (with `?` placeholders) bound to `binds` on the pool;
+    /// the rows it changed.
+    pub(crate) async fn exec(&self, sql: &str, binds: &[Bind<'_>]) -> Result<u64> {
+        let sql = self.q(sql);
+        Ok(bound(&sql, binds).execute(&self.pool).await.or_unavailable(self)?.rows_affected())
+    }
+
+    /// The rows of `sql` (with `?` placeholders) bound to `binds`, within `tx`.
+    pub(crate) async fn rows_in(&self, tx: &mut Tx, sql: &str, binds: &[Bind<'_>]) -> Result<Vec<AnyRow>> {
+        let sql = self.q(sql);
+        bound(&sql, binds).fetch_all(&mut **tx).await.or_unavailable(self)
+    }
+
+    /// Runs `sql` (with `?` placeholders) bound to `binds` within `tx`; the
+    /// rows it changed.
+    pub(crate) async fn exec_in(&self, tx: &mut Tx, sql: &str, binds: &[Bind<'_>]) -> Result<u64> {
+        let sql = self.q(sql);
+        Ok(bound(&sql, binds).execute(&mut **tx).await.or_unavailable(self)?.rows_affected())
     }
 
     /// The first column of the first row of `sql`, as a count.

@@ -75,15 +75,7 @@ const MOVES_A_STATEMENT: usize = 256;
 /// Times a read mark looks again for groups it passes of keys not yet held.
 const MARK_LOCK_ROUNDS: usize = 3;
 
-/// A bind of these statements: a BIGINT, a nullable one, or a verb's key.
-#[derive(Clone, Copy)]
-enum Arg<'a> {
-    Int(i64),
-    Opt(Option<i64>),
-    Text(&'a str),
-}
-
-use Arg::{Int, Opt, Text};
+use crate::rows::Bind::{Int, Opt, Text};
 
 mod fold;
 mod write;
@@ -216,17 +208,11 @@ impl Notifications for SqlStore {
                     Some((i, u, kind)) => (k(i.0), k(u.0), kind.clone()),
                     None => (i64::MIN, i64::MIN, String::new()),
                 };
-                let sql = self.q(&format!(
+                let sql = format!(
                     "SELECT item, user_id, kind FROM tw_reactions WHERE (item, user_id, kind) > (?, ?, ?) \
                      ORDER BY item, user_id, kind LIMIT {limit}"
-                ));
-                let rows = sqlx::query(&sql)
-                    .bind(item)
-                    .bind(user)
-                    .bind(kind)
-                    .fetch_all(&self.pool)
-                    .await
-                    .map_err(self.err())?;
+                );
+                let rows = self.rows(&sql, &[Int(item), Int(user), Text(&kind)]).await?;
                 rows.iter()
                     .map(|r| {
                         Ok(StoredCause::Reaction {

@@ -118,7 +118,7 @@ impl SqlStore {
             if !locks.is_empty() {
                 let values = vec!["(?)"; locks.len()].join(", ");
                 let sql = format!("SELECT count(pg_advisory_xact_lock(v.x)) FROM (VALUES {values}) AS v(x)");
-                let args: Vec<Arg<'_>> = locks.into_iter().map(Int).collect();
+                let args: Vec<crate::rows::Bind<'_>> = locks.into_iter().map(Int).collect();
                 self.rows_in(tx, &sql, &args).await?;
             }
             &BTreeSet::new()
@@ -194,36 +194,6 @@ impl SqlStore {
         Ok(got)
     }
 
-    /// `sql` (already in this dialect) bound to `args`.
-    pub(super) fn bound<'q>(
-        &self,
-        sql: &'q str,
-        args: &[Arg<'q>],
-    ) -> sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>> {
-        let mut q = sqlx::query(sql);
-        for a in args {
-            q = match *a {
-                Int(v) => q.bind(v),
-                Opt(v) => q.bind(v),
-                Text(v) => q.bind(v),
-            };
-        }
-        q
-    }
-
-    /// The rows of `sql` (with `?` placeholders) within `tx`.
-    pub(super) async fn rows_in(&self, tx: &mut Tx, sql: &str, args: &[Arg<'_>]) -> Result<Vec<AnyRow>> {
-        let sql = self.q(sql);
-        self.bound(&sql, args).fetch_all(&mut **tx).await.map_err(self.err())
-    }
-
-    /// Runs `sql` (with `?` placeholders) within `tx`.
-    pub(super) async fn exec_in(&self, tx: &mut Tx, sql: &str, args: &[Arg<'_>]) -> Result<()> {
-        let sql = self.q(sql);
-        self.bound(&sql, args).execute(&mut **tx).await.map_err(self.err())?;
-        Ok(())
-    }
-
     /// Locks `user`'s row within `tx` and reads it (`None`: no row yet).
     pub(super) async fn lock_marks(&self, tx: &mut Tx, user: UserId) -> Result<Option<Marks>> {
         let rows = self
@@ -258,7 +228,8 @@ impl SqlStore {
             "UPDATE tw_notify_groups SET cnt = ?, latest_at = ?, last_at = COALESCE(?, last_at) WHERE usr = ? AND id = ?",
             &[Int(f.cnt), Opt(f.latest), Opt(f.latest), Int(k(user.0)), Int(k(id))],
         )
-        .await
+        .await?;
+        Ok(())
     }
 
     /// Group `id`'s figures once its visible event at `at` is gone (already

@@ -50,6 +50,7 @@
 use crate::graph::mark_relation;
 use crate::reactions::HydrationRows;
 use crate::rows::{int, k, text};
+use crate::tx::OrUnavailable;
 use crate::{Dialect, SqlStore};
 use async_trait::async_trait;
 use sqlx::any::AnyRow;
@@ -170,7 +171,7 @@ impl SqlStore {
                     .bind(q.viewer.filter(|_| !q.relations_known).map(|v| k(v.0)))
             })
             .await
-            .map_err(self.err())
+            .or_unavailable(self)
     }
 
     /// The page's rows on MySQL: the branches of [`PG_PAGE`] as one
@@ -180,7 +181,7 @@ impl SqlStore {
     /// the parts side by side were seven.
     async fn my_page_rows(&self, q: &PageQuery<'_>, promotions: Option<Millis>) -> Result<Vec<AnyRow>> {
         match my_page_text(q, promotions) {
-            Some(sql) => self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.map_err(self.err()),
+            Some(sql) => self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.or_unavailable(self),
             None => Ok(vec![]),
         }
     }
@@ -491,7 +492,7 @@ impl Pages for SqlStore {
             _ if q.held.is_empty() => vec![],
             (Some(_), _) if mysql => {
                 let sql = my_held_text(q.held);
-                for row in self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.map_err(self.err())? {
+                for row in self.pages.fetch_all(|| sqlx::raw_sql(&sql)).await.or_unavailable(self)? {
                     current.insert(int(&row, 1)? as u64, int(&row, 2)?);
                 }
                 stale(q.held, &current)
