@@ -319,12 +319,9 @@ impl Graph for SqlStore {
 
     async fn counts(&self, user: UserId) -> Result<UserCounts> {
         let rows = self.fetch("SELECT following, followers, items FROM tw_users WHERE id = ?", &[k(user.0)]).await?;
-        let Some(r) = rows.first() else { return Ok(UserCounts::default()) };
-        Ok(UserCounts {
-            following: int(r, 0)?.max(0) as u64,
-            followers: int(r, 1)?.max(0) as u64,
-            items: int(r, 2)?.max(0) as u64,
-        })
+        let Some(r) = crate::rows::decoded::<CountsRow>(&rows)?.pop() else { return Ok(UserCounts::default()) };
+        let n = |v: i64| v.max(0) as u64;
+        Ok(UserCounts { following: n(r.following), followers: n(r.followers), items: n(r.items) })
     }
 
     async fn stats(&self) -> Result<StoreStats> {
@@ -347,3 +344,8 @@ pub(crate) fn mark_relation(r: &mut Relation, what: &str) {
         _ => r.muting = true,
     }
 }
+
+crate::rows::int_row!(
+    /// A user's counts (`SELECT following, followers, items FROM tw_users`).
+    CountsRow { following: i64, followers: i64, items: i64 }
+);

@@ -4,7 +4,7 @@
 
 use crate::SqlStore;
 use crate::rows::Bind::{self, Int};
-use crate::rows::{in_list, int, job_of, k, marks, oint, w};
+use crate::rows::{in_list, int, jobs_of, k, marks, oint, w};
 use crate::tx::OrUnavailable;
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -21,7 +21,7 @@ impl Jobs for SqlStore {
                 &[],
             )
             .await?;
-        rows.iter().map(job_of).collect()
+        jobs_of(&rows)
     }
 
     async fn claim_jobs(&self, worker: WorkerId, now: Millis, lease_ms: i64, limit: usize) -> Result<Vec<Job>> {
@@ -37,7 +37,7 @@ impl Jobs for SqlStore {
             );
             let base = w(worker >> 32 << 32);
             let rows = self.rows_in(&mut tx, &sql, &[Int(w(worker)), Int(now.0), Int(base), Int(w(worker))]).await?;
-            let jobs: Vec<Job> = rows.iter().map(job_of).collect::<Result<_>>()?;
+            let jobs: Vec<Job> = jobs_of(&rows)?;
             if !jobs.is_empty() {
                 let sql = format!("UPDATE tw_jobs SET holder = ?, lease_until = ? WHERE k IN ({})", marks(jobs.len()));
                 let lease = [w(worker), now.0.saturating_add(lease_ms)];
@@ -137,7 +137,7 @@ impl Jobs for SqlStore {
                             &[Int(i64::from(node))],
                         )
                         .await?;
-                    let claim = match rows.first() {
+                    let claim = match crate::rows::decoded::<ClaimRow>(&rows)?.first() {
                         None => {
                             let inserted = sqlx::query(&self.q(
                                 "INSERT INTO tw_nodes (node, instance, epoch, beat, beats) VALUES (?, ?, 1, ?, 0)",
@@ -153,8 +153,7 @@ impl Jobs for SqlStore {
                                 Err(e) => return Err(e).or_unavailable(self),
                             }
                         }
-                        Some(row) => {
-                            let (holder, epoch, beat) = (oint(row, 0)?, int(row, 1)?, int(row, 2)?);
+                        Some(&ClaimRow { instance: holder, epoch, beat }) => {
                             if holder.is_some_and(|h| h != w(instance)) && now - beat < stale_ms {
                                 Some(NodeClaim::Held { age_ms: now - beat })
                             } else {
@@ -268,3 +267,8 @@ impl Jobs for SqlStore {
         Ok(Some(Millis(int(row, 0)?)))
     }
 }
+
+crate::rows::int_row!(
+    /// A node id's claim (`SELECT instance, epoch, beat FROM tw_nodes`).
+    ClaimRow { instance: Option<i64>, epoch: i64, beat: i64 }
+);

@@ -102,9 +102,6 @@ pub struct SqlStore {
     posts: std::sync::Arc<posts::PostQueue>,
     /// The store-wide counts and when they were read (see `stats.rs`).
     stats: tokio::sync::Mutex<Option<(Instant, StoreStats)>>,
-    /// The node's copy of the promotions not yet ended, checked by their
-    /// version in a page's statement (`pages.rs`).
-    promotions: pages::PromotionsCopy,
     /// Notification writes that moved a group, counted to fold every so
     /// many (`notifications.rs`).
     moves_written: std::sync::atomic::AtomicU64,
@@ -199,7 +196,6 @@ impl SqlStore {
             probe,
             posts,
             stats: tokio::sync::Mutex::new(None),
-            promotions: pages::PromotionsCopy::default(),
             moves_written: std::sync::atomic::AtomicU64::new(0),
             fence,
         };

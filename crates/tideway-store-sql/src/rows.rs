@@ -71,6 +71,32 @@ pub(crate) fn text(r: &AnyRow, i: usize) -> Result<String> {
     }
 }
 
+/// Declares a row of integer columns, decoded by their names through
+/// `sqlx::FromRow` (the statement names them, in any order): each field a
+/// column of the same name, `i64` or `Option<i64>`.
+macro_rules! int_row {
+    ($(#[$doc:meta])* $name:ident { $($col:ident: $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        pub(crate) struct $name {
+            $(pub(crate) $col: $ty),*
+        }
+
+        impl<'r> sqlx::FromRow<'r, sqlx::any::AnyRow> for $name {
+            fn from_row(r: &'r sqlx::any::AnyRow) -> std::result::Result<Self, sqlx::Error> {
+                use sqlx::Row;
+                Ok(Self { $($col: r.try_get(stringify!($col))?),* })
+            }
+        }
+    };
+}
+pub(crate) use int_row;
+
+/// Decodes `rows` into `T`s (a column missing or of another type: the
+/// store holds what this node cannot read).
+pub(crate) fn decoded<T: for<'r> sqlx::FromRow<'r, AnyRow>>(rows: &[AnyRow]) -> Result<Vec<T>> {
+    rows.iter().map(|r| T::from_row(r).map_err(|e| StoreError::corrupt_by("a row", e))).collect()
+}
+
 /// `?, ?, …` for `n` values.
 pub(crate) fn marks(n: usize) -> String {
     vec!["?"; n].join(", ")
@@ -110,13 +136,24 @@ pub(crate) fn record_json(item: &Item) -> Result<(String, String)> {
     Ok((r, item.body.as_str().to_owned()))
 }
 
-/// A job's row: `k, author, cur_since, cur_user, created`.
-pub(crate) fn job_of(r: &AnyRow) -> Result<Job> {
-    let cursor = match (oint(r, 2)?, oint(r, 3)?) {
-        (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
-        _ => None,
-    };
-    Ok(Job { key: int(r, 0)? as u64, author: UserId(int(r, 1)? as u64), cursor, created: Millis(int(r, 4)?) })
+int_row!(
+    /// A job's row (`SELECT k, author, cur_since, cur_user, created`).
+    JobRow { k: i64, author: i64, cur_since: Option<i64>, cur_user: Option<i64>, created: i64 }
+);
+
+impl From<JobRow> for Job {
+    fn from(r: JobRow) -> Job {
+        let cursor = match (r.cur_since, r.cur_user) {
+            (Some(s), Some(u)) => Some((Millis(s), UserId(u as u64))),
+            _ => None,
+        };
+        Job { key: r.k as u64, author: UserId(r.author as u64), cursor, created: Millis(r.created) }
+    }
+}
+
+/// The jobs of `rows` (each a [`JobRow`]).
+pub(crate) fn jobs_of(rows: &[AnyRow]) -> Result<Vec<Job>> {
+    Ok(decoded::<JobRow>(rows)?.into_iter().map(Job::from).collect())
 }
 
 #[cfg(test)]

@@ -367,15 +367,13 @@ fn my_page_text(q: &PageQuery<'_>, promotions: Option<Millis>) -> Option<String>
 impl Pages for SqlStore {
     async fn page_facts(&self, q: &PageQuery<'_>) -> Result<PageFacts> {
         let mysql = self.dialect == Dialect::MySql;
-        // The promotions come from the node's copy while its version
-        // stands (the statement's `e` row tells); without a copy the
-        // statement reads those not yet ended, which become the copy.
-        let held_promotions = q.promotions_at.and_then(|t| self.promotions.serving(t));
-        let read_promotions = q.promotions_at.filter(|_| held_promotions.is_none());
+        // The promotions not yet ended, when asked, are read by the
+        // statement (a node keeps its copy of them before the store, under
+        // the shared half's token: `tideway_store::copies`).
         let rows = if mysql {
-            self.my_page_rows(q, read_promotions).await?
+            self.my_page_rows(q, q.promotions_at).await?
         } else {
-            self.pg_page_rows(q, read_promotions).await?
+            self.pg_page_rows(q, q.promotions_at).await?
         };
         let inserts = q.inserts_of.filter(|_| !q.originals.is_empty());
         let mut by_original: HashMap<u64, Vec<(UserId, ItemId)>> = HashMap::new();
@@ -395,7 +393,6 @@ impl Pages for SqlStore {
         let mut current: HashMap<u64, i64> = HashMap::new();
         let mut version = None;
         let mut epoch = None;
-        let mut promotions_version = None;
         let mut promotions = Vec::new();
         for row in &rows {
             let what = text(row, 0)?;
@@ -413,7 +410,6 @@ impl Pages for SqlStore {
                 "g" => version = Some(a),
                 "e" => {
                     epoch = Some(a);
-                    promotions_version = Some(int(row, 3)?);
                     if mysql && q.followees_of.is_some() {
                         version = Some(int(row, 2)? as u64);
                     }
@@ -538,72 +534,8 @@ impl Pages for SqlStore {
             items_epoch: epoch,
             // (no row: a user never seen, at version 0)
             followees_version: q.followees_of.map(|_| version.unwrap_or(0)),
-            promotions: match q.promotions_at {
-                None => None,
-                Some(t) => Some(match (held_promotions, promotions_version) {
-                    (None, version) => {
-                        let running = Promotion::running(&promotions, t);
-                        if let Some(v) = version {
-                            self.promotions.keep(v, t, promotions);
-                        }
-                        running
-                    }
-                    (Some(held), Some(v)) if held.version == v => Promotion::running(&held.list, t),
-                    // A promotion stored since the copy was taken: read
-                    // after the statement, and kept.
-                    (Some(_), _) => {
-                        let (v, list) = self.promotions_from(t).await?;
-                        let running = Promotion::running(&list, t);
-                        self.promotions.keep(v, t, list);
-                        running
-                    }
-                }),
-            },
+            promotions: q.promotions_at.map(|t| Promotion::running(&promotions, t)),
         })
-    }
-}
-
-/// The most promotions not yet ended that a node keeps a copy of; with
-/// more, every page reads them in its statement.
-const PROMOTIONS_HELD_MAX: usize = 10_000;
-
-/// A node's copy of the promotions. Promotions are never changed or
-/// removed, and each one stored moves their version in its own
-/// transaction (`SqlStore::put_promotion`), so a copy of those not ended at
-/// a time, taken at a version, holds every promotion running at that time
-/// or later while the version stands. A page's statement reads the version
-/// (its `e` row) instead of the promotions: one branch fewer to plan on
-/// MariaDB. A page at a time before the copy's reads them as before.
-#[derive(Default)]
-pub(crate) struct PromotionsCopy(std::sync::Mutex<Option<HeldPromotions>>);
-
-#[derive(Clone)]
-struct HeldPromotions {
-    version: i64,
-    /// Every promotion not ended at this time is in `list`.
-    from: Millis,
-    list: std::sync::Arc<[Promotion]>,
-}
-
-impl PromotionsCopy {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<HeldPromotions>> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// The copy, when it can tell the promotions running at `at`.
-    fn serving(&self, at: Millis) -> Option<HeldPromotions> {
-        self.lock().as_ref().filter(|h| h.from <= at).cloned()
-    }
-
-    /// Keeps `list`, the promotions not ended at `from` at `version`, unless
-    /// the copy is of a later version or the list is too long to keep.
-    fn keep(&self, version: i64, from: Millis, list: Vec<Promotion>) {
-        let mut held = self.lock();
-        if list.len() > PROMOTIONS_HELD_MAX {
-            *held = None;
-        } else if held.as_ref().is_none_or(|h| h.version <= version) {
-            *held = Some(HeldPromotions { version, from, list: list.into() });
-        }
     }
 }
 
