@@ -85,6 +85,7 @@ pub struct Config {
     pub redis: RedisConfig,
     pub live: LiveConfig,
     pub stream: StreamConfig,
+    pub getstream: GetstreamConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -333,6 +334,92 @@ impl Default for StreamConfig {
     }
 }
 
+/// What a GetStream feed group is (GetStream's feed types).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FeedGroupKind {
+    Flat,
+    Aggregated,
+    Notification,
+}
+
+/// The GetStream-compatible API (API.md, "The GetStream-compatible
+/// API"): on when both the key and the secret are set.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GetstreamConfig {
+    /// The app's API key, as clients send it in `api_key`.
+    pub api_key: Option<String>,
+    /// The app's API secret, which signs its tokens (HS256).
+    pub api_secret: Option<String>,
+    /// The feed groups and their kinds; a feed of another group is
+    /// GetStream's `FeedConfigException`.
+    pub feed_groups: std::collections::BTreeMap<String, FeedGroupKind>,
+}
+
+impl GetstreamConfig {
+    /// Whether the API is served (a key and a secret are set).
+    pub fn enabled(&self) -> bool {
+        self.api_key.is_some() && self.api_secret.is_some()
+    }
+
+    fn check(&self) -> Result<(), String> {
+        match (&self.api_key, &self.api_secret) {
+            (Some(k), Some(s)) => {
+                if k.is_empty() || s.is_empty() {
+                    return Err("getstream.api_key and getstream.api_secret must not be empty".into());
+                }
+            }
+            (None, None) => {}
+            _ => {
+                return Err(
+                    "getstream.api_key and getstream.api_secret are set together (TIDEWAY_GETSTREAM__API_KEY, \
+                     TIDEWAY_GETSTREAM__API_SECRET), or neither"
+                        .into(),
+                );
+            }
+        }
+        for name in self.feed_groups.keys() {
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!(
+                    "getstream.feed_groups: {name:?} is not a feed group name (letters, digits and _ only)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for GetstreamConfig {
+    fn default() -> Self {
+        use FeedGroupKind::*;
+        let groups = [
+            ("user", Flat),
+            ("timeline", Flat),
+            ("flat", Flat),
+            ("topic", Flat),
+            ("aggregated", Aggregated),
+            ("timeline_aggregated", Aggregated),
+            ("notification", Notification),
+        ];
+        Self {
+            api_key: None,
+            api_secret: None,
+            feed_groups: groups.into_iter().map(|(n, k)| (n.to_owned(), k)).collect(),
+        }
+    }
+}
+
+impl std::fmt::Debug for GetstreamConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetstreamConfig")
+            .field("api_key", &self.api_key)
+            .field("api_secret", &self.api_secret.as_ref().map(|_| REDACTED))
+            .field("feed_groups", &self.feed_groups)
+            .finish()
+    }
+}
+
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
@@ -459,11 +546,16 @@ impl Config {
     pub fn redacted(&self) -> Self {
         let storage = StorageConfig { url: self.storage.url.as_deref().map(redact_url), ..self.storage.clone() };
         let redis = RedisConfig { urls: self.redis.urls.iter().map(|u| redact_url(u)).collect(), ..self.redis.clone() };
-        Self { auth: self.auth.redacted(), storage, redis, ..self.clone() }
+        let getstream = GetstreamConfig {
+            api_secret: self.getstream.api_secret.as_ref().map(|_| REDACTED.to_owned()),
+            ..self.getstream.clone()
+        };
+        Self { auth: self.auth.redacted(), storage, redis, getstream, ..self.clone() }
     }
 
     /// Checks what serde cannot: ranges and combinations.
     pub fn check(&self) -> Result<(), String> {
+        self.getstream.check()?;
         if self.timeline.max_len == 0 {
             return Err("timeline.max_len must be at least 1".into());
         }
@@ -576,6 +668,22 @@ mod tests {
         assert_eq!(index_size_for(None, None), 256 << 20);
         // What the machine gives is within the bounds.
         assert!((256 << 20..=4 * gib).contains(&default_index_size()));
+    }
+
+    #[test]
+    fn the_getstream_key_and_secret_come_together_and_the_secret_is_redacted() {
+        let mut c = Config::default();
+        assert!(!c.getstream.enabled() && c.check().is_ok(), "off by default");
+        assert_eq!(c.getstream.feed_groups.get("notification"), Some(&FeedGroupKind::Notification));
+        c.getstream.api_key = Some("key".into());
+        assert!(c.check().expect_err("a key alone").contains("getstream.api_secret"));
+        c.getstream.api_secret = Some("s3cret".into());
+        assert!(c.check().is_ok() && c.getstream.enabled());
+        let shown = c.redacted().getstream;
+        assert_eq!(shown.api_secret.as_deref(), Some(REDACTED));
+        assert!(!format!("{:?}", c.getstream).contains("s3cret"));
+        c.getstream.feed_groups.insert("bad group".into(), FeedGroupKind::Flat);
+        assert!(c.check().expect_err("a bad group name").contains("bad group"));
     }
 
     #[test]
