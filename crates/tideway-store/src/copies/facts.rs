@@ -238,12 +238,7 @@ impl FactCopies {
                     None => Ok(None),
                 }
             },
-            async {
-                match unminted.is_empty() {
-                    true => Ok(()),
-                    false => inner.mint_fact_tokens(&unminted).await,
-                }
-            }
+            async { if unminted.is_empty() { Ok(()) } else { inner.mint_fact_tokens(&unminted).await } }
         );
         if let Err(e) = minted {
             tracing::debug!(error = %e, "fact tokens not minted; the next page mints them");

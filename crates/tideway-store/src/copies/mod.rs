@@ -50,14 +50,9 @@ impl NodeCopies {
     /// Copies of about `bytes` before `inner` (three quarters for records,
     /// a quarter for followee lists; the facts' copies [`FACT_COPIES_BYTES`]).
     pub fn new(inner: Arc<dyn Backend>, bytes: u64) -> Self {
-        Self::with_fact_bytes(inner, bytes, FACT_COPIES_BYTES)
-    }
-
-    /// With `fact_bytes` for the facts' copies.
-    pub fn with_fact_bytes(inner: Arc<dyn Backend>, bytes: u64, fact_bytes: u64) -> Self {
         NodeCopies(Arc::new(Copies {
             inner,
-            facts: FactCopies::new(fact_bytes),
+            facts: FactCopies::new(FACT_COPIES_BYTES),
             records: Arc::new(RecordCopies::new(bytes / 4 * 3)),
             followees: FolloweeCopies::new(bytes / 4),
         }))
